@@ -1,0 +1,68 @@
+// The error model: how far a correct kernel's result may be from the exact one, per element.
+//
+// Derivation and the table of budgets: spec/SPEC.md §4. In short, with u_a the accumulation unit roundoff,
+// u_s the storage one, s_ij = scale·q_i·k_j, P_ij = exp(s_ij − LSE_i), M_i = max_j |s_ij| over visible keys:
+//   θ_ij  = γ_{D+2}(u_a)·scale·Σ_d|q_id k_jd| + kShiftUlps·u_a·(|s_ij| + M_i) + kExpUlps·u_a   (log-space error of p_ij)
+//   |ΔO_ic| ≤ min(Σ_j P_ij ρ_ij |v_jc − O_ic|, max_j |v_jc − O_ic|) + γ_{2Lk+2}(Σ_j P_ij|v_jc| + |O_ic|)
+//            + [round_p] Σ_j (u_s P_ij + η_s/2)|v_jc| + kDivUlps·u_a|O_ic| + u_s|O_ic| + η_s/2
+// with ρ_ij = max(expm1(θ_ij + θ̄_i), 1 − e^{−θ_ij}/A_i), θ̄_i = Σ_j P_ij θ_ij, A_i = Σ_j P_ij e^{θ_ij};
+// LSE, dQ, dK and dV follow by the same running-error propagation (SPEC.md §4.3–4.4).
+// The bound holds whatever the summation order: naive, blocked, online softmax, split-KV.
+//
+// Example:
+//   auto exact = attncheck::reference_forward(p);
+//   auto bound = attncheck::forward_bounds(p, exact, attncheck::PrecisionProfile::for_storage(p.dtype()));
+//   double ratio = std::abs(kernel_out - exact.out[i]) / bound.out[i];   // ≤ 1 for a correct kernel
+#pragma once
+
+#include "attncheck/dtype.h"
+#include "attncheck/problem.h"
+#include "attncheck/reference.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace attncheck {
+
+/// What a kernel declares about its arithmetic.
+struct PrecisionProfile {
+  Dtype storage = Dtype::f32;     ///< dtype of q, k, v, out (and dq, dk, dv)
+  Dtype accumulate = Dtype::f32;  ///< dtype of dot products, sums and the softmax arithmetic
+  bool round_p = false;           ///< P (and dS in backward) rounded to the storage dtype before the matmuls
+  /// FlashAttention's practice: float32 accumulation; P rounded to storage for float16/bfloat16.
+  static PrecisionProfile for_storage(Dtype storage);
+  std::string describe() const;  ///< "f16 storage, f32 accumulation, P rounded"
+};
+
+/// The error budgets of a correct kernel (one table, SPEC.md §4.1): ulps of the accumulation dtype.
+struct Budgets {
+  static constexpr double kExpUlps = 4;    ///< exp/exp2, vectorized polynomial approximations included
+  static constexpr double kLogUlps = 4;    ///< log/log2 of the row sum
+  static constexpr double kShiftUlps = 4;  ///< s·log2e folding, max subtraction, rescale arguments
+  static constexpr double kDivUlps = 2;    ///< normalization: a division, or a reciprocal and a multiply
+};
+
+/// γ_n(u) = n·u / (1 − n·u); +∞ when n·u ≥ 1.
+double gamma_n(double n, double u);
+
+/// Per-element bounds on |kernel − exact|, in the layout of ExactForward / ExactBackward.
+/// 0 means the value must be exact (a row that sees no key: O = 0, LSE = −∞, zero gradients).
+struct ForwardBounds {
+  std::vector<double> out, lse;
+};
+struct BackwardBounds {
+  std::vector<double> dq, dk, dv;
+};
+
+/// Bounds for forward outputs. `exact` is reference_forward(p).
+ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile);
+/// Bounds for dQ, dK, dV of a backward that consumes the kernel's own forward out and lse (each within its
+/// forward bound). `exact` is reference_forward(p); p.dout is required.
+BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile);
+
+/// |got − exact| / bound with the conventions of the checks: 0 when got == exact (−∞ == −∞ included),
+/// +∞ when got is NaN or the bound is 0 and got differs.
+double error_ratio(double got, double exact, double bound);
+
+}  // namespace attncheck

@@ -1,0 +1,74 @@
+// An attention problem as the contract (spec/SPEC.md) defines it: shapes, mask, scale, dtype and its tensors.
+#pragma once
+
+#include "attncheck/dtype.h"
+#include "attncheck/kernel_abi.h"
+#include "attncheck/tensor.h"
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace attncheck {
+
+enum class Mask : std::int32_t { none = ATTNCHECK_MASK_NONE, causal = ATTNCHECK_MASK_CAUSAL };
+std::string_view mask_name(Mask m);
+
+/// q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv], out [B,Hq,Lq,Dv], lse [B,Hq,Lq].
+struct Shape {
+  std::int64_t B = 1, Hq = 1, Hkv = 1, Lq = 1, Lk = 1, D = 1, Dv = 1;
+  /// Query heads per kv head, Hq / Hkv.
+  std::int64_t group() const { return Hq / Hkv; }
+  /// The kv head query head h reads: h / (Hq / Hkv).
+  std::int64_t kv_head(std::int64_t h) const { return h / group(); }
+  /// Throws std::invalid_argument naming the first violated rule (all dims ≥ 1, Hq a multiple of Hkv).
+  void validate() const;
+  std::string describe() const;  ///< "B=1 Hq=4 Hkv=2 Lq=17 Lk=64 D=64 Dv=32"
+  friend bool operator==(const Shape &, const Shape &) = default;
+};
+
+/// scale = 1/√D, the contract's default (D of q and k, never Dv).
+inline double default_scale(std::int64_t D) { return 1.0 / std::sqrt(static_cast<double>(D)); }
+
+/// Bottom-right aligned causal visibility: query i sees key j iff j ≤ i + Lk − Lq; everything without a mask.
+inline bool visible(Mask m, std::int64_t i, std::int64_t j, std::int64_t Lq, std::int64_t Lk) {
+  return m == Mask::none || j <= i + Lk - Lq;
+}
+/// Number of keys query i sees: Lk without a mask; clamp(i + Lk − Lq + 1, 0, Lk) when causal.
+inline std::int64_t visible_count(Mask m, std::int64_t i, std::int64_t Lq, std::int64_t Lk) {
+  if (m == Mask::none) return Lk;
+  const std::int64_t n = i + Lk - Lq + 1;
+  return n < 0 ? 0 : (n > Lk ? Lk : n);
+}
+
+struct Params {
+  double scale = 1.0;
+  Mask mask = Mask::none;
+  attncheck_params to_abi() const { return attncheck_params{scale, static_cast<std::int32_t>(mask)}; }
+};
+
+/// The inputs of one problem; dout is present for backward problems.
+struct Problem {
+  Shape shape;
+  Params params;
+  Tensor q, k, v;
+  std::optional<Tensor> dout;
+  Dtype dtype() const { return q.dtype(); }
+};
+
+/// Shape read off q, k, v (and dout when given); throws std::invalid_argument with a message that names the
+/// tensors and dimensions that disagree (rank, D of q vs k, Lk of k vs v, B, Hq not a multiple of Hkv, dtypes).
+Shape shape_of(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *dout = nullptr);
+/// Same check on DLTensors as a kernel receives them; returns false and fills *why instead of throwing.
+bool shape_of(const DLTensor &q, const DLTensor &k, const DLTensor &v, Shape *out, std::string *why);
+
+/// Row-major offsets into contiguous result arrays.
+inline std::int64_t out_offset(const Shape &s, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c) {
+  return ((b * s.Hq + h) * s.Lq + i) * s.Dv + c;
+}
+inline std::int64_t lse_offset(const Shape &s, std::int64_t b, std::int64_t h, std::int64_t i) {
+  return (b * s.Hq + h) * s.Lq + i;
+}
+
+}  // namespace attncheck

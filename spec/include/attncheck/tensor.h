@@ -1,0 +1,106 @@
+// A host tensor with explicit strides (in elements), as the ABI passes it: owned storage, exact element access,
+// and a DLTensor view. Storage around and between the elements (padding) is kept so that checks can fill it with
+// NaN and see whether a kernel reads or writes it.
+#pragma once
+
+#include "attncheck/dtype.h"
+
+#include <dlpack/dlpack.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace attncheck {
+
+/// Memory layouts of a rank-4 [B, H, L, X] tensor.
+enum class Layout : std::uint8_t {
+  bhld,        ///< contiguous, X fastest then L, H, B (PyTorch's default)
+  blhd,        ///< [B, L, H, X] in memory (FlashAttention's layout): strides {L·H·X, X, H·X, 1}
+  transposed,  ///< L fastest: strides {H·X·L, X·L, 1, L} — the last dimension is not contiguous
+  padded,      ///< bhld with every row and every head padded by `pad` elements
+};
+std::string_view layout_name(Layout l);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  /// Elements at offset + Σ index[d]·strides[d] of a buffer of `storage_elems` elements (zero-filled).
+  Tensor(Dtype dt, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, std::int64_t offset,
+         std::int64_t storage_elems);
+  /// Contiguous row-major tensor.
+  static Tensor contiguous(Dtype dt, std::vector<std::int64_t> shape);
+  /// Rank-4 tensor in the given layout; `pad` extra elements per padded row/head (Layout::padded only) and
+  /// `pad` elements before the first and after the last element for every layout.
+  static Tensor with_layout(Dtype dt, std::vector<std::int64_t> shape, Layout layout, std::int64_t pad = 0);
+
+  Dtype dtype() const { return dtype_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  const std::vector<std::int64_t> &shape() const { return shape_; }
+  const std::vector<std::int64_t> &strides() const { return strides_; }
+  std::int64_t dim(int d) const { return shape_[static_cast<std::size_t>(d)]; }
+  std::int64_t numel() const;
+  std::int64_t offset() const { return offset_; }
+  std::int64_t storage_elems() const { return storage_elems_; }
+
+  /// Storage index of a multi-index (no bounds check beyond debug asserts).
+  std::int64_t index(std::span<const std::int64_t> idx) const;
+  std::int64_t index(std::initializer_list<std::int64_t> idx) const {
+    return index(std::span<const std::int64_t>(idx.begin(), idx.size()));
+  }
+  /// Element widened exactly to double.
+  double get(std::span<const std::int64_t> idx) const { return get_storage(index(idx)); }
+  double get(std::initializer_list<std::int64_t> idx) const { return get_storage(index(idx)); }
+  /// Stores x rounded to the dtype (round_to).
+  void set(std::span<const std::int64_t> idx, double x) { set_storage(index(idx), x); }
+  void set(std::initializer_list<std::int64_t> idx, double x) { set_storage(index(idx), x); }
+  double get_storage(std::int64_t storage_index) const;
+  void set_storage(std::int64_t storage_index, double x);
+
+  /// All elements in row-major order of the logical shape, widened exactly.
+  std::vector<double> to_vector() const;
+  /// Sets every element from row-major `values` (rounded to the dtype).
+  void assign(std::span<const double> values);
+  /// Sets every storage element (elements and padding) to x.
+  void fill_storage(double x);
+  /// Sets every storage element that is not an element of the tensor (the padding) to x.
+  void fill_padding(double x);
+  /// True when storage element `storage_index` belongs to the tensor.
+  std::vector<bool> element_mask() const;
+
+  /// A DLTensor viewing this tensor (kDLCPU; shape/strides point into this object: keep it alive and unmoved).
+  DLTensor dl();
+  DLTensor dl() const;  ///< same, for inputs (the ABI's const DLTensor*)
+
+  std::span<const std::byte> bytes() const { return storage_; }
+  std::span<std::byte> bytes() { return storage_; }
+  std::string describe() const;  ///< e.g. "f16[2,4,17,64] strides [4352,1088,64,1]"
+
+ private:
+  Dtype dtype_ = Dtype::f32;
+  std::vector<std::int64_t> shape_, strides_;
+  std::int64_t offset_ = 0, storage_elems_ = 0;
+  std::vector<std::byte> storage_;
+};
+
+/// Visits every multi-index of `shape` in row-major order.
+template <class F>
+void for_each_index(const std::vector<std::int64_t> &shape, F &&f) {
+  std::vector<std::int64_t> idx(shape.size(), 0);
+  for (auto n : shape)
+    if (n <= 0) return;
+  while (true) {
+    f(std::span<const std::int64_t>(idx));
+    int d = static_cast<int>(shape.size()) - 1;
+    while (d >= 0 && ++idx[static_cast<std::size_t>(d)] == shape[static_cast<std::size_t>(d)]) {
+      idx[static_cast<std::size_t>(d)] = 0;
+      --d;
+    }
+    if (d < 0) return;
+  }
+}
+
+}  // namespace attncheck

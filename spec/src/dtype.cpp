@@ -1,0 +1,143 @@
+#include "attncheck/dtype.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+namespace attncheck {
+
+namespace {
+constexpr std::uint32_t kF32SignMask = 0x8000'0000u;
+constexpr std::uint32_t kF32ExpMask = 0x7f80'0000u;
+constexpr std::uint32_t kF32MantMask = 0x007f'ffffu;
+constexpr int kF32MantBits = 23;
+constexpr int kF16MantBits = 10;
+constexpr int kF32Bias = 127;
+constexpr int kF16Bias = 15;
+constexpr std::uint16_t kF16ExpMask = 0x7c00u;
+constexpr std::uint16_t kF16QuietNaN = 0x7e00u;
+constexpr std::uint16_t kBf16QuietNaN = 0x7fc0u;
+}  // namespace
+
+std::string_view dtype_name(Dtype dt) {
+  switch (dt) {
+    case Dtype::f32: return "f32";
+    case Dtype::f16: return "f16";
+    case Dtype::bf16: return "bf16";
+  }
+  return "?";
+}
+
+Dtype parse_dtype(std::string_view name) {
+  if (name == "f32" || name == "float32") return Dtype::f32;
+  if (name == "f16" || name == "float16") return Dtype::f16;
+  if (name == "bf16" || name == "bfloat16") return Dtype::bf16;
+  throw std::invalid_argument("unknown dtype '" + std::string(name) + "': use f32, f16 or bf16");
+}
+
+int dtype_size(Dtype dt) { return dt == Dtype::f32 ? 4 : 2; }
+
+DLDataType to_dlpack(Dtype dt) {
+  switch (dt) {
+    case Dtype::f32: return DLDataType{kDLFloat, 32, 1};
+    case Dtype::f16: return DLDataType{kDLFloat, 16, 1};
+    case Dtype::bf16: return DLDataType{kDLBfloat, 16, 1};
+  }
+  return DLDataType{kDLFloat, 32, 1};
+}
+
+bool from_dlpack(DLDataType t, Dtype *out) {
+  if (t.lanes != 1) return false;
+  if (t.code == kDLFloat && t.bits == 32) { *out = Dtype::f32; return true; }
+  if (t.code == kDLFloat && t.bits == 16) { *out = Dtype::f16; return true; }
+  if (t.code == kDLBfloat && t.bits == 16) { *out = Dtype::bf16; return true; }
+  return false;
+}
+
+double unit_roundoff(Dtype dt) {
+  switch (dt) {
+    case Dtype::f32: return std::ldexp(1.0, -24);
+    case Dtype::f16: return std::ldexp(1.0, -11);
+    case Dtype::bf16: return std::ldexp(1.0, -8);
+  }
+  return 0;
+}
+
+double min_subnormal(Dtype dt) {
+  switch (dt) {
+    case Dtype::f32: return std::ldexp(1.0, -149);
+    case Dtype::f16: return std::ldexp(1.0, -24);
+    case Dtype::bf16: return std::ldexp(1.0, -133);
+  }
+  return 0;
+}
+
+double max_finite(Dtype dt) {
+  switch (dt) {
+    case Dtype::f32: return std::numeric_limits<float>::max();
+    case Dtype::f16: return 65504.0;
+    case Dtype::bf16: return static_cast<double>(bf16_bits_to_float(0x7f7fu));
+  }
+  return 0;
+}
+
+float f16_bits_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const int exp = (h >> kF16MantBits) & 0x1f;
+  std::uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return std::bit_cast<float>(sign | kF32ExpMask | (mant << (kF32MantBits - kF16MantBits)));
+  if (exp == 0) {
+    // ±0 or subnormal: mant · 2^-24, exact in float.
+    const float mag = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -mag : mag;
+  }
+  const std::uint32_t e32 = static_cast<std::uint32_t>(exp - kF16Bias + kF32Bias);
+  return std::bit_cast<float>(sign | (e32 << kF32MantBits) | (mant << (kF32MantBits - kF16MantBits)));
+}
+
+std::uint16_t float_to_f16_bits(float f) {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const auto sign = static_cast<std::uint16_t>((x & kF32SignMask) >> 16);
+  const std::uint32_t ax = x & ~kF32SignMask;
+  if (ax > kF32ExpMask) return sign | kF16QuietNaN | static_cast<std::uint16_t>((ax & kF32MantMask) >> 13);
+  if (ax == kF32ExpMask) return sign | kF16ExpMask;
+  const float a = std::bit_cast<float>(ax);
+  // Values at or above 65520 (halfway between 65504 and 2^16) round to infinity.
+  if (a >= 65520.0f) return sign | kF16ExpMask;
+  if (a < 0x1p-14f) {
+    // Subnormal range: a / 2^-24 rounded to nearest even integer; nearbyint uses the current (nearest-even) mode.
+    const float q = std::nearbyint(a * 0x1p24f);  // exact scaling by a power of two
+    return sign | static_cast<std::uint16_t>(q);  // q == 1024 lands exactly on the smallest normal encoding
+  }
+  // Normal: keep 10 mantissa bits, round to nearest even on the 13 dropped bits; a carry bumps the exponent.
+  const std::uint32_t e = ((ax >> kF32MantBits) - kF32Bias + kF16Bias);
+  std::uint32_t m = ax & kF32MantMask;
+  std::uint32_t h = (e << kF16MantBits) | (m >> 13);
+  const std::uint32_t rem = m & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return sign | static_cast<std::uint16_t>(h);
+}
+
+float bf16_bits_to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+
+std::uint16_t float_to_bf16_bits(float f) {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  if ((x & ~kF32SignMask) > kF32ExpMask) return static_cast<std::uint16_t>((x >> 16) | (kBf16QuietNaN & 0x0040u));
+  // Round to nearest even on the low 16 bits; a carry into the exponent (even to Inf) is the right result.
+  const std::uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<std::uint16_t>(rounded >> 16);
+}
+
+double round_to(Dtype dt, double x) {
+  const float f = static_cast<float>(x);
+  switch (dt) {
+    case Dtype::f32: return f;
+    case Dtype::f16: return f16_bits_to_float(float_to_f16_bits(f));
+    case Dtype::bf16: return bf16_bits_to_float(float_to_bf16_bits(f));
+  }
+  return f;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,185 @@
+#include "attncheck/tensor.h"
+
+#include <cassert>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+namespace attncheck {
+
+std::string_view layout_name(Layout l) {
+  switch (l) {
+    case Layout::bhld: return "bhld";
+    case Layout::blhd: return "blhd";
+    case Layout::transposed: return "transposed";
+    case Layout::padded: return "padded";
+  }
+  return "?";
+}
+
+Tensor::Tensor(Dtype dt, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, std::int64_t offset,
+               std::int64_t storage_elems)
+    : dtype_(dt), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset),
+      storage_elems_(storage_elems),
+      storage_(static_cast<std::size_t>(storage_elems) * static_cast<std::size_t>(dtype_size(dt))) {
+  if (shape_.size() != strides_.size()) throw std::invalid_argument("tensor: shape and strides differ in rank");
+  // The last element must lie inside the storage.
+  std::int64_t last = offset_;
+  for (std::size_t d = 0; d < shape_.size(); ++d) {
+    if (shape_[d] < 0) throw std::invalid_argument("tensor: negative dimension");
+    if (shape_[d] > 0) last += (shape_[d] - 1) * strides_[d];
+  }
+  if (numel() > 0 && (last >= storage_elems_ || offset_ < 0))
+    throw std::invalid_argument("tensor: strides reach outside the storage");
+}
+
+Tensor Tensor::contiguous(Dtype dt, std::vector<std::int64_t> shape) {
+  std::vector<std::int64_t> strides(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
+    strides[static_cast<std::size_t>(d)] =
+        strides[static_cast<std::size_t>(d) + 1] * std::max<std::int64_t>(shape[static_cast<std::size_t>(d) + 1], 1);
+  std::int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return Tensor(dt, std::move(shape), std::move(strides), 0, std::max<std::int64_t>(n, 1));
+}
+
+Tensor Tensor::with_layout(Dtype dt, std::vector<std::int64_t> shape, Layout layout, std::int64_t pad) {
+  if (shape.size() != 4) throw std::invalid_argument("tensor: layouts are defined for rank 4");
+  const std::int64_t B = shape[0], H = shape[1], L = shape[2], X = shape[3];
+  std::vector<std::int64_t> st(4);
+  std::int64_t span = 0;
+  switch (layout) {
+    case Layout::bhld:
+      st = {H * L * X, L * X, X, 1};
+      span = B * H * L * X;
+      break;
+    case Layout::blhd:
+      st = {L * H * X, X, H * X, 1};
+      span = B * L * H * X;
+      break;
+    case Layout::transposed:
+      st = {H * X * L, X * L, 1, L};
+      span = B * H * X * L;
+      break;
+    case Layout::padded: {
+      const std::int64_t row = X + pad, head = L * row + pad;
+      st = {H * head, head, row, 1};
+      span = B * H * head;
+      break;
+    }
+  }
+  return Tensor(dt, std::move(shape), std::move(st), pad, std::max<std::int64_t>(span, 1) + 2 * pad);
+}
+
+std::int64_t Tensor::numel() const {
+  std::int64_t n = 1;
+  for (auto s : shape_) n *= s;
+  return n;
+}
+
+std::int64_t Tensor::index(std::span<const std::int64_t> idx) const {
+  assert(idx.size() == shape_.size());
+  std::int64_t i = offset_;
+  for (std::size_t d = 0; d < idx.size(); ++d) i += idx[d] * strides_[d];
+  return i;
+}
+
+double Tensor::get_storage(std::int64_t s) const {
+  const std::byte *p = storage_.data() + s * dtype_size(dtype_);
+  switch (dtype_) {
+    case Dtype::f32: {
+      float f;
+      std::memcpy(&f, p, sizeof f);
+      return f;
+    }
+    case Dtype::f16: {
+      std::uint16_t h;
+      std::memcpy(&h, p, sizeof h);
+      return f16_bits_to_float(h);
+    }
+    case Dtype::bf16: {
+      std::uint16_t h;
+      std::memcpy(&h, p, sizeof h);
+      return bf16_bits_to_float(h);
+    }
+  }
+  return 0;
+}
+
+void Tensor::set_storage(std::int64_t s, double x) {
+  std::byte *p = storage_.data() + s * dtype_size(dtype_);
+  switch (dtype_) {
+    case Dtype::f32: {
+      const float f = static_cast<float>(x);
+      std::memcpy(p, &f, sizeof f);
+      break;
+    }
+    case Dtype::f16: {
+      const std::uint16_t h = float_to_f16_bits(static_cast<float>(x));
+      std::memcpy(p, &h, sizeof h);
+      break;
+    }
+    case Dtype::bf16: {
+      const std::uint16_t h = float_to_bf16_bits(static_cast<float>(x));
+      std::memcpy(p, &h, sizeof h);
+      break;
+    }
+  }
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> out;
+  out.reserve(static_cast<std::size_t>(numel()));
+  for_each_index(shape_, [&](std::span<const std::int64_t> idx) { out.push_back(get(idx)); });
+  return out;
+}
+
+void Tensor::assign(std::span<const double> values) {
+  if (static_cast<std::int64_t>(values.size()) != numel()) throw std::invalid_argument("tensor: assign size");
+  std::size_t k = 0;
+  for_each_index(shape_, [&](std::span<const std::int64_t> idx) { set(idx, values[k++]); });
+}
+
+void Tensor::fill_storage(double x) {
+  for (std::int64_t s = 0; s < storage_elems_; ++s) set_storage(s, x);
+}
+
+std::vector<bool> Tensor::element_mask() const {
+  std::vector<bool> m(static_cast<std::size_t>(storage_elems_), false);
+  for_each_index(shape_, [&](std::span<const std::int64_t> idx) { m[static_cast<std::size_t>(index(idx))] = true; });
+  return m;
+}
+
+void Tensor::fill_padding(double x) {
+  const auto m = element_mask();
+  for (std::int64_t s = 0; s < storage_elems_; ++s)
+    if (!m[static_cast<std::size_t>(s)]) set_storage(s, x);
+}
+
+DLTensor Tensor::dl() {
+  DLTensor t{};
+  t.data = storage_.data() + offset_ * dtype_size(dtype_);
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(shape_.size());
+  t.dtype = to_dlpack(dtype_);
+  t.shape = shape_.data();
+  t.strides = strides_.data();
+  t.byte_offset = 0;
+  return t;
+}
+
+DLTensor Tensor::dl() const { return const_cast<Tensor *>(this)->dl(); }
+
+std::string Tensor::describe() const {
+  std::ostringstream os;
+  os << dtype_name(dtype_) << '[';
+  for (std::size_t d = 0; d < shape_.size(); ++d) os << (d ? "," : "") << shape_[d];
+  os << "] strides [";
+  for (std::size_t d = 0; d < strides_.size(); ++d) os << (d ? "," : "") << strides_[d];
+  os << ']';
+  return os.str();
+}
+
+}  // namespace attncheck
