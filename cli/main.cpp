@@ -1,1 +1,28 @@
-int main() { return 0; }
+// attncheck: property-based verification of scaled dot-product attention kernels.
+#include "commands.h"
+
+#include <exception>
+#include <iostream>
+
+int main(int argc, char **argv) {
+  using namespace attncheck::cli;
+  CLI::App app{"attncheck: checks scaled dot-product attention kernels against an arbitrary-precision reference.\n"
+               "Exit codes: 0 pass, 1 counterexample found, 2 usage or configuration error, 3 inconclusive, "
+               "4 internal error."};
+  app.require_subcommand(1);
+  Action action;
+  register_check_command(app, action);
+  register_study_command(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitPass : kExitUsage;
+  }
+  try {
+    return action ? action() : kExitUsage;
+  } catch (const std::exception &e) {
+    std::cerr << "attncheck: internal error: " << e.what() << '\n';
+    return kExitInternal;
+  }
+}

@@ -1,0 +1,25 @@
+// The attncheck subcommands; each file registers one on the CLI11 app and runs it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace attncheck::cli {
+
+/// Documented exit codes (README, `attncheck --help`).
+enum ExitCode : int {
+  kExitPass = 0,          ///< every property passed
+  kExitCounterexample = 1,///< a counterexample was found
+  kExitUsage = 2,         ///< usage or configuration error
+  kExitInconclusive = 3,  ///< too few cases could run
+  kExitInternal = 4,      ///< internal error of attncheck
+};
+
+/// A subcommand's action; returns an exit code. Set by the register function, run by main after parsing.
+using Action = std::function<int()>;
+
+void register_check_command(CLI::App &app, Action &action);
+void register_study_command(CLI::App &app, Action &action);
+
+}  // namespace attncheck::cli
