@@ -1,0 +1,426 @@
+// The reference's templates: attention forward and backward over a number type Real, at full precision.
+//
+// reference.h is the light API (results rounded to double); this header is for code that wants the
+// arbitrary-precision values themselves (tests, error analysis). It pulls in Boost.Multiprecision, MPFR and
+// MPFI: a target that includes it links Boost::headers, MPFR, MPFI and GMP.
+//
+// Real is one of
+//   boost::multiprecision::mpfr_float  — every value carries exactly `bits` of precision, round to nearest;
+//   boost::multiprecision::mpfi_float  — intervals of `bits`-bit endpoints that enclose the exact values;
+//   any built-in floating type (double, long double) — `bits` is ignored; handy for comparing formulas.
+// The first two are instantiated once in reference.cpp (extern templates below).
+//
+// Precision. Boost 1.74 keeps one *process-wide* default precision per variable-precision type (a static
+// atomic, not thread_local) and counts it in decimal digits (digits10), which converts to bits only roughly.
+// The templates here do not depend on it: each value is created with mpfr_set_prec/mpfi_set_prec to exactly
+// `bits`, and all arithmetic calls MPFR/MPFI on the backends directly, so precision is exact in bits,
+// concurrent calls with different `bits` are safe, and no temporary is allocated per scalar operation.
+// Code that does its own Boost arithmetic on the results (e.g. `sum += P[j]`) should hold a
+// ScopedDefaultPrecision for the duration, so that new numbers get at least `bits`.
+//
+// Example:
+//   using boost::multiprecision::mpfr_float;
+//   auto f = attncheck::forward_t<mpfr_float>(p, 256);   // out, lse, P at 256 bits
+//   auto g = attncheck::backward_t<mpfr_float>(p, 256);  // dq, dk, dv at 256 bits
+#pragma once
+
+#include "attncheck/reference.h"
+
+#include <boost/multiprecision/mpfi.hpp>
+#include <boost/multiprecision/mpfr.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace attncheck {
+
+/// The least precision a reference computation accepts: every input (≤ 24-bit significands) and the scale
+/// (a double, 53 bits) is then exact in Real.
+inline constexpr unsigned kMinReferenceBits = 53;
+
+// ---------------------------------------------------------------------------------------------------------
+// RealOps<Real>: the handful of operations the reference needs, each rounding once (MPFR: to nearest;
+// MPFI: outward). Results may alias arguments. `tmp` is scratch space of the same precision for types without
+// a fused multiply-add.
+
+/// Built-in floating types: plain operators.
+template <class Real>
+struct RealOps {
+  static_assert(std::is_floating_point_v<Real>, "RealOps: specialize it for this number type");
+  static Real make(unsigned /*bits*/) { return Real(0); }
+  static void set_d(Real &r, double x) { r = static_cast<Real>(x); }
+  static void set(Real &r, const Real &a) { r = a; }
+  static void add(Real &r, const Real &a, const Real &b) { r = a + b; }
+  static void sub(Real &r, const Real &a, const Real &b) { r = a - b; }
+  static void mul(Real &r, const Real &a, const Real &b) { r = a * b; }
+  static void div(Real &r, const Real &a, const Real &b) { r = a / b; }
+  static void mul_d(Real &r, const Real &a, double x) { r = a * static_cast<Real>(x); }
+  /// acc ← acc + a·b.
+  static void fma(Real &acc, const Real &a, const Real &b, Real & /*tmp*/) { acc = std::fma(a, b, acc); }
+  static void exp(Real &r, const Real &a) { r = std::exp(a); }
+  static void log(Real &r, const Real &a) { r = std::log(a); }
+  /// r ← a point value (not an interval) near a; any point will do (used as the softmax shift). r ≠ a.
+  static void point(Real &r, const Real &a) { r = a; }
+  /// a < b, for point values.
+  static bool less(const Real &a, const Real &b) { return a < b; }
+  static double nearest(const Real &a) { return static_cast<double>(a); }
+  /// Doubles lo ≤ exact ≤ hi (for a rounded type: the value itself, rounded outward).
+  static double lower(const Real &a) {
+    const double d = static_cast<double>(a);
+    return static_cast<Real>(d) <= a ? d : std::nextafter(d, -std::numeric_limits<double>::infinity());
+  }
+  static double upper(const Real &a) {
+    const double d = static_cast<double>(a);
+    return static_cast<Real>(d) >= a ? d : std::nextafter(d, std::numeric_limits<double>::infinity());
+  }
+};
+
+/// MPFR at exactly `bits`, round to nearest.
+template <>
+struct RealOps<boost::multiprecision::mpfr_float> {
+  using Real = boost::multiprecision::mpfr_float;
+  static mpfr_ptr raw(Real &x) { return x.backend().data(); }
+  static mpfr_srcptr raw(const Real &x) { return x.backend().data(); }
+
+  static Real make(unsigned bits) {
+    Real x;
+    mpfr_set_prec(raw(x), static_cast<mpfr_prec_t>(bits));
+    mpfr_set_zero(raw(x), 1);
+    return x;
+  }
+  static void set_d(Real &r, double x) { mpfr_set_d(raw(r), x, MPFR_RNDN); }
+  static void set(Real &r, const Real &a) { mpfr_set(raw(r), raw(a), MPFR_RNDN); }
+  static void add(Real &r, const Real &a, const Real &b) { mpfr_add(raw(r), raw(a), raw(b), MPFR_RNDN); }
+  static void sub(Real &r, const Real &a, const Real &b) { mpfr_sub(raw(r), raw(a), raw(b), MPFR_RNDN); }
+  static void mul(Real &r, const Real &a, const Real &b) { mpfr_mul(raw(r), raw(a), raw(b), MPFR_RNDN); }
+  static void div(Real &r, const Real &a, const Real &b) { mpfr_div(raw(r), raw(a), raw(b), MPFR_RNDN); }
+  static void mul_d(Real &r, const Real &a, double x) { mpfr_mul_d(raw(r), raw(a), x, MPFR_RNDN); }
+  static void fma(Real &acc, const Real &a, const Real &b, Real & /*tmp*/) {
+    mpfr_fma(raw(acc), raw(a), raw(b), raw(acc), MPFR_RNDN);
+  }
+  static void exp(Real &r, const Real &a) { mpfr_exp(raw(r), raw(a), MPFR_RNDN); }
+  static void log(Real &r, const Real &a) { mpfr_log(raw(r), raw(a), MPFR_RNDN); }
+  static void point(Real &r, const Real &a) { set(r, a); }
+  static bool less(const Real &a, const Real &b) { return mpfr_less_p(raw(a), raw(b)) != 0; }
+  static double nearest(const Real &a) { return mpfr_get_d(raw(a), MPFR_RNDN); }
+  static double lower(const Real &a) { return mpfr_get_d(raw(a), MPFR_RNDD); }
+  static double upper(const Real &a) { return mpfr_get_d(raw(a), MPFR_RNDU); }
+};
+
+/// MPFI intervals with `bits`-bit endpoints: every operation encloses the exact result.
+template <>
+struct RealOps<boost::multiprecision::mpfi_float> {
+  using Real = boost::multiprecision::mpfi_float;
+  static mpfi_ptr raw(Real &x) { return x.backend().data(); }
+  static mpfi_srcptr raw(const Real &x) { return x.backend().data(); }
+
+  static Real make(unsigned bits) {
+    Real x;
+    mpfi_set_prec(raw(x), static_cast<mpfr_prec_t>(bits));
+    mpfi_set_si(raw(x), 0);
+    return x;
+  }
+  static void set_d(Real &r, double x) {
+    if (std::isinf(x)) {  // the point [x, x] (mpfi_set_d would not give a degenerate infinite interval)
+      mpfr_set_d(&raw(r)->left, x, MPFR_RNDD);
+      mpfr_set_d(&raw(r)->right, x, MPFR_RNDU);
+    } else {
+      mpfi_set_d(raw(r), x);
+    }
+  }
+  static void set(Real &r, const Real &a) { mpfi_set(raw(r), raw(a)); }
+  static void add(Real &r, const Real &a, const Real &b) { mpfi_add(raw(r), raw(a), raw(b)); }
+  static void sub(Real &r, const Real &a, const Real &b) { mpfi_sub(raw(r), raw(a), raw(b)); }
+  static void mul(Real &r, const Real &a, const Real &b) { mpfi_mul(raw(r), raw(a), raw(b)); }
+  static void div(Real &r, const Real &a, const Real &b) { mpfi_div(raw(r), raw(a), raw(b)); }
+  static void mul_d(Real &r, const Real &a, double x) { mpfi_mul_d(raw(r), raw(a), x); }
+  static void fma(Real &acc, const Real &a, const Real &b, Real &tmp) {  // MPFI has no fused multiply-add
+    mpfi_mul(raw(tmp), raw(a), raw(b));
+    mpfi_add(raw(acc), raw(acc), raw(tmp));
+  }
+  static void exp(Real &r, const Real &a) { mpfi_exp(raw(r), raw(a)); }
+  static void log(Real &r, const Real &a) { mpfi_log(raw(r), raw(a)); }
+  /// The degenerate interval [mid, mid] (r must not alias a).
+  static void point(Real &r, const Real &a) {
+    mpfi_mid(&raw(r)->left, raw(a));
+    mpfr_set(&raw(r)->right, &raw(r)->left, MPFR_RNDN);
+  }
+  /// Compares left endpoints (exact for points).
+  static bool less(const Real &a, const Real &b) { return mpfr_less_p(&raw(a)->left, &raw(b)->left) != 0; }
+  static double nearest(const Real &a) {
+    mpfr_t mid;
+    mpfr_init2(mid, mpfi_get_prec(raw(a)));
+    mpfi_mid(mid, raw(a));
+    const double d = mpfr_get_d(mid, MPFR_RNDN);
+    mpfr_clear(mid);
+    return d;
+  }
+  static double lower(const Real &a) { return mpfr_get_d(&raw(a)->left, MPFR_RNDD); }
+  static double upper(const Real &a) { return mpfr_get_d(&raw(a)->right, MPFR_RNDU); }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+
+/// Sets Number::default_precision (Boost: decimal digits, process-wide) to the fewest digits10 that give at
+/// least `bits` bits, and restores the previous value on destruction. Not needed by the templates below;
+/// for callers doing their own Boost arithmetic on their results. Not safe against another thread changing
+/// the same default concurrently (Boost 1.74's default is not thread_local).
+template <class Number>
+class ScopedDefaultPrecision {
+ public:
+  explicit ScopedDefaultPrecision(unsigned bits) : old_(Number::default_precision()) {
+    Number::default_precision(digits10_for_bits(bits));
+  }
+  ~ScopedDefaultPrecision() { Number::default_precision(old_); }
+  ScopedDefaultPrecision(const ScopedDefaultPrecision &) = delete;
+  ScopedDefaultPrecision &operator=(const ScopedDefaultPrecision &) = delete;
+
+  /// The fewest decimal digits d with Boost's digits10 → bits conversion (d·1000/301 + 1 or 2) ≥ bits.
+  static unsigned digits10_for_bits(unsigned bits) {
+    unsigned d = 1;
+    while (boost::multiprecision::detail::digits10_2_2(d) < bits) ++d;
+    return d;
+  }
+
+ private:
+  unsigned old_;
+};
+
+/// The inputs widened exactly to Real, contiguous row-major: q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv],
+/// dout [B,Hq,Lq,Dv] (empty when the problem has none). Building them by hand (e.g. perturbing one value by
+/// less than a float's ulp) lets forward_t/backward_t evaluate attention at any real inputs.
+template <class Real>
+struct InputsT {
+  Shape shape;
+  Params params;
+  unsigned bits = kReferenceBits;  ///< precision of every value the computation creates
+  std::vector<Real> q, k, v, dout;
+};
+
+/// Forward results at full precision. A row that sees no key: out = 0, lse = −∞, P row = 0.
+template <class Real>
+struct ForwardT {
+  std::vector<Real> out;  ///< [B,Hq,Lq,Dv]: O_ic = Σ_j P_ij v_jc
+  std::vector<Real> lse;  ///< [B,Hq,Lq]: LSE_i = m_i + log l_i
+  std::vector<Real> P;    ///< [B,Hq,Lq,Lk]: softmax weights, 0 for hidden keys; empty unless KeepP::yes
+};
+
+/// Backward results at full precision; dk, dv of a kv head sum over the query heads that read it.
+template <class Real>
+struct BackwardT {
+  std::vector<Real> dq;  ///< [B,Hq,Lq,D]
+  std::vector<Real> dk;  ///< [B,Hkv,Lk,D]
+  std::vector<Real> dv;  ///< [B,Hkv,Lk,Dv]
+};
+
+/// Whether forward_t keeps the attention weights P (Lk reals per query row: large for long sequences).
+enum class KeepP : bool { no, yes };
+
+/// Offset of P_ij of query head (b, h) in ForwardT::P.
+inline std::int64_t p_offset(const Shape &s, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  return ((b * s.Hq + h) * s.Lq + i) * s.Lk + j;
+}
+
+namespace detail {
+
+/// The shape of p's tensors; throws std::invalid_argument when they disagree with each other or with p.shape,
+/// when the scale is not finite, or when bits < kMinReferenceBits.
+Shape checked_shape(const Problem &p, unsigned bits, bool need_dout);
+
+template <class Real>
+std::vector<Real> widen(const Tensor &t, unsigned bits) {
+  using Ops = RealOps<Real>;
+  std::vector<Real> out(static_cast<std::size_t>(t.numel()), Ops::make(bits));
+  std::size_t n = 0;
+  for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) { Ops::set_d(out[n++], t.get(idx)); });
+  return out;
+}
+
+/// Scratch values of one precision, reused across rows and heads.
+template <class Real>
+struct Scratch {
+  Real acc, tmp, m, l, t;
+  std::vector<Real> row;  ///< Lk values
+  Scratch(unsigned bits, std::int64_t Lk)
+      : acc(RealOps<Real>::make(bits)), tmp(acc), m(acc), l(acc), t(acc),
+        row(static_cast<std::size_t>(Lk), acc) {}
+};
+
+/// Forward of query head (b, h): writes P_h [Lq,Lk], O_h [Lq,Dv], lse_h [Lq] (the slices of that head).
+template <class Real>
+void forward_head(const InputsT<Real> &in, std::int64_t b, std::int64_t h, Real *P_h, Real *O_h, Real *lse_h,
+                  Scratch<Real> &w) {
+  using Ops = RealOps<Real>;
+  const Shape &s = in.shape;
+  const std::int64_t kv = s.kv_head(h);
+  const Real *q = in.q.data() + (b * s.Hq + h) * s.Lq * s.D;
+  const Real *k = in.k.data() + (b * s.Hkv + kv) * s.Lk * s.D;
+  const Real *v = in.v.data() + (b * s.Hkv + kv) * s.Lk * s.Dv;
+  for (std::int64_t i = 0; i < s.Lq; ++i) {
+    Real *P = P_h + i * s.Lk;
+    Real *O = O_h + i * s.Dv;
+    for (std::int64_t c = 0; c < s.Dv; ++c) Ops::set_d(O[c], 0.0);
+    for (std::int64_t j = 0; j < s.Lk; ++j) Ops::set_d(P[j], 0.0);
+    // s_ij = scale · Σ_d q_id k_jd, and m = a point at (or near) max_j s_ij.
+    bool any = false;
+    for (std::int64_t j = 0; j < s.Lk; ++j) {
+      if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+      Real &sij = w.row[static_cast<std::size_t>(j)];
+      Ops::set_d(w.acc, 0.0);
+      for (std::int64_t d = 0; d < s.D; ++d) Ops::fma(w.acc, q[i * s.D + d], k[j * s.D + d], w.tmp);
+      Ops::mul_d(sij, w.acc, in.params.scale);
+      Ops::point(w.t, sij);
+      if (!any || Ops::less(w.m, w.t)) Ops::set(w.m, w.t);
+      any = true;
+    }
+    if (!any) {  // the row sees no key: O = 0 (done), P = 0 (done), LSE = −∞
+      Ops::set_d(lse_h[i], -std::numeric_limits<double>::infinity());
+      continue;
+    }
+    // l = Σ_j exp(s_ij − m); P_ij = exp(s_ij − m) / l; O_ic = Σ_j P_ij v_jc; LSE = m + log l.
+    Ops::set_d(w.l, 0.0);
+    for (std::int64_t j = 0; j < s.Lk; ++j) {
+      if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+      Ops::sub(w.t, w.row[static_cast<std::size_t>(j)], w.m);
+      Ops::exp(P[j], w.t);
+      Ops::add(w.l, w.l, P[j]);
+    }
+    for (std::int64_t j = 0; j < s.Lk; ++j) {
+      if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+      Ops::div(P[j], P[j], w.l);
+      for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(O[c], P[j], v[j * s.Dv + c], w.tmp);
+    }
+    Ops::log(w.t, w.l);
+    Ops::add(lse_h[i], w.m, w.t);
+  }
+}
+
+}  // namespace detail
+
+/// q, k, v (and dout when present) widened exactly to `bits`-bit Real. Throws std::invalid_argument when the
+/// shapes disagree (shape_of's message), when p.shape is not the tensors' shape, when the scale is not finite,
+/// or when bits < kMinReferenceBits.
+template <class Real>
+InputsT<Real> load_inputs(const Problem &p, unsigned bits = kReferenceBits) {
+  InputsT<Real> in;
+  in.shape = detail::checked_shape(p, bits, false);
+  in.params = p.params;
+  in.bits = bits;
+  in.q = detail::widen<Real>(p.q, bits);
+  in.k = detail::widen<Real>(p.k, bits);
+  in.v = detail::widen<Real>(p.v, bits);
+  if (p.dout) in.dout = detail::widen<Real>(*p.dout, bits);
+  return in;
+}
+
+/// Forward attention of `in` (spec §2): s_ij = scale·Σ_d q_id k_jd over visible keys j,
+/// m_i = max_j s_ij, l_i = Σ_j exp(s_ij − m_i), P_ij = exp(s_ij − m_i)/l_i, O_ic = Σ_j P_ij v_jc,
+/// LSE_i = m_i + log l_i. For intervals m_i is a point (the largest midpoint): the result does not depend on it.
+/// Domain: finite inputs and scale.
+template <class Real>
+ForwardT<Real> forward_t(const InputsT<Real> &in, KeepP keep = KeepP::yes) {
+  using Ops = RealOps<Real>;
+  const Shape &s = in.shape;
+  const Real zero = Ops::make(in.bits);
+  ForwardT<Real> f;
+  f.out.assign(static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Dv), zero);
+  f.lse.assign(static_cast<std::size_t>(s.B * s.Hq * s.Lq), zero);
+  const std::size_t head_P = static_cast<std::size_t>(s.Lq * s.Lk);
+  if (keep == KeepP::yes) f.P.assign(static_cast<std::size_t>(s.B * s.Hq) * head_P, zero);
+  std::vector<Real> P_scratch(keep == KeepP::yes ? 0 : head_P, zero);
+  detail::Scratch<Real> w(in.bits, s.Lk);
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h) {
+      Real *P_h = keep == KeepP::yes ? f.P.data() + p_offset(s, b, h, 0, 0) : P_scratch.data();
+      detail::forward_head(in, b, h, P_h, f.out.data() + out_offset(s, b, h, 0, 0),
+                           f.lse.data() + lse_offset(s, b, h, 0), w);
+    }
+  return f;
+}
+
+/// forward_t of the problem's exact inputs at `bits` (throws like load_inputs).
+template <class Real>
+ForwardT<Real> forward_t(const Problem &p, unsigned bits = kReferenceBits, KeepP keep = KeepP::yes) {
+  return forward_t(load_inputs<Real>(p, bits), keep);
+}
+
+/// Backward attention of `in` given in.dout (throws std::invalid_argument when it is empty):
+/// dP_ij = Σ_c dO_ic v_jc, D_i = Σ_c dO_ic O_ic, dS_ij = P_ij (dP_ij − D_i), dQ_id = scale·Σ_j dS_ij k_jd,
+/// dK_jd = scale·Σ_{h,i} dS_ij q_id, dV_jc = Σ_{h,i} P_ij dO_ic — the sums over h run over the query heads
+/// of kv head j's head. Hidden keys and rows that see no key contribute nothing.
+template <class Real>
+BackwardT<Real> backward_t(const InputsT<Real> &in) {
+  using Ops = RealOps<Real>;
+  const Shape &s = in.shape;
+  if (in.dout.size() != static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Dv))
+    throw std::invalid_argument("backward needs dout of shape [B,Hq,Lq,Dv] (" + s.describe() + ")");
+  const Real zero = Ops::make(in.bits);
+  BackwardT<Real> g;
+  g.dq.assign(in.q.size(), zero);
+  g.dk.assign(in.k.size(), zero);
+  g.dv.assign(in.v.size(), zero);
+  std::vector<Real> P(static_cast<std::size_t>(s.Lq * s.Lk), zero), O(static_cast<std::size_t>(s.Lq * s.Dv), zero),
+      lse(static_cast<std::size_t>(s.Lq), zero);
+  detail::Scratch<Real> w(in.bits, s.Lk);
+  Real Di = zero, dS = zero;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h) {
+      detail::forward_head(in, b, h, P.data(), O.data(), lse.data(), w);
+      const std::int64_t kv = s.kv_head(h);
+      const Real *q = in.q.data() + (b * s.Hq + h) * s.Lq * s.D;
+      const Real *k = in.k.data() + (b * s.Hkv + kv) * s.Lk * s.D;
+      const Real *v = in.v.data() + (b * s.Hkv + kv) * s.Lk * s.Dv;
+      const Real *dO = in.dout.data() + out_offset(s, b, h, 0, 0);
+      Real *dq = g.dq.data() + (b * s.Hq + h) * s.Lq * s.D;  // accumulates Σ_j dS_ij k_jd; scaled below
+      Real *dk = g.dk.data() + (b * s.Hkv + kv) * s.Lk * s.D;
+      Real *dv = g.dv.data() + (b * s.Hkv + kv) * s.Lk * s.Dv;
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        const Real *dOi = dO + i * s.Dv;
+        Ops::set_d(Di, 0.0);
+        for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(Di, dOi[c], O[static_cast<std::size_t>(i * s.Dv + c)], w.tmp);
+        for (std::int64_t j = 0; j < s.Lk; ++j) {
+          if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+          const Real &Pij = P[static_cast<std::size_t>(i * s.Lk + j)];
+          Ops::set_d(w.acc, 0.0);  // dP_ij
+          for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(w.acc, dOi[c], v[j * s.Dv + c], w.tmp);
+          Ops::sub(w.t, w.acc, Di);
+          Ops::mul(dS, Pij, w.t);
+          for (std::int64_t d = 0; d < s.D; ++d) {
+            Ops::fma(dq[i * s.D + d], dS, k[j * s.D + d], w.tmp);
+            Ops::fma(dk[j * s.D + d], dS, q[i * s.D + d], w.tmp);
+          }
+          for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dv[j * s.Dv + c], Pij, dOi[c], w.tmp);
+        }
+      }
+    }
+  for (Real &x : g.dq) Ops::mul_d(x, x, in.params.scale);
+  for (Real &x : g.dk) Ops::mul_d(x, x, in.params.scale);
+  return g;
+}
+
+/// backward_t of the problem's exact inputs at `bits`; throws std::invalid_argument without p.dout.
+template <class Real>
+BackwardT<Real> backward_t(const Problem &p, unsigned bits = kReferenceBits) {
+  detail::checked_shape(p, bits, true);
+  return backward_t(load_inputs<Real>(p, bits));
+}
+
+// Instantiated once, in reference.cpp.
+extern template InputsT<boost::multiprecision::mpfr_float> load_inputs(const Problem &, unsigned);
+extern template ForwardT<boost::multiprecision::mpfr_float> forward_t(const InputsT<boost::multiprecision::mpfr_float> &,
+                                                                      KeepP);
+extern template BackwardT<boost::multiprecision::mpfr_float> backward_t(
+    const InputsT<boost::multiprecision::mpfr_float> &);
+extern template InputsT<boost::multiprecision::mpfi_float> load_inputs(const Problem &, unsigned);
+extern template ForwardT<boost::multiprecision::mpfi_float> forward_t(const InputsT<boost::multiprecision::mpfi_float> &,
+                                                                      KeepP);
+extern template BackwardT<boost::multiprecision::mpfi_float> backward_t(
+    const InputsT<boost::multiprecision::mpfi_float> &);
+
+}  // namespace attncheck
