@@ -1,1 +1,318 @@
-// placeholder
+// The error model of spec/SPEC.md §4: a first-order-free, running-error bound on every output element of a
+// correct kernel. Every quantity is computed in double from the exact inputs and the reference's O and LSE;
+// double's own rounding (~1e-16 relative) is far below the float32 budgets it bounds and is absorbed by
+// kDoubleSlack.
+#include "attncheck/error_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace attncheck {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+/// Relative slack for quantities this module itself evaluates in double (reductions of ≤ 10⁶ terms).
+constexpr double kDoubleSlack = 1e-12;
+/// Extra rounding steps of a normalization path beyond the sum itself: split-KV combination (weights and their
+/// sum), the final division and the log-space rescale multiplies of the two accumulators.
+constexpr double kExtraSumSteps = 8;
+
+/// Smallest positive normal of the accumulation dtype: below it a kernel may flush to zero.
+double min_normal(Dtype dt) {
+  switch (dt) {
+    case Dtype::f32: return std::ldexp(1.0, -126);
+    case Dtype::f16: return std::ldexp(1.0, -14);
+    case Dtype::bf16: return std::ldexp(1.0, -126);
+  }
+  return 0;
+}
+
+/// The per-row quantities shared by the forward and backward bounds.
+struct RowModel {
+  std::vector<std::int64_t> keys;  ///< visible keys j
+  std::vector<double> s;           ///< s_ij = scale·q_i·k_j
+  std::vector<double> P;           ///< exact probabilities exp(s_ij − LSE_i)
+  std::vector<double> theta;       ///< θ_ij: bound on the log-space error of the kernel's p_ij
+  std::vector<double> rho;         ///< ρ_ij: bound on |P̂_ij / P_ij − 1| from the θ's alone
+  double theta_bar = 0;            ///< Σ_j P_ij θ_ij
+  double log_A = 0;                ///< ln Σ_j P_ij e^{θ_ij}
+};
+
+struct Ctx {
+  const Problem &p;
+  const Shape &sh;
+  const PrecisionProfile &prof;
+  double ua, us, eta_s, tiny_a;  // u_acc, u_storage, η_storage, flush-to-zero threshold of accumulation
+  double gamma_dot;              // γ_{D+2}(u_a)
+  double exp_err;                // log-space error of one exp: kExpUlps·u_a/(1 − kExpUlps·u_a)
+
+  Ctx(const Problem &p_, const PrecisionProfile &prof_)
+      : p(p_), sh(p_.shape), prof(prof_), ua(unit_roundoff(prof_.accumulate)), us(unit_roundoff(prof_.storage)),
+        eta_s(min_subnormal(prof_.storage)), tiny_a(min_normal(prof_.accumulate)),
+        gamma_dot(gamma_n(static_cast<double>(p_.shape.D) + 2, ua)),
+        exp_err(gamma_n(Budgets::kExpUlps, ua)) {}
+
+  /// Rounding x (with error bound e) to the storage dtype adds at most u_s·(|x| + e) + η_s/2.
+  double store(double x_abs, double e) const { return e + us * (x_abs + e) + eta_s / 2; }
+
+  void row(std::int64_t b, std::int64_t h, std::int64_t i, double lse, RowModel &r) const {
+    const std::int64_t hk = sh.kv_head(h);
+    const double scale = p.params.scale;
+    r.keys.clear();
+    r.s.clear();
+    r.P.clear();
+    r.theta.clear();
+    r.rho.clear();
+    std::vector<double> abs_dot;
+    double M = 0;
+    for (std::int64_t j = 0; j < sh.Lk; ++j) {
+      if (!visible(p.params.mask, i, j, sh.Lq, sh.Lk)) continue;
+      long double dot = 0, adot = 0;
+      for (std::int64_t d = 0; d < sh.D; ++d) {
+        const long double x = static_cast<long double>(p.q.get({b, h, i, d})) * p.k.get({b, hk, j, d});
+        dot += x;
+        adot += std::fabs(x);
+      }
+      const double s = static_cast<double>(scale * dot);
+      r.keys.push_back(j);
+      r.s.push_back(s);
+      abs_dot.push_back(static_cast<double>(std::fabs(scale) * adot));
+      M = std::max(M, std::fabs(s));
+    }
+    double tb = 0, A = 0;
+    for (std::size_t n = 0; n < r.keys.size(); ++n) {
+      const double P = std::exp(r.s[n] - lse);
+      const double th = gamma_dot * abs_dot[n] + Budgets::kShiftUlps * ua * (std::fabs(r.s[n]) + M) + exp_err;
+      r.P.push_back(P);
+      r.theta.push_back(th);
+      tb += P * th;
+      A += P * std::exp(th);
+    }
+    r.theta_bar = tb;
+    r.log_A = std::log(A);
+    for (std::size_t n = 0; n < r.keys.size(); ++n) {
+      const double up = std::expm1(r.theta[n] + tb);
+      const double down = -std::expm1(-r.theta[n] - r.log_A);
+      r.rho.push_back(std::max(up, down));
+    }
+  }
+
+  /// γ for a softmax row sum of n visible keys, with rescales and split-KV combination (SPEC.md §4.2).
+  double gamma_sum(std::size_t n) const {
+    const double nn = static_cast<double>(n);
+    return gamma_n(2 * nn + Budgets::kLogUlps * std::log(std::max(nn, 1.0)) + Budgets::kExpUlps + kExtraSumSteps,
+                   ua);
+  }
+  /// γ for the LSE's row sum: each of up to n rescales also carries an exp error.
+  double gamma_lse(std::size_t n) const {
+    const double nn = static_cast<double>(n);
+    return gamma_n((2 + Budgets::kExpUlps) * nn + Budgets::kLogUlps * std::log(std::max(nn, 1.0)) + kExtraSumSteps,
+                   ua);
+  }
+};
+
+}  // namespace
+
+PrecisionProfile PrecisionProfile::for_storage(Dtype storage) {
+  return PrecisionProfile{storage, Dtype::f32, storage != Dtype::f32};
+}
+
+std::string PrecisionProfile::describe() const {
+  std::string s = std::string(dtype_name(storage)) + " storage, " + std::string(dtype_name(accumulate)) +
+                  " accumulation";
+  if (round_p) s += ", P rounded to " + std::string(dtype_name(storage));
+  return s;
+}
+
+double gamma_n(double n, double u) {
+  const double nu = n * u;
+  return nu >= 1 ? kInf : nu / (1 - nu);
+}
+
+double error_ratio(double got, double exact, double bound) {
+  if (got == exact) return 0;
+  if (std::isnan(got) || std::isinf(exact) || std::isinf(got)) return kInf;
+  if (!(bound > 0)) return kInf;
+  return std::fabs(got - exact) / bound;
+}
+
+ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof) {
+  const Shape &sh = p.shape;
+  const Ctx c(p, prof);
+  ForwardBounds out;
+  out.out.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq * sh.Dv), 0.0);
+  out.lse.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq), 0.0);
+  RowModel r;
+  const double u32 = unit_roundoff(Dtype::f32);
+  for (std::int64_t b = 0; b < sh.B; ++b)
+    for (std::int64_t h = 0; h < sh.Hq; ++h)
+      for (std::int64_t i = 0; i < sh.Lq; ++i) {
+        const double lse = exact.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
+        if (std::isinf(lse)) continue;  // sees no key: O = 0 and LSE = −∞ exactly
+        c.row(b, h, i, lse, r);
+        const std::size_t n = r.keys.size();
+        const double gs = c.gamma_sum(n);
+        // Flushed-to-zero or underflowed terms: each p̂ ≤ tiny is lost, against a row sum l ≥ 1.
+        const double underflow = static_cast<double>(n) * c.tiny_a;
+        const std::int64_t hk = sh.kv_head(h);
+        for (std::int64_t col = 0; col < sh.Dv; ++col) {
+          const double O = exact.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
+          double arg = 0, hull = 0, abs_sum = 0, vmax = 0, p_round = 0;
+          for (std::size_t t = 0; t < n; ++t) {
+            const double v = p.v.get({b, hk, r.keys[t], col});
+            const double dv = std::fabs(v - O);
+            arg += r.P[t] * r.rho[t] * dv;
+            hull = std::max(hull, dv);
+            abs_sum += r.P[t] * (1 + r.rho[t]) * std::fabs(v);
+            vmax = std::max(vmax, std::fabs(v));
+            if (prof.round_p) p_round += (c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2) * std::fabs(v);
+          }
+          const double b_arg = std::min(arg, hull);
+          const double b_sum = gs / (1 - std::min(gs, 0.5)) * (abs_sum + std::fabs(O) + b_arg);
+          double e = b_arg + b_sum + p_round + underflow * vmax;
+          e += Budgets::kDivUlps * c.ua * (std::fabs(O) + e);
+          e = c.store(std::fabs(O), e);
+          out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = e * (1 + kDoubleSlack);
+        }
+        // LSE = m + ln l: log-space errors of the terms, the row sum, the log and the final conversions.
+        const double gl = c.gamma_lse(n);
+        double e = std::max(r.log_A, r.theta_bar) - std::log1p(-std::min(gl, 0.5)) + underflow;
+        e += Budgets::kLogUlps * c.ua * std::log(static_cast<double>(std::max<std::size_t>(n, 1)));
+        e += (Budgets::kShiftUlps * c.ua + u32) * (std::fabs(lse) + e);
+        out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = e * (1 + kDoubleSlack);
+      }
+  return out;
+}
+
+BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof) {
+  if (!p.dout) throw std::invalid_argument("backward_bounds: the problem has no dout");
+  const Shape &sh = p.shape;
+  const Tensor &dO = *p.dout;
+  const Ctx c(p, prof);
+  const ForwardBounds fb = forward_bounds(p, exact, prof);
+  const double scale = std::fabs(p.params.scale);
+  const double g_dv = gamma_n(static_cast<double>(sh.Dv), c.ua);
+  const double g_dq = gamma_n(static_cast<double>(sh.Lk) + 2, c.ua);
+  const double n_kv = static_cast<double>(sh.Lq * sh.group());
+  const double g_dk = gamma_n(n_kv + 2, c.ua), g_dvsum = gamma_n(n_kv + 1, c.ua);
+
+  // Running sums per output element: Σ e·|x| (propagated error) and Σ |x| (magnitude for γ), plus the value in
+  // double for the storage rounding term.
+  const auto nq = static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq * sh.D);
+  const auto nk = static_cast<std::size_t>(sh.B * sh.Hkv * sh.Lk * sh.D);
+  const auto nv = static_cast<std::size_t>(sh.B * sh.Hkv * sh.Lk * sh.Dv);
+  std::vector<double> dq_err(nq), dq_mag(nq), dq_val(nq), dk_err(nk), dk_mag(nk), dk_val(nk), dv_err(nv),
+      dv_mag(nv), dv_val(nv);
+  auto kidx = [&](std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t d) {
+    return static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.D + d);
+  };
+  auto vidx = [&](std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t col) {
+    return static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.Dv + col);
+  };
+  auto qidx = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) {
+    return static_cast<std::size_t>(((b * sh.Hq + h) * sh.Lq + i) * sh.D + d);
+  };
+
+  RowModel r;
+  std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv;
+  for (std::int64_t b = 0; b < sh.B; ++b)
+    for (std::int64_t h = 0; h < sh.Hq; ++h) {
+      const std::int64_t hk = sh.kv_head(h);
+      for (std::int64_t i = 0; i < sh.Lq; ++i) {
+        const double lse = exact.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
+        if (std::isinf(lse)) continue;  // zero gradients, exactly
+        c.row(b, h, i, lse, r);
+        const std::size_t n = r.keys.size();
+        const double e_lse = fb.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
+        // D_i = Σ_c dO_ic O_ic from the kernel's own O (within its bound).
+        double D = 0, eD_from_o = 0, D_mag = 0;
+        for (std::int64_t col = 0; col < sh.Dv; ++col) {
+          const auto o = static_cast<std::size_t>(out_offset(sh, b, h, i, col));
+          const double g = std::fabs(dO.get({b, h, i, col}));
+          D += dO.get({b, h, i, col}) * exact.out[o];
+          eD_from_o += g * fb.out[o];
+          D_mag += g * (std::fabs(exact.out[o]) + fb.out[o]);
+        }
+        eD_from_o += g_dv * D_mag;
+        dP.assign(n, 0);
+        e_dP.assign(n, 0);
+        e_P.assign(n, 0);
+        e_Pv.assign(n, 0);
+        dS.assign(n, 0);
+        e_dS.assign(n, 0);
+        double eD_from_p = 0, D_p_mag = 0;
+        for (std::size_t t = 0; t < n; ++t) {
+          const std::int64_t j = r.keys[t];
+          double dp = 0, dp_mag = 0;
+          for (std::int64_t col = 0; col < sh.Dv; ++col) {
+            const double x = dO.get({b, h, i, col}) * p.v.get({b, hk, j, col});
+            dp += x;
+            dp_mag += std::fabs(x);
+          }
+          dP[t] = dp;
+          e_dP[t] = g_dv * dp_mag;
+          // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding.
+          const double phi = r.theta[t] + e_lse + c.ua * (std::fabs(r.s[t]) + std::fabs(lse));
+          e_P[t] = r.P[t] * std::expm1(phi) + c.tiny_a;
+          e_Pv[t] = prof.round_p ? c.store(r.P[t], e_P[t]) : e_P[t];
+          eD_from_p += e_P[t] * std::fabs(dp) + (r.P[t] + e_P[t]) * e_dP[t];
+          D_p_mag += (r.P[t] + e_P[t]) * (std::fabs(dp) + e_dP[t]);
+        }
+        eD_from_p += gamma_n(static_cast<double>(n), c.ua) * D_p_mag;
+        const double e_D = std::max(eD_from_o, eD_from_p);
+        for (std::size_t t = 0; t < n; ++t) {
+          const double x = dP[t] - D;
+          double e_x = e_dP[t] + e_D;
+          e_x += c.ua * (std::fabs(x) + e_x);
+          const double Pm = r.P[t] + e_P[t];
+          dS[t] = r.P[t] * x;
+          double e = e_P[t] * std::fabs(x) + Pm * e_x;
+          e += c.ua * (Pm * (std::fabs(x) + e_x));
+          if (prof.round_p) e = c.store(std::fabs(dS[t]), e);
+          e_dS[t] = e;
+        }
+        // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij dO_i.
+        for (std::size_t t = 0; t < n; ++t) {
+          const std::int64_t j = r.keys[t];
+          const double ads = std::fabs(dS[t]) + e_dS[t];
+          for (std::int64_t d = 0; d < sh.D; ++d) {
+            const double kv = p.k.get({b, hk, j, d}), qv = p.q.get({b, h, i, d});
+            const std::size_t iq = qidx(b, h, i, d), ik = kidx(b, hk, j, d);
+            dq_err[iq] += scale * e_dS[t] * std::fabs(kv);
+            dq_mag[iq] += scale * ads * std::fabs(kv);
+            dq_val[iq] += scale * dS[t] * kv;
+            dk_err[ik] += scale * e_dS[t] * std::fabs(qv);
+            dk_mag[ik] += scale * ads * std::fabs(qv);
+            dk_val[ik] += scale * dS[t] * qv;
+          }
+          for (std::int64_t col = 0; col < sh.Dv; ++col) {
+            const double g = dO.get({b, h, i, col});
+            const std::size_t iv = vidx(b, hk, j, col);
+            dv_err[iv] += e_Pv[t] * std::fabs(g);
+            dv_mag[iv] += (r.P[t] + e_Pv[t]) * std::fabs(g);
+            dv_val[iv] += r.P[t] * g;
+          }
+        }
+      }
+    }
+  auto finish = [&](const std::vector<double> &err, const std::vector<double> &mag, const std::vector<double> &val,
+                    double g) {
+    std::vector<double> out(err.size());
+    for (std::size_t x = 0; x < err.size(); ++x) {
+      if (mag[x] == 0) continue;  // no visible contribution: the gradient is exactly zero
+      const double e = err[x] + g * mag[x] + kDoubleSlack * mag[x];
+      out[x] = c.store(std::fabs(val[x]), e) * (1 + kDoubleSlack);
+    }
+    return out;
+  };
+  BackwardBounds bb;
+  bb.dq = finish(dq_err, dq_mag, dq_val, g_dq);
+  bb.dk = finish(dk_err, dk_mag, dk_val, g_dk);
+  bb.dv = finish(dv_err, dv_mag, dv_val, g_dvsum);
+  return bb;
+}
+
+}  // namespace attncheck
