@@ -44,9 +44,11 @@ ExactBackward reference_backward(const Problem &p, unsigned bits = kReferenceBit
 /// An enclosure [lo, hi] (outward-rounded to double) of every exact value.
 struct Enclosure {
   std::vector<double> lo, hi;
-  /// Largest hi − lo.
+  /// Largest hi − lo (0 for an entry with lo = hi, infinite ones included).
   double max_width() const;
-  /// Largest (hi − lo) / ulp(mid) over finite entries: the width in units of double's last place.
+  /// Largest (hi − lo) / ulp(mid) over finite entries: the width in units of double's last place. 1 means lo and
+  /// hi are adjacent doubles — as tight as a double enclosure of a value that is not a double can be; 0 means
+  /// the exact value is the double lo = hi. ulp(x) is the spacing of doubles just above |x|.
   double max_width_ulps() const;
   bool contains(std::size_t i, double x) const { return lo[i] <= x && x <= hi[i]; }
 };

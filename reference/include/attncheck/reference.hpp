@@ -63,8 +63,11 @@ struct RealOps {
   static void mul_d(Real &r, const Real &a, double x) { r = a * static_cast<Real>(x); }
   /// acc ← acc + a·b.
   static void fma(Real &acc, const Real &a, const Real &b, Real & /*tmp*/) { acc = std::fma(a, b, acc); }
+  /// r ← a + b, rounded so that a later rounding to double is correct (see the MPFR specialization).
+  static void add_odd(Real &r, const Real &a, const Real &b) { r = a + b; }
   static void exp(Real &r, const Real &a) { r = std::exp(a); }
-  static void log(Real &r, const Real &a) { r = std::log(a); }
+  static void log1p(Real &r, const Real &a) { r = std::log1p(a); }
+  static void add_d(Real &r, const Real &a, double x) { r = a + static_cast<Real>(x); }
   /// r ← a point value (not an interval) near a; any point will do (used as the softmax shift). r ≠ a.
   static void point(Real &r, const Real &a) { r = a; }
   /// a < b, for point values.
@@ -104,8 +107,23 @@ struct RealOps<boost::multiprecision::mpfr_float> {
   static void fma(Real &acc, const Real &a, const Real &b, Real & /*tmp*/) {
     mpfr_fma(raw(acc), raw(a), raw(b), raw(acc), MPFR_RNDN);
   }
+  /// r ← a + b rounded to odd (toward zero, then the last bit set when inexact). A value rounded to odd at
+  /// p ≥ 55 bits and then to nearest double is the correctly rounded double of a + b (Boldo & Melquiond,
+  /// "Emulation of FMA and correctly rounded sums: proved algorithms using rounding to odd", 2008). Used for
+  /// LSE = m + log l: m can lie exactly halfway between two doubles and log l be below 2^-bits · m (a peaked
+  /// softmax), where rounding to nearest twice would lose log l's sign and round the tie to even.
+  static void add_odd(Real &r, const Real &a, const Real &b) {
+    const int ternary = mpfr_add(raw(r), raw(a), raw(b), MPFR_RNDZ);
+    const bool even = mpfr_min_prec(raw(r)) < mpfr_get_prec(raw(r));
+    if (ternary == 0 || !even || !mpfr_number_p(raw(r))) return;
+    if (ternary < 0)
+      mpfr_nextabove(raw(r));  // r < a + b
+    else
+      mpfr_nextbelow(raw(r));
+  }
   static void exp(Real &r, const Real &a) { mpfr_exp(raw(r), raw(a), MPFR_RNDN); }
-  static void log(Real &r, const Real &a) { mpfr_log(raw(r), raw(a), MPFR_RNDN); }
+  static void log1p(Real &r, const Real &a) { mpfr_log1p(raw(r), raw(a), MPFR_RNDN); }
+  static void add_d(Real &r, const Real &a, double x) { mpfr_add_d(raw(r), raw(a), x, MPFR_RNDN); }
   static void point(Real &r, const Real &a) { set(r, a); }
   static bool less(const Real &a, const Real &b) { return mpfr_less_p(raw(a), raw(b)) != 0; }
   static double nearest(const Real &a) { return mpfr_get_d(raw(a), MPFR_RNDN); }
@@ -144,8 +162,10 @@ struct RealOps<boost::multiprecision::mpfi_float> {
     mpfi_mul(raw(tmp), raw(a), raw(b));
     mpfi_add(raw(acc), raw(acc), raw(tmp));
   }
+  static void add_odd(Real &r, const Real &a, const Real &b) { add(r, a, b); }  // enclosures need no care
   static void exp(Real &r, const Real &a) { mpfi_exp(raw(r), raw(a)); }
-  static void log(Real &r, const Real &a) { mpfi_log(raw(r), raw(a)); }
+  static void log1p(Real &r, const Real &a) { mpfi_log1p(raw(r), raw(a)); }
+  static void add_d(Real &r, const Real &a, double x) { mpfi_add_d(raw(r), raw(a), x); }
   /// The degenerate interval [mid, mid] (r must not alias a).
   static void point(Real &r, const Real &a) {
     mpfi_mid(&raw(r)->left, raw(a));
@@ -252,7 +272,8 @@ struct Scratch {
         row(static_cast<std::size_t>(Lk), acc) {}
 };
 
-/// Forward of query head (b, h): writes P_h [Lq,Lk], O_h [Lq,Dv], lse_h [Lq] (the slices of that head).
+/// Forward of query head (b, h): writes P_h [Lq,Lk], O_h [Lq,Dv], lse_h [Lq] (the slices of that head);
+/// O is skipped when O_h is null.
 template <class Real>
 void forward_head(const InputsT<Real> &in, std::int64_t b, std::int64_t h, Real *P_h, Real *O_h, Real *lse_h,
                   Scratch<Real> &w) {
@@ -264,11 +285,12 @@ void forward_head(const InputsT<Real> &in, std::int64_t b, std::int64_t h, Real 
   const Real *v = in.v.data() + (b * s.Hkv + kv) * s.Lk * s.Dv;
   for (std::int64_t i = 0; i < s.Lq; ++i) {
     Real *P = P_h + i * s.Lk;
-    Real *O = O_h + i * s.Dv;
-    for (std::int64_t c = 0; c < s.Dv; ++c) Ops::set_d(O[c], 0.0);
+    Real *O = O_h ? O_h + i * s.Dv : nullptr;
+    if (O)
+      for (std::int64_t c = 0; c < s.Dv; ++c) Ops::set_d(O[c], 0.0);
     for (std::int64_t j = 0; j < s.Lk; ++j) Ops::set_d(P[j], 0.0);
     // s_ij = scale · Σ_d q_id k_jd, and m = a point at (or near) max_j s_ij.
-    bool any = false;
+    std::int64_t jstar = -1;  // the key whose logit gave m
     for (std::int64_t j = 0; j < s.Lk; ++j) {
       if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
       Real &sij = w.row[static_cast<std::size_t>(j)];
@@ -276,28 +298,39 @@ void forward_head(const InputsT<Real> &in, std::int64_t b, std::int64_t h, Real 
       for (std::int64_t d = 0; d < s.D; ++d) Ops::fma(w.acc, q[i * s.D + d], k[j * s.D + d], w.tmp);
       Ops::mul_d(sij, w.acc, in.params.scale);
       Ops::point(w.t, sij);
-      if (!any || Ops::less(w.m, w.t)) Ops::set(w.m, w.t);
-      any = true;
+      if (jstar < 0 || Ops::less(w.m, w.t)) {
+        Ops::set(w.m, w.t);
+        jstar = j;
+      }
     }
-    if (!any) {  // the row sees no key: O = 0 (done), P = 0 (done), LSE = −∞
+    if (jstar < 0) {  // the row sees no key: O = 0 (done), P = 0 (done), LSE = −∞
       Ops::set_d(lse_h[i], -std::numeric_limits<double>::infinity());
       continue;
     }
-    // l = Σ_j exp(s_ij − m); P_ij = exp(s_ij − m) / l; O_ic = Σ_j P_ij v_jc; LSE = m + log l.
+    // l = 1 + λ with λ = Σ_{j≠j*} exp(s_ij − m) + (exp(s_ij* − m) − 1) (the last term is exactly 0 for a point
+    // type, where m = s_ij*); P_ij = exp(s_ij − m) / l; O_ic = Σ_j P_ij v_jc; LSE = m + log1p(λ).
+    // log1p(λ) rather than log(l): when the softmax is peaked, λ can be far below 2^-bits and l would round to 1.
     Ops::set_d(w.l, 0.0);
     for (std::int64_t j = 0; j < s.Lk; ++j) {
       if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
       Ops::sub(w.t, w.row[static_cast<std::size_t>(j)], w.m);
       Ops::exp(P[j], w.t);
-      Ops::add(w.l, w.l, P[j]);
+      if (j == jstar) {
+        Ops::add_d(w.t, P[j], -1.0);
+        Ops::add(w.l, w.l, w.t);
+      } else {
+        Ops::add(w.l, w.l, P[j]);
+      }
     }
+    Ops::log1p(w.t, w.l);
+    Ops::add_odd(lse_h[i], w.m, w.t);
+    Ops::add_d(w.l, w.l, 1.0);
     for (std::int64_t j = 0; j < s.Lk; ++j) {
       if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
       Ops::div(P[j], P[j], w.l);
-      for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(O[c], P[j], v[j * s.Dv + c], w.tmp);
+      if (O)
+        for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(O[c], P[j], v[j * s.Dv + c], w.tmp);
     }
-    Ops::log(w.t, w.l);
-    Ops::add(lse_h[i], w.m, w.t);
   }
 }
 
@@ -322,6 +355,8 @@ InputsT<Real> load_inputs(const Problem &p, unsigned bits = kReferenceBits) {
 /// Forward attention of `in` (spec §2): s_ij = scale·Σ_d q_id k_jd over visible keys j,
 /// m_i = max_j s_ij, l_i = Σ_j exp(s_ij − m_i), P_ij = exp(s_ij − m_i)/l_i, O_ic = Σ_j P_ij v_jc,
 /// LSE_i = m_i + log l_i. For intervals m_i is a point (the largest midpoint): the result does not depend on it.
+/// Evaluated as LSE_i = m_i + log1p(l_i − 1), the sum rounded to odd (RealOps::add_odd), so that LSE rounds
+/// correctly to double even when the softmax is peaked (l_i − 1 ≪ 2^-bits) and m_i is a double midpoint.
 /// Domain: finite inputs and scale.
 template <class Real>
 ForwardT<Real> forward_t(const InputsT<Real> &in, KeepP keep = KeepP::yes) {
@@ -354,6 +389,11 @@ ForwardT<Real> forward_t(const Problem &p, unsigned bits = kReferenceBits, KeepP
 /// dP_ij = Σ_c dO_ic v_jc, D_i = Σ_c dO_ic O_ic, dS_ij = P_ij (dP_ij − D_i), dQ_id = scale·Σ_j dS_ij k_jd,
 /// dK_jd = scale·Σ_{h,i} dS_ij q_id, dV_jc = Σ_{h,i} P_ij dO_ic — the sums over h run over the query heads
 /// of kv head j's head. Hidden keys and rows that see no key contribute nothing.
+///
+/// Evaluation: dP_ij − D_i is computed as (dP_ij − dP_ij*) + Σ_{k≠j*} P_ik (dP_ij* − dP_ik), j* = argmax_j P_ij,
+/// which equals it exactly (D_i = Σ_k P_ik dP_ik and Σ_k P_ik = 1). The literal D_i cancels catastrophically
+/// when the softmax is peaked (P_ij* = 1 − ε: dS_ij* ≈ ε, the difference of two O(1) values), losing
+/// log2(1/ε) bits; the rewritten form keeps full relative accuracy and tight intervals.
 template <class Real>
 BackwardT<Real> backward_t(const InputsT<Real> &in) {
   using Ops = RealOps<Real>;
@@ -365,13 +405,12 @@ BackwardT<Real> backward_t(const InputsT<Real> &in) {
   g.dq.assign(in.q.size(), zero);
   g.dk.assign(in.k.size(), zero);
   g.dv.assign(in.v.size(), zero);
-  std::vector<Real> P(static_cast<std::size_t>(s.Lq * s.Lk), zero), O(static_cast<std::size_t>(s.Lq * s.Dv), zero),
-      lse(static_cast<std::size_t>(s.Lq), zero);
+  std::vector<Real> P(static_cast<std::size_t>(s.Lq * s.Lk), zero), lse(static_cast<std::size_t>(s.Lq), zero);
   detail::Scratch<Real> w(in.bits, s.Lk);
-  Real Di = zero, dS = zero;
+  Real dS = zero;
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t h = 0; h < s.Hq; ++h) {
-      detail::forward_head(in, b, h, P.data(), O.data(), lse.data(), w);
+      detail::forward_head(in, b, h, P.data(), static_cast<Real *>(nullptr), lse.data(), w);
       const std::int64_t kv = s.kv_head(h);
       const Real *q = in.q.data() + (b * s.Hq + h) * s.Lq * s.D;
       const Real *k = in.k.data() + (b * s.Hkv + kv) * s.Lk * s.D;
@@ -382,20 +421,44 @@ BackwardT<Real> backward_t(const InputsT<Real> &in) {
       Real *dv = g.dv.data() + (b * s.Hkv + kv) * s.Lk * s.Dv;
       for (std::int64_t i = 0; i < s.Lq; ++i) {
         const Real *dOi = dO + i * s.Dv;
-        Ops::set_d(Di, 0.0);
-        for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(Di, dOi[c], O[static_cast<std::size_t>(i * s.Dv + c)], w.tmp);
+        const Real *Pi = P.data() + i * s.Lk;
+        // dP_ij = Σ_c dO_ic v_jc (in w.row) and j* = argmax_j P_ij over visible keys.
+        std::int64_t jstar = -1;
         for (std::int64_t j = 0; j < s.Lk; ++j) {
           if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
-          const Real &Pij = P[static_cast<std::size_t>(i * s.Lk + j)];
-          Ops::set_d(w.acc, 0.0);  // dP_ij
-          for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(w.acc, dOi[c], v[j * s.Dv + c], w.tmp);
-          Ops::sub(w.t, w.acc, Di);
-          Ops::mul(dS, Pij, w.t);
+          Real &dPij = w.row[static_cast<std::size_t>(j)];
+          Ops::set_d(dPij, 0.0);
+          for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dPij, dOi[c], v[j * s.Dv + c], w.tmp);
+          Ops::point(w.t, Pi[j]);
+          if (jstar < 0 || Ops::less(w.m, w.t)) {
+            Ops::set(w.m, w.t);
+            jstar = j;
+          }
+        }
+        if (jstar < 0) continue;  // the row sees no key: no gradient
+        // δ = dP_ij* − D_i = Σ_{k≠j*} P_ik (dP_ij* − dP_ik)   (as D_i = Σ_c dO_ic O_ic = Σ_k P_ik dP_ik, Σ_k P_ik = 1)
+        const Real &dPstar = w.row[static_cast<std::size_t>(jstar)];
+        Ops::set_d(w.l, 0.0);
+        for (std::int64_t j = 0; j < s.Lk; ++j) {
+          if (j == jstar || !visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+          Ops::sub(w.t, dPstar, w.row[static_cast<std::size_t>(j)]);
+          Ops::fma(w.l, Pi[j], w.t, w.tmp);
+        }
+        for (std::int64_t j = 0; j < s.Lk; ++j) {
+          if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+          // dS_ij = P_ij (dP_ij − D_i) = P_ij ((dP_ij − dP_ij*) + δ)
+          if (j == jstar) {
+            Ops::mul(dS, Pi[j], w.l);
+          } else {
+            Ops::sub(w.t, w.row[static_cast<std::size_t>(j)], dPstar);
+            Ops::add(w.t, w.t, w.l);
+            Ops::mul(dS, Pi[j], w.t);
+          }
           for (std::int64_t d = 0; d < s.D; ++d) {
             Ops::fma(dq[i * s.D + d], dS, k[j * s.D + d], w.tmp);
             Ops::fma(dk[j * s.D + d], dS, q[i * s.D + d], w.tmp);
           }
-          for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dv[j * s.Dv + c], Pij, dOi[c], w.tmp);
+          for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dv[j * s.Dv + c], Pi[j], dOi[c], w.tmp);
         }
       }
     }
