@@ -53,12 +53,20 @@ Problem random_problem(std::mt19937_64 &rng, Dtype dt, const RandomProblemOption
     s.Dv = (rng() % 2) ? s.D : pick(rng, kHeadDims);
   } while (s.B * s.Hq * s.Lq * s.Lk * (s.D + s.Dv) > opt.max_work);
 
-  const auto values = static_cast<Values>(rng() % 5);
+  const auto drawn_values = static_cast<Values>(rng() % 5);
   const Layout layout = pick(rng, kLayouts);
+  const Mask drawn_mask = (rng() % 2) ? Mask::causal : Mask::none;
+  return make_problem(rng, s, dt, opt.values.value_or(drawn_values), opt.mask.value_or(drawn_mask), layout,
+                      opt.backward);
+}
+
+Problem make_problem(std::mt19937_64 &rng, const Shape &s, Dtype dt, Values values, Mask mask, Layout layout,
+                     bool backward) {
+  s.validate();
   Problem p;
   p.shape = s;
   p.params.scale = default_scale(s.D);
-  p.params.mask = (rng() % 2) ? Mask::causal : Mask::none;
+  p.params.mask = mask;
   p.q = Tensor::with_layout(dt, {s.B, s.Hq, s.Lq, s.D}, layout, kPad);
   p.k = Tensor::with_layout(dt, {s.B, s.Hkv, s.Lk, s.D}, layout, kPad);
   p.v = Tensor::with_layout(dt, {s.B, s.Hkv, s.Lk, s.Dv}, layout, kPad);
@@ -99,7 +107,7 @@ Problem random_problem(std::mt19937_64 &rng, Dtype dt, const RandomProblemOption
         }
       }
   }
-  if (opt.backward) {
+  if (backward) {
     p.dout = Tensor::contiguous(dt, {s.B, s.Hq, s.Lq, s.Dv});
     fill(*p.dout, 1);
   }

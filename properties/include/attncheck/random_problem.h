@@ -6,6 +6,7 @@
 #include "attncheck/problem.h"
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string_view>
 
@@ -24,12 +25,19 @@ std::string_view values_name(Values v);
 struct RandomProblemOptions {
   bool backward = true;               ///< also draw dout
   std::int64_t max_work = 1'500'000;  ///< cap on B·Hq·Lq·Lk·(D + Dv): keeps the reference fast
+  std::optional<Values> values;       ///< fixed value distribution (default: drawn)
+  std::optional<Mask> mask;           ///< fixed mask (default: drawn)
 };
 
 /// A problem of the given dtype: B ∈ {1, 2}, Hkv ∈ {1, 2}, Hq/Hkv ∈ {1, 2, 4}, Lq, Lk, D, Dv from the tiling
 /// boundaries {1, 2, 3, 17, 63, 64, 65, 127, 129} and {1, 3, 8, 64, 80, 128, 256}, any layout, mask none or causal,
 /// scale 1/√D. Deterministic for the generator's state.
 Problem random_problem(std::mt19937_64 &rng, Dtype dt, const RandomProblemOptions &opt = {});
+
+/// A problem of a given shape, dtype, value distribution, mask and layout (with 3 elements of padding around
+/// each tensor); scale 1/√D; dout drawn when `backward`.
+Problem make_problem(std::mt19937_64 &rng, const Shape &s, Dtype dt, Values values, Mask mask,
+                     Layout layout = Layout::bhld, bool backward = true);
 
 /// Standard normal from two uniforms (Box–Muller), identical on every platform, unlike std::normal_distribution.
 double standard_normal(std::mt19937_64 &rng);
