@@ -1,1 +1,465 @@
-// placeholder
+// "flash": FlashAttention-2 (Dao, 2023) on the CPU, float32 arithmetic on float32/float16/bfloat16 storage.
+//
+// Forward, one task per (batch, query head, query block of kBlockQ rows):
+//   for each key block of kBlockK keys (causal: only blocks some row of the tile sees):
+//     S = scale·Q Kᵀ (masked to −∞ on the diagonal blocks only), m' = max(m, rowmax S),
+//     P = exp(S − m'), l = e^{m−m'}·l + rowsum P, O = e^{m−m'}·O + P V, m = m'
+//   O /= l, LSE = m + log l.     No L_q × L_k buffer: S and P are one kBlockQ × kBlockK tile.
+// Backward recomputes P = exp(S − LSE) from the forward's LSE, with D_i = Σ_c dO_ic O_ic:
+//   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ⊙ (dP − D),  dQ = scale·dS K,  dK = scale·dSᵀ Q.
+// It runs as two passes that need no atomics and give results independent of the thread count:
+//   pass 1, one task per (batch, query head, query block): D for the block, then dQ over the key blocks;
+//   pass 2, one task per (batch, kv head, key block): dK and dV over the query blocks of every query head of the
+//   group (GQA sums without copying kv heads).
+// Tiles are loaded into contiguous float32 scratch (converted from float16/bfloat16 on the way), K and V also
+// transposed where a product needs them so; every product is then C (+)= A·B or C (+)= Aᵀ·B on row-major tiles
+// whose innermost loop is an axpy over a contiguous row — the loops a SIMD micro-kernel replaces.
+#include "common.h"
+
+#include <hwy/aligned_allocator.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <vector>
+
+namespace attncheck::builtin {
+
+namespace {
+constexpr const char *kName = "flash";
+
+/// Query rows per tile. Per thread the forward keeps Q (kBlockQ × D), Kᵀ (D × kBlockK), V (kBlockK × Dv), the
+/// O accumulator (kBlockQ × Dv) and S/P (kBlockQ × kBlockK) in float32: 4·64·128·4 B + 16 KiB = 144 KiB at
+/// D = Dv = 128 (272 KiB at 256), inside a core's L2 (1–2 MiB); a key tile (32 KiB at D = 128) streams through L1.
+constexpr std::int64_t kBlockQ = 64;
+/// Keys per tile (see kBlockQ); also the leading dimension of the S/P tile and of the transposed K and V tiles.
+constexpr std::int64_t kBlockK = 64;
+/// Scratch rows are padded to a multiple of this many floats: 64 bytes, one cache line and one AVX-512 vector.
+constexpr std::int64_t kAlignFloats = 16;
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+constexpr std::int64_t round_up(std::int64_t x, std::int64_t a) { return (x + a - 1) / a * a; }
+constexpr std::int64_t ceil_div(std::int64_t x, std::int64_t a) { return (x + a - 1) / a; }
+
+int report(const std::exception &e) { return fail(ATTNCHECK_ERROR, std::string(kName) + ": " + e.what()); }
+
+// ---- scratch ----
+
+/// Bump allocator over one thread's scratch slice. With a null base it only measures (sizes the slices).
+class Arena {
+ public:
+  explicit Arena(float *base) : base_(base) {}
+  /// n floats, 64-byte aligned when the base is.
+  float *take(std::int64_t n) {
+    float *p = base_ ? base_ + used_ : nullptr;
+    used_ += round_up(n, kAlignFloats);
+    return p;
+  }
+  std::int64_t used() const { return used_; }
+
+ private:
+  float *base_;
+  std::int64_t used_ = 0;
+};
+
+/// One aligned allocation split into per-thread slices of the size `Layout(Arena&)` takes.
+class Scratch {
+ public:
+  template <class Layout>
+  Scratch(int threads, Layout &&layout) {
+    Arena probe(nullptr);
+    layout(probe);
+    per_thread_ = round_up(std::max<std::int64_t>(probe.used(), 1), kAlignFloats);
+    buf_ = hwy::AllocateAligned<float>(static_cast<std::size_t>(per_thread_ * threads));
+    if (!buf_) throw std::bad_alloc();
+  }
+  float *slice(int thread) const { return buf_.get() + per_thread_ * thread; }
+
+ private:
+  std::int64_t per_thread_ = 0;
+  hwy::AlignedFreeUniquePtr<float[]> buf_;
+};
+
+/// Runs f(task, thread) for task in [0, n) on up to `threads` OpenMP threads (dynamic schedule: causal tasks
+/// differ in cost). f must not throw.
+template <class F>
+void parallel_tasks(std::int64_t n, int threads, F &&f) {
+  const int nt = static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(n, 1)));
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    const int t = omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t task = 0; task < n; ++task) f(task, t);
+  }
+}
+
+// ---- tile transfer (strided storage of any dtype <-> contiguous float32) ----
+
+/// d[x] = element base + x (contiguous), widened.
+void widen_contiguous(const std::byte *p, Dtype dt, std::int64_t base, std::int64_t n, float *d) {
+  switch (dt) {
+    case Dtype::f32: std::memcpy(d, p + base * 4, static_cast<std::size_t>(n) * sizeof(float)); return;
+    case Dtype::f16:
+      for (std::int64_t x = 0; x < n; ++x) d[x] = load_elem(p, Dtype::f16, base + x);
+      return;
+    case Dtype::bf16:
+      for (std::int64_t x = 0; x < n; ++x) d[x] = load_elem(p, Dtype::bf16, base + x);
+      return;
+  }
+}
+
+/// dst[r·ld + x] = t[b, h, l0 + r, x] for r < nl, x < X = t.n[3].
+void load_rows(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, std::int64_t nl, float *dst,
+               std::int64_t ld) {
+  const std::int64_t X = t.n[3];
+  for (std::int64_t r = 0; r < nl; ++r) {
+    const std::int64_t base = t.offset(b, h, l0 + r, 0);
+    float *d = dst + r * ld;
+    if (t.s[3] == 1) {
+      widen_contiguous(t.data, t.dtype, base, X, d);
+    } else {
+      for (std::int64_t x = 0; x < X; ++x) d[x] = load_elem(t.data, t.dtype, base + x * t.s[3]);
+    }
+  }
+}
+
+/// Transposed tile: dst[x·ld + r] = t[b, h, l0 + r, x] for r < nl, x < X = t.n[3].
+void load_rows_t(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, std::int64_t nl, float *dst,
+                 std::int64_t ld) {
+  const std::int64_t X = t.n[3];
+  if (t.s[2] == 1) {  // L is the contiguous dimension: the transposed tile is a plain copy
+    for (std::int64_t x = 0; x < X; ++x) widen_contiguous(t.data, t.dtype, t.offset(b, h, l0, x), nl, dst + x * ld);
+    return;
+  }
+  for (std::int64_t r = 0; r < nl; ++r) {
+    const std::int64_t base = t.offset(b, h, l0 + r, 0);
+    for (std::int64_t x = 0; x < X; ++x) dst[x * ld + r] = load_elem(t.data, t.dtype, base + x * t.s[3]);
+  }
+}
+
+/// t[b, h, l0 + r, x] = src[r·ld + x] rounded to t's dtype, for r < nl, x < X = t.n[3].
+void store_rows(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, std::int64_t nl, const float *src,
+                std::int64_t ld) {
+  const std::int64_t X = t.n[3];
+  for (std::int64_t r = 0; r < nl; ++r) {
+    const std::int64_t base = t.offset(b, h, l0 + r, 0);
+    const float *s = src + r * ld;
+    if (t.s[3] == 1 && t.dtype == Dtype::f32) {
+      std::memcpy(t.data + base * 4, s, static_cast<std::size_t>(X) * sizeof(float));
+    } else {
+      for (std::int64_t x = 0; x < X; ++x) store_elem(t.data, t.dtype, base + x * t.s[3], s[x]);
+    }
+  }
+}
+
+// ---- tile arithmetic (row-major float32 tiles; the innermost loops are contiguous axpys) ----
+
+/// C[i][j] (+)= Σ_p A[i][p]·B[p][j] for i < m, j < n, p < k; the sum over p runs in order.
+void gemm_nn(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, float *C, std::int64_t ldc,
+             std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate) {
+  for (std::int64_t i = 0; i < m; ++i) {
+    float *c = C + i * ldc;
+    if (!accumulate) std::fill(c, c + n, 0.0f);
+    for (std::int64_t p = 0; p < k; ++p) {
+      const float a = A[i * lda + p];
+      const float *bp = B + p * ldb;
+      for (std::int64_t j = 0; j < n; ++j) c[j] += a * bp[j];
+    }
+  }
+}
+
+/// C[i][j] += Σ_p A[p][i]·B[p][j] for i < m, j < n, p < k (Aᵀ B; A is k × m); the sum over p runs in order.
+void gemm_tn_acc(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, float *C, std::int64_t ldc,
+                 std::int64_t m, std::int64_t n, std::int64_t k) {
+  for (std::int64_t p = 0; p < k; ++p) {
+    const float *bp = B + p * ldb;
+    for (std::int64_t i = 0; i < m; ++i) {
+      const float a = A[p * lda + i];
+      if (a == 0.0f) continue;  // masked entries of P and dS: adding 0·b changes nothing (b is finite)
+      float *c = C + i * ldc;
+      for (std::int64_t j = 0; j < n; ++j) c[j] += a * bp[j];
+    }
+  }
+}
+
+/// x[j] *= a for j < n.
+void scale_row(float *x, std::int64_t n, float a) {
+  for (std::int64_t j = 0; j < n; ++j) x[j] *= a;
+}
+
+/// Visibility of the tile rows [i0, i0 + nq) × keys [j0, j0 + nk).
+enum class TileMask { all_visible, partial, none_visible };
+TileMask tile_mask(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk) {
+  if (o.mask == Mask::none) return TileMask::all_visible;
+  // The first row of the tile sees the fewest keys, the last row the most.
+  if (j0 + nk <= visible_keys(o, i0)) return TileMask::all_visible;
+  if (j0 >= visible_keys(o, i0 + nq - 1)) return TileMask::none_visible;
+  return TileMask::partial;
+}
+
+/// Sets S[r][j] = fill for the keys j0 + j that tile row r (query i0 + r) does not see.
+void mask_tile(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk, float *S,
+               std::int64_t lds, float fill) {
+  for (std::int64_t r = 0; r < nq; ++r) {
+    const std::int64_t first_hidden = std::clamp<std::int64_t>(visible_keys(o, i0 + r) - j0, 0, nk);
+    std::fill(S + r * lds + first_hidden, S + r * lds + nk, fill);
+  }
+}
+
+/// One online-softmax step for a row of nk scores (−∞ where masked): the row becomes P = exp(S − m'),
+/// m' = max(m, max S), l = e^{m−m'}·l + Σ P, m = m'. Returns e^{m−m'}, the factor of the row's O accumulator.
+/// While a row has seen only masked keys (m' = −∞) it keeps P = 0 and l = 0 instead of exp(−∞ + ∞) = NaN.
+float online_softmax_row(float *s, std::int64_t nk, float &m, float &l) {
+  float m_new = m;
+  for (std::int64_t j = 0; j < nk; ++j) m_new = std::max(m_new, s[j]);
+  const float shift = m_new == kMinusInf ? 0.0f : m_new;
+  const float alpha = std::exp(m - shift);
+  float sum = 0.0f;
+  for (std::int64_t j = 0; j < nk; ++j) {
+    s[j] = std::exp(s[j] - shift);
+    sum += s[j];
+  }
+  l = l * alpha + sum;
+  m = m_new;
+  return alpha;
+}
+
+// ---- forward ----
+
+/// Leading dimensions of the tiles of one problem.
+struct Lds {
+  std::int64_t d, dv;
+  explicit Lds(const Shape &s) : d(round_up(s.D, kAlignFloats)), dv(round_up(s.Dv, kAlignFloats)) {}
+};
+
+struct ForwardTiles {
+  float *q, *kt, *v, *s, *o, *m, *l;
+  ForwardTiles(Arena &a, const Shape &sh, const Lds &ld)
+      : q(a.take(kBlockQ * ld.d)), kt(a.take(sh.D * kBlockK)), v(a.take(kBlockK * ld.dv)),
+        s(a.take(kBlockQ * kBlockK)), o(a.take(kBlockQ * ld.dv)), m(a.take(kBlockQ)), l(a.take(kBlockQ)) {}
+};
+
+void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::int64_t b, std::int64_t h,
+                  std::int64_t qb) {
+  const Shape &s = o.shape;
+  const std::int64_t hk = s.kv_head(h), i0 = qb * kBlockQ, nq = std::min(kBlockQ, s.Lq - i0);
+  const float scale = static_cast<float>(o.scale);
+  // Keys past what the tile's last row sees are masked for every row: skip their blocks.
+  const std::int64_t key_end = visible_keys(o, i0 + nq - 1);
+  load_rows(o.q, b, h, i0, nq, t.q, ld.d);
+  std::fill(t.m, t.m + nq, kMinusInf);
+  std::fill(t.l, t.l + nq, 0.0f);
+  for (std::int64_t r = 0; r < nq; ++r) std::fill(t.o + r * ld.dv, t.o + r * ld.dv + s.Dv, 0.0f);
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+    const std::int64_t nk = std::min(kBlockK, key_end - j0);
+    load_rows_t(o.k, b, hk, j0, nk, t.kt, kBlockK);
+    load_rows(o.v, b, hk, j0, nk, t.v, ld.dv);
+    gemm_nn(t.q, ld.d, t.kt, kBlockK, t.s, kBlockK, nq, nk, s.D, false);
+    for (std::int64_t r = 0; r < nq; ++r) scale_row(t.s + r * kBlockK, nk, scale);
+    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile(o, i0, nq, j0, nk, t.s, kBlockK, kMinusInf);
+    for (std::int64_t r = 0; r < nq; ++r) {
+      const float alpha = online_softmax_row(t.s + r * kBlockK, nk, t.m[r], t.l[r]);
+      if (alpha != 1.0f) scale_row(t.o + r * ld.dv, s.Dv, alpha);
+    }
+    gemm_nn(t.s, kBlockK, t.v, ld.dv, t.o, ld.dv, nq, s.Dv, nk, true);
+  }
+  for (std::int64_t r = 0; r < nq; ++r) {
+    float *orow = t.o + r * ld.dv;
+    const float l = t.l[r];
+    if (l == 0.0f) {  // the row sees no key: O = 0, LSE = −∞ (the accumulator is still all zeros)
+      std::fill(orow, orow + s.Dv, 0.0f);
+      t.m[r] = kMinusInf;
+    } else {
+      for (std::int64_t c = 0; c < s.Dv; ++c) orow[c] /= l;
+      t.m[r] += std::log(l);  // m becomes LSE
+    }
+  }
+  store_rows(o.out, b, h, i0, nq, t.o, ld.dv);
+  if (o.lse.data)
+    for (std::int64_t r = 0; r < nq; ++r) o.lse.at(b, h, i0 + r) = t.m[r];
+}
+
+// ---- backward ----
+
+/// P = exp(S − LSE) on a tile of scores (already scaled); 0 where masked and in rows without keys (LSE = −∞).
+void probabilities(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk,
+                   const float *lse, float *S) {
+  for (std::int64_t r = 0; r < nq; ++r) {
+    float *row = S + r * kBlockK;
+    if (lse[r] == kMinusInf) {
+      std::fill(row, row + nk, 0.0f);
+      continue;
+    }
+    for (std::int64_t j = 0; j < nk; ++j) row[j] = std::exp(row[j] - lse[r]);
+  }
+  if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile(o, i0, nq, j0, nk, S, kBlockK, 0.0f);
+}
+
+/// dS = P ⊙ (dP − D) in place of dP.
+void score_gradient(std::int64_t nq, std::int64_t nk, const float *P, const float *delta, float *dP) {
+  for (std::int64_t r = 0; r < nq; ++r)
+    for (std::int64_t j = 0; j < nk; ++j) dP[r * kBlockK + j] = P[r * kBlockK + j] * (dP[r * kBlockK + j] - delta[r]);
+}
+
+/// Tiles of one (query block, key block) step shared by both passes.
+struct StepTiles {
+  float *q, *dout, *kt, *vt, *p, *ds, *lse, *delta;
+};
+
+/// S, P, dP, dS of one tile: q, dout, kt, vt, lse, delta loaded; writes p and ds.
+void backward_step(const Operands &o, const Lds &ld, const StepTiles &t, std::int64_t i0, std::int64_t nq,
+                   std::int64_t j0, std::int64_t nk) {
+  const Shape &s = o.shape;
+  gemm_nn(t.q, ld.d, t.kt, kBlockK, t.p, kBlockK, nq, nk, s.D, false);
+  const float scale = static_cast<float>(o.scale);
+  for (std::int64_t r = 0; r < nq; ++r) scale_row(t.p + r * kBlockK, nk, scale);
+  probabilities(o, i0, nq, j0, nk, t.lse, t.p);
+  gemm_nn(t.dout, ld.dv, t.vt, kBlockK, t.ds, kBlockK, nq, nk, s.Dv, false);
+  score_gradient(nq, nk, t.p, t.delta, t.ds);
+}
+
+/// Loads Q, dO, LSE of a query block; computes D_i = Σ_c dO_ic O_ic into t.delta (o_scratch: kBlockQ × ld.dv).
+void load_query_block(const Operands &o, const Lds &ld, const StepTiles &t, float *o_scratch, std::int64_t b,
+                      std::int64_t h, std::int64_t i0, std::int64_t nq) {
+  load_rows(o.q, b, h, i0, nq, t.q, ld.d);
+  load_rows(o.dout, b, h, i0, nq, t.dout, ld.dv);
+  for (std::int64_t r = 0; r < nq; ++r) t.lse[r] = o.lse.at(b, h, i0 + r);
+  if (o_scratch) {
+    load_rows(o.out, b, h, i0, nq, o_scratch, ld.dv);
+    for (std::int64_t r = 0; r < nq; ++r) {
+      float d = 0.0f;
+      for (std::int64_t c = 0; c < o.shape.Dv; ++c) d += t.dout[r * ld.dv + c] * o_scratch[r * ld.dv + c];
+      t.delta[r] = d;
+    }
+  }
+}
+
+struct DqTiles {
+  StepTiles step;
+  float *k, *o, *dq;
+  DqTiles(Arena &a, const Shape &sh, const Lds &ld)
+      : step{a.take(kBlockQ * ld.d), a.take(kBlockQ * ld.dv), a.take(sh.D * kBlockK), a.take(sh.Dv * kBlockK),
+             a.take(kBlockQ * kBlockK), a.take(kBlockQ * kBlockK), a.take(kBlockQ), a.take(kBlockQ)},
+        k(a.take(kBlockK * ld.d)), o(a.take(kBlockQ * ld.dv)), dq(a.take(kBlockQ * ld.d)) {}
+};
+
+/// Pass 1 task: D for query block qb of head h (saved to `delta_out`, [B,Hq,Lq]) and its dQ.
+void dq_task(const Operands &o, const Lds &ld, const DqTiles &t, float *delta_out, std::int64_t b, std::int64_t h,
+             std::int64_t qb) {
+  const Shape &s = o.shape;
+  const std::int64_t hk = s.kv_head(h), i0 = qb * kBlockQ, nq = std::min(kBlockQ, s.Lq - i0);
+  load_query_block(o, ld, t.step, t.o, b, h, i0, nq);
+  std::copy(t.step.delta, t.step.delta + nq, delta_out + lse_offset(s, b, h, i0));
+  for (std::int64_t r = 0; r < nq; ++r) std::fill(t.dq + r * ld.d, t.dq + r * ld.d + s.D, 0.0f);
+  const std::int64_t key_end = visible_keys(o, i0 + nq - 1);
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+    const std::int64_t nk = std::min(kBlockK, key_end - j0);
+    load_rows_t(o.k, b, hk, j0, nk, t.step.kt, kBlockK);
+    load_rows_t(o.v, b, hk, j0, nk, t.step.vt, kBlockK);
+    load_rows(o.k, b, hk, j0, nk, t.k, ld.d);
+    backward_step(o, ld, t.step, i0, nq, j0, nk);
+    gemm_nn(t.step.ds, kBlockK, t.k, ld.d, t.dq, ld.d, nq, s.D, nk, true);
+  }
+  const float scale = static_cast<float>(o.scale);
+  for (std::int64_t r = 0; r < nq; ++r) scale_row(t.dq + r * ld.d, s.D, scale);
+  store_rows(o.dq, b, h, i0, nq, t.dq, ld.d);
+}
+
+struct DkvTiles {
+  StepTiles step;
+  float *dk, *dv;
+  DkvTiles(Arena &a, const Shape &sh, const Lds &ld)
+      : step{a.take(kBlockQ * ld.d), a.take(kBlockQ * ld.dv), a.take(sh.D * kBlockK), a.take(sh.Dv * kBlockK),
+             a.take(kBlockQ * kBlockK), a.take(kBlockQ * kBlockK), a.take(kBlockQ), a.take(kBlockQ)},
+        dk(a.take(kBlockK * ld.d)), dv(a.take(kBlockK * ld.dv)) {}
+};
+
+/// Pass 2 task: dK and dV of key block kb of kv head hk, summed over the query heads of its group.
+void dkv_task(const Operands &o, const Lds &ld, const DkvTiles &t, const float *delta, std::int64_t b,
+              std::int64_t hk, std::int64_t kb) {
+  const Shape &s = o.shape;
+  const std::int64_t j0 = kb * kBlockK, nk = std::min(kBlockK, s.Lk - j0);
+  load_rows_t(o.k, b, hk, j0, nk, t.step.kt, kBlockK);
+  load_rows_t(o.v, b, hk, j0, nk, t.step.vt, kBlockK);
+  for (std::int64_t j = 0; j < nk; ++j) {
+    std::fill(t.dk + j * ld.d, t.dk + j * ld.d + s.D, 0.0f);
+    std::fill(t.dv + j * ld.dv, t.dv + j * ld.dv + s.Dv, 0.0f);
+  }
+  // Causal: query i sees key j0 iff i ≥ j0 − (Lk − Lq); earlier query rows contribute nothing.
+  const std::int64_t i_first = o.mask == Mask::none ? 0 : std::max<std::int64_t>(0, j0 - (s.Lk - s.Lq));
+  for (std::int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
+    for (std::int64_t i0 = i_first; i0 < s.Lq; i0 += kBlockQ) {
+      const std::int64_t nq = std::min(kBlockQ, s.Lq - i0);
+      load_query_block(o, ld, t.step, nullptr, b, h, i0, nq);
+      std::copy(delta + lse_offset(s, b, h, i0), delta + lse_offset(s, b, h, i0) + nq, t.step.delta);
+      backward_step(o, ld, t.step, i0, nq, j0, nk);
+      gemm_tn_acc(t.step.p, kBlockK, t.step.dout, ld.dv, t.dv, ld.dv, nk, s.Dv, nq);
+      gemm_tn_acc(t.step.ds, kBlockK, t.step.q, ld.d, t.dk, ld.d, nk, s.D, nq);
+    }
+  const float scale = static_cast<float>(o.scale);
+  for (std::int64_t j = 0; j < nk; ++j) scale_row(t.dk + j * ld.d, s.D, scale);
+  store_rows(o.dk, b, hk, j0, nk, t.dk, ld.d);
+  store_rows(o.dv, b, hk, j0, nk, t.dv, ld.dv);
+}
+}  // namespace
+
+int flash_forward(const attncheck_params *params, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                  DLTensor *out, DLTensor *lse) try {
+  Operands o;
+  if (int st = check_forward(kName, params, q, k, v, out, lse, &o)) return st;
+  const Shape &s = o.shape;
+  const Lds ld(s);
+  const std::int64_t n_qb = ceil_div(s.Lq, kBlockQ), tasks = s.B * s.Hq * n_qb;
+  const int threads = static_cast<int>(std::min<std::int64_t>(thread_count(), tasks));
+  const Scratch scratch(threads, [&](Arena &a) { ForwardTiles(a, s, ld); });
+  parallel_tasks(tasks, threads, [&](std::int64_t task, int thread) {
+    Arena a(scratch.slice(thread));
+    const ForwardTiles t(a, s, ld);
+    // Causal: later query blocks see more keys; hand them out first for a better balance.
+    const std::int64_t qb = n_qb - 1 - task / (s.B * s.Hq), bh = task % (s.B * s.Hq);
+    forward_task(o, ld, t, bh / s.Hq, bh % s.Hq, qb);
+  });
+  return ATTNCHECK_OK;
+} catch (const std::exception &e) {
+  return report(e);
+}
+
+int flash_backward(const attncheck_params *params, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                   const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq, DLTensor *dk,
+                   DLTensor *dv) try {
+  Operands o;
+  if (int st = check_backward(kName, params, q, k, v, out, lse, dout, dq, dk, dv, &o)) return st;
+  const Shape &s = o.shape;
+  const Lds ld(s);
+  std::vector<float> delta(static_cast<std::size_t>(s.B * s.Hq * s.Lq));
+
+  const std::int64_t n_qb = ceil_div(s.Lq, kBlockQ), q_tasks = s.B * s.Hq * n_qb;
+  int threads = static_cast<int>(std::min<std::int64_t>(thread_count(), q_tasks));
+  {
+    const Scratch scratch(threads, [&](Arena &a) { DqTiles(a, s, ld); });
+    parallel_tasks(q_tasks, threads, [&](std::int64_t task, int thread) {
+      Arena a(scratch.slice(thread));
+      const DqTiles t(a, s, ld);
+      const std::int64_t qb = n_qb - 1 - task / (s.B * s.Hq), bh = task % (s.B * s.Hq);
+      dq_task(o, ld, t, delta.data(), bh / s.Hq, bh % s.Hq, qb);
+    });
+  }
+  const std::int64_t n_kb = ceil_div(s.Lk, kBlockK), k_tasks = s.B * s.Hkv * n_kb;
+  threads = static_cast<int>(std::min<std::int64_t>(thread_count(), k_tasks));
+  const Scratch scratch(threads, [&](Arena &a) { DkvTiles(a, s, ld); });
+  parallel_tasks(k_tasks, threads, [&](std::int64_t task, int thread) {
+    Arena a(scratch.slice(thread));
+    const DkvTiles t(a, s, ld);
+    // Causal: early key blocks are seen by more queries; hand them out first.
+    const std::int64_t kb = task / (s.B * s.Hkv), bh = task % (s.B * s.Hkv);
+    dkv_task(o, ld, t, delta.data(), bh / s.Hkv, bh % s.Hkv, kb);
+  });
+  return ATTNCHECK_OK;
+} catch (const std::exception &e) {
+  return report(e);
+}
+
+}  // namespace attncheck::builtin

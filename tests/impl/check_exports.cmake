@@ -1,0 +1,18 @@
+# cmake -DNM=<nm> -DLIB=<libattncheck_builtin.so> -P check_exports.cmake
+# Fails unless the library's defined dynamic symbols are exactly the plugin ABI and builtin.h's function.
+set(expected attncheck_builtin_set_threads attncheck_kernels)
+execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${NM} failed on ${LIB}")
+endif()
+string(REGEX MATCHALL "[^\n]+" lines "${out}")
+set(symbols "")
+foreach(line IN LISTS lines)
+  string(REGEX REPLACE "^.* " "" sym "${line}")
+  list(APPEND symbols ${sym})
+endforeach()
+list(SORT symbols)
+if(NOT symbols STREQUAL expected)
+  message(FATAL_ERROR "libattncheck_builtin.so exports [${symbols}]; expected exactly [${expected}]")
+endif()
+message(STATUS "exports: ${symbols}")
