@@ -1,0 +1,124 @@
+// A configurable family of scalar attention kernels for the test suites, each a real ABI attncheck_kernel
+// (forward and backward) so it can be called through attncheck::call_forward / call_backward or exported as a
+// plugin.
+//
+// A Variant either computes attention CORRECTLY — the choices below change only the order and precision of the
+// rounding, never the mathematics — or carries exactly one classic attention-kernel Bug.
+//
+// Semantics (spec/include/attncheck/problem.h, kernel_abi.h), per batch b, query head h, query row i:
+//   s_ij  = scale · q_i·k_j                       over the keys j visible to i (bottom-right causal or all)
+//   O_i   = Σ_j softmax_j(s_i·) v_j,   LSE_i = log Σ_j exp(s_ij)      (kv head of h: h / (Hq/Hkv))
+//   a row that sees no key: O_i = 0, LSE_i = −∞, zero gradients
+// backward, with P_ij = exp(s_ij − LSE_i) recomputed from the LSE it is given:
+//   dP_ij = dO_i·v_j,   D_i = Σ_c dO_ic O_ic,   dS_ij = P_ij (dP_ij − D_i)
+//   dQ_i = scale Σ_j dS_ij k_j,   dK_j = scale Σ_i dS_ij q_i,   dV_j = Σ_i P_ij dO_i
+//   (dK, dV of a kv head sum over the query heads that read it).
+// Storage may be float32, float16 or bfloat16 (any strides, NULL strides meaning compact); results are rounded to
+// the storage dtype on store; LSE is float32.
+//
+// Example:
+//   using namespace attncheck::support;
+//   Variant v;  v.key_block = 16;  v.exp2_fold = true;                 // FlashAttention-like tiling
+//   const attncheck_kernel &k = variant_kernel(v);                      // lives until the program ends
+//   attncheck::call_forward(k, problem, out, &lse);
+//   const attncheck_kernel &bad = variant_kernel(bug_variant(Bug::no_rescale));
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attncheck/dtype.h"
+#include "attncheck/kernel_abi.h"
+
+namespace attncheck::support {
+
+/// One classic attention-kernel bug. Exactly what each does (forward / backward):
+enum class Bug : std::uint8_t {
+  none,
+  missing_scale,            ///< both: scale taken as 1 (params.scale ignored). Visible when scale ≠ 1.
+  scale_1_over_d,           ///< both: scale taken as 1/D (not params.scale). Visible when scale ≠ 1/D.
+  scale_1_over_sqrt_dv,     ///< both: scale taken as 1/√Dv. Visible when scale ≠ 1/√Dv (default scale, D ≠ Dv).
+  no_max_subtraction,       ///< forward: running max fixed at 0, p = exp(s) and LSE = log Σ p. Mathematically
+                            ///< exact; visible only when exp(s) overflows (s ≳ 88.7 in float32 arithmetic: Inf/NaN).
+  no_rescale,               ///< forward: when the running max grows, l is rescaled by exp(m_old − m_new) but the
+                            ///< output accumulator is not. Visible when a later key block raises the row max.
+  drop_last_partial_block,  ///< both: keys of the last block of a split that holds fewer than key_block keys are
+                            ///< skipped (forward never reads them; backward gives them P = 0). Needs key_block ≥ 2.
+  causal_off_by_one,        ///< both: causal row i sees keys j ≤ i + Lk − Lq + 1 — one future key too many.
+  causal_top_left,          ///< both: causal row i sees keys j ≤ i (top-left aligned). Visible when Lq ≠ Lk.
+  f16_dot_accumulation,     ///< both: q·k accumulated in float16 (each product and partial sum rounded to
+                            ///< binary16) while everything else follows the variant. The error model's tight case.
+  gqa_head_mod,             ///< both: query head h reads kv head h % Hkv instead of h / (Hq/Hkv).
+  nan_fully_masked_rows,    ///< forward: a row that sees no key gets O = 0/0 = NaN (LSE stays −∞);
+                            ///< backward: such a row gets dQ = NaN.
+  dk_missing_scale,         ///< backward: dK = Σ_i dS_ij q_i without the factor scale.
+  ds_without_d_term,        ///< backward: dS_ij = P_ij dP_ij (the − D_i term is dropped).
+  output_not_zeroed,        ///< both: results are added to what out (forward) or dq, dk, dv (backward) already hold
+                            ///< instead of overwriting them. LSE is written normally.
+  read_past_last_key,       ///< both: the key loop runs to j = Lk inclusive; the extra key j = Lk is visible to the
+                            ///< rows that see key Lk−1, and its k and v elements are read at one key stride past
+                            ///< the last key when that address lies within the tensor's extent (the smallest
+                            ///< storage range that holds all its elements: e.g. the next head's first key, or row
+                            ///< padding) and as 0 otherwise — never outside the storage. Backward: it contributes to
+                            ///< dQ (and to D with d_from_p); no dK, dV is stored for it.
+};
+
+/// "none", "missing_scale", ... (the enumerator's name).
+std::string_view bug_name(Bug b);
+/// Every Bug except Bug::none, in declaration order.
+std::vector<Bug> all_bugs();
+
+/// A kernel configuration. Default: per-key online softmax in float32 arithmetic, keys in order, no split.
+struct Variant {
+  /// Arithmetic of every add, multiply, exp and log: f32 = float arithmetic; f16/bf16 = each result rounded to
+  /// that dtype (attncheck::round_to), emulating low-precision accumulation.
+  Dtype accumulate = Dtype::f32;
+  /// Online-softmax tile: 1 = per-key, N = blocks of N keys (block max, then rescale by exp(m_old − m_new) and add
+  /// the block's Σp and Σp·v), 0 = two-pass (the exact max of the split first, then one sum).
+  int key_block = 1;
+  /// Process the key blocks (and the splits when combining) last to first; keys inside a block stay in order.
+  /// Backward: sums over keys run from the last key to the first.
+  bool reverse_keys = false;
+  /// Split-KV (FlashDecoding): keys cut into `splits` chunks of ⌈Lk/splits⌉ keys (the last may be empty), each its
+  /// own online softmax giving O_s, LSE_s; combined over the non-empty ones as LSE = M + log Σ_s exp(LSE_s − M)
+  /// (M = max_s LSE_s), O = Σ_s exp(LSE_s − LSE) O_s.
+  int splits = 1;
+  /// FlashAttention's exponent: p = exp2(u − m) with u = s'·c, c = scale·log₂e, on the raw scores s' = q·k and
+  /// m = max u (the log₂-domain max; FlashAttention's max(s')·c for scale > 0), LSE = m·ln2 + log l — instead of
+  /// p = exp(scale·s' − m).
+  bool exp2_fold = false;
+  /// Round P to the storage dtype before P·V (and P, dS before dV, dQ, dK in backward), as FlashAttention does for
+  /// float16/bfloat16 storage. l = Σp keeps the unrounded p. A no-op for float32 storage.
+  bool round_p = false;
+  /// O = acc · (1/l) instead of acc / l (for each split's partial O_s too).
+  bool reciprocal_norm = false;
+  /// Backward: D_i = Σ_j P_ij dP_ij instead of Σ_c dO_ic O_ic (equal in exact arithmetic).
+  bool d_from_p = false;
+  Bug bug = Bug::none;
+
+  /// Unique description: e.g. "online_b7_rev_exp2_f32acc", "twopass_split5_roundp_f16acc"; a bug variant is
+  /// "bug:<bug_name>" when its configuration is bug_variant(bug)'s, else "bug:<bug_name>/<configuration>".
+  std::string name() const;
+  friend bool operator==(const Variant &, const Variant &) = default;
+};
+
+/// The canonical variant carrying `b`: the default configuration, except key_block 16 for drop_last_partial_block
+/// (a bug that needs a block of more than one key).
+Variant bug_variant(Bug b);
+
+/// The ABI kernel of `v` (name = v.name(); forward and backward). Equal variants give the same kernel; the
+/// reference stays valid until the program ends. Thread-safe. Throws std::invalid_argument for key_block < 0 or
+/// splits < 1, std::length_error once kMaxVariantKernels distinct variants exist.
+const attncheck_kernel &variant_kernel(const Variant &v);
+/// How many distinct variants variant_kernel can serve (each one occupies a static trampoline slot).
+inline constexpr std::size_t kMaxVariantKernels = 256;
+
+/// A spread of correct variants over summation orders and precisions: key_block 1, 3, 7, 16, 64 and two-pass;
+/// reversed; split-KV 2 and 5; exp2 folding; reciprocal normalization; D from P; float16 and bfloat16
+/// accumulation; round_p (which matters for float16/bfloat16 storage); and FlashAttention/FlashDecoding-like mixes.
+std::vector<Variant> correct_variants();
+
+}  // namespace attncheck::support
