@@ -1,5 +1,6 @@
 // The report's content: explanations, tables and plots built from a StudyResult.
 #include "document.h"
+#include "study_internal.h"
 
 #include <fmt/format.h>
 
@@ -332,10 +333,23 @@ void section_overflow(std::vector<Block> &doc, const StudyResult &r) {
     t.rows.push_back(line);
   }
   doc.push_back(t);
+  std::string sum_overflow;
+  for (const auto &row : o.rows) {
+    const auto th = std::find_if(o.thresholds.begin(), o.thresholds.end(), [&](auto &x) { return x.dtype == row.dtype; });
+    if (th == o.thresholds.end() || !row.representable || row.shift <= 0 || row.shift >= th->ln_max ||
+        row.naive.outcome == Outcome::correct || !sum_overflow.empty())
+      continue;
+    sum_overflow = fmt::format(
+        " The row sum can overflow first: in {} at s = {:g} < ln(max) = {:.4g} every exp is finite, yet the naive "
+        "softmax returns {} ({}): the sum of the exps exceeds {:g}.",
+        dtype_name(row.dtype), row.shift, th->ln_max, outcome_name(row.naive.outcome), num(row.naive.value),
+        th->max_finite);
+  }
   doc.push_back(Paragraph{
-      "Past ln(max) the naive softmax's exp returns Inf and Inf/Inf gives NaN; far below ln(η) every exp underflows "
-      "to 0 and 0/0 gives NaN, and just above it the subnormal exps are inaccurate. A kernel that subtracts the row "
-      "max (online softmax) only ever evaluates exp at arguments ≤ 0 and returns the same output for every shift."});
+      "Past ln(max) the naive softmax's exp returns Inf and Inf/Inf gives NaN." + sum_overflow +
+      " Far below ln(η) every exp underflows to 0 and 0/0 gives NaN, and just above it the subnormal exps are "
+      "inaccurate. A kernel that subtracts the row max (online softmax) only ever evaluates exp at arguments ≤ 0 and "
+      "returns the same output for every shift."});
 }
 
 void section_accuracy(std::vector<Block> &doc, const StudyResult &r) {
@@ -376,10 +390,13 @@ void section_accuracy(std::vector<Block> &doc, const StudyResult &r) {
 
 void section_claims(std::vector<Block> &doc, const StudyResult &r) {
   doc.push_back(Heading{2, "6. The seed's claims", "claims"});
-  doc.push_back(Paragraph{
+  doc.push_back(Paragraph{fmt::format(
       "Each numeric claim of the seed, with a verdict decided from the measurements above: a claimed range ±a is "
-      "right when the measured central-99.7% half-width is within a factor 1.25 of a, wrong beyond a factor 2, "
-      "misleading in between; a claimed value is right when the measured interval contains it."});
+      "right when the measured central-99.7% half-width is within a factor {:g} of a, wrong beyond a factor {:g}, "
+      "misleading in between; a claimed variance is right when every measured interval contains it. \"Misleading\" "
+      "marks a statement whose number is right but whose conclusion does not follow, or that holds only for a "
+      "setting it does not name.",
+      kRangeRight, kRangeWrong)});
   Table t{"Table 8. Claims and verdicts", {"#", "seed (原文)", "claim", "verdict", "measured"}, {}};
   int i = 1;
   for (const auto &c : r.claims)

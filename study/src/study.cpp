@@ -25,9 +25,9 @@ Plan make_plan(bool quick) {
     p.accuracy_lengths = {16, 64};
     p.accuracy_dims = {16, 64};
   } else {
-    p.variance_samples = 200000;
-    p.saturation_rows = 400;
-    p.gradient_problems = 200;
+    p.variance_samples = 500000;
+    p.saturation_rows = 1000;
+    p.gradient_problems = 400;
     p.gradient_crosscheck_points = 6;
     p.accuracy_lengths = {16, 64, 256};
     p.accuracy_dims = {16, 64, 128};

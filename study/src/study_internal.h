@@ -6,6 +6,10 @@
 
 namespace attncheck::study {
 
+/// Verdict rule for a claimed range ±a: "right" when the measured central-99.7% half-width is within a factor
+/// kRangeRight of a, "wrong" beyond a factor kRangeWrong, "misleading" in between.
+inline constexpr double kRangeRight = 1.25, kRangeWrong = 2;
+
 /// γ_n(u) = n·u / (1 − n·u) (Higham); +∞ when n·u ≥ 1.
 double gamma_n(double n, double u);
 
@@ -13,7 +17,8 @@ double gamma_n(double n, double u);
 /// the division and the P·V dot product, each with one rounding per operation.
 double naive_tolerance(Dtype dt, int keys, double exact_out);
 
-/// Error allowed to a kernel's output element `index` of problem p (Dv = 1 rows): the error model's bound.
-double kernel_tolerance(const Problem &p, std::size_t index, double exact_out);
+/// Error allowed to a kernel's output element `index` of problem p: the error model's bound
+/// (PrecisionProfile::for_storage), around attncheck::reference_forward's exact output.
+double kernel_tolerance(const Problem &p, std::size_t index);
 
 }  // namespace attncheck::study

@@ -1,5 +1,8 @@
 #include "study_internal.h"
 
+#include "attncheck/error_model.h"
+#include "attncheck/reference.h"
+
 #include <cmath>
 #include <limits>
 
@@ -18,8 +21,9 @@ double naive_tolerance(Dtype dt, int keys, double exact_out) {
   return gamma_n(kOpsPerKey * keys + kOpsFixed, unit_roundoff(dt)) * std::abs(exact_out);
 }
 
-double kernel_tolerance(const Problem &p, std::size_t, double exact_out) {
-  return naive_tolerance(p.dtype(), static_cast<int>(p.shape.Lk), exact_out);
+double kernel_tolerance(const Problem &p, std::size_t index) {
+  const ExactForward exact = reference_forward(p);
+  return forward_bounds(p, exact, PrecisionProfile::for_storage(p.dtype())).out[index];
 }
 
 }  // namespace attncheck::study
