@@ -294,8 +294,8 @@ void section_overflow(std::vector<Block> &doc, const StudyResult &r) {
   doc.push_back(Paragraph{
       "A softmax that computes exp(z_j) directly overflows as soon as a logit exceeds ln(largest finite value) of the "
       "dtype it computes exp in. The last column of thresholds is measured: exp computed in float and rounded to "
-      "the dtype, stepping float by float (for float16 it sits slightly above ln 65504, because values up to "
-      "65519.99 still round to 65504)."});
+      "the dtype, stepping float by float (it sits slightly above ln(max) for float16 and bfloat16, because values "
+      "up to half an ulp above max still round to max)."});
   doc.push_back(th);
   std::string kernels = o.kernel_names.empty() ? "none in this build" : fmt::format("{}", fmt::join(o.kernel_names, ", "));
   doc.push_back(Paragraph{fmt::format(

@@ -45,10 +45,22 @@ th { background: #f0f4f8; }
 td:first-child, th:first-child { text-align: left; }
 tr:nth-child(even) td { background: #fafafa; }
 .wide td { text-align: left; }
+td.bad { color: #b00020; font-weight: bold; } td.warn { color: #b35c00; } td.good { color: #1b7a2f; }
 figure { margin: 1em 0 2em; }
 code { background: #f3f3f3; padding: 0 3px; }
 nav ul { columns: 2; }
 )";
+
+/// Outcome and verdict cells are coloured: failures red, doubtful amber, passes green.
+std::string_view cell_class(std::string_view c) {
+  for (std::string_view bad : {"NaN", "Inf", "**wrong**", "**no**", "failed"})
+    if (c.starts_with(bad)) return " class=\"bad\"";
+  for (std::string_view warn : {"inaccurate", "**misleading**"})
+    if (c.starts_with(warn)) return " class=\"warn\"";
+  for (std::string_view good : {"correct", "**right**", "yes"})
+    if (c.starts_with(good)) return " class=\"good\"";
+  return "";
+}
 
 struct HtmlWriter {
   std::string out;
@@ -71,7 +83,13 @@ struct HtmlWriter {
     out += "</tr>\n";
     for (const auto &row : t.rows) {
       out += "<tr>";
-      for (const auto &c : row) out += "<td>" + inline_html(c) + "</td>";
+      for (const auto &c : row) {
+        out += "<td";
+        out += cell_class(c);
+        out += ">";
+        out += inline_html(c);
+        out += "</td>";
+      }
       out += "</tr>\n";
     }
     out += "</table>\n";
