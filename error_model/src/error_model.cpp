@@ -16,9 +16,16 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 /// Relative slack for quantities this module itself evaluates in double (reductions of ≤ 10⁶ terms).
 constexpr double kDoubleSlack = 1e-12;
+/// A magnitude within this factor of the accumulation dtype's largest value may overflow once rounding errors add
+/// up: the model then cannot bound the result (a float16-accumulating kernel may legitimately return Inf/NaN).
+constexpr double kOverflowMargin = 2;
 /// Extra rounding steps of a normalization path beyond the sum itself: split-KV combination (weights and their
 /// sum), the final division and the log-space rescale multiplies of the two accumulators.
 constexpr double kExtraSumSteps = 8;
+
+/// A NaN bound comes from 0·∞: an unbounded term (a log-space error past exp's range) times a zero magnitude.
+/// Unbounded is the sound reading.
+double unbounded_if_nan(double b) { return std::isnan(b) ? kInf : b; }
 
 /// Smallest positive normal of the accumulation dtype: below it a kernel may flush to zero.
 double min_normal(Dtype dt) {
@@ -38,6 +45,8 @@ struct RowModel {
   std::vector<double> theta;       ///< θ_ij: bound on the log-space error of the kernel's p_ij
   std::vector<double> rho;         ///< ρ_ij: bound on |P̂_ij / P_ij − 1| from the θ's alone
   double theta_bar = 0;            ///< Σ_j P_ij θ_ij
+  bool overflow = false;           ///< a dot product's magnitude may overflow the accumulation dtype
+  double max_abs_s = 0;            ///< M_i = max_j |s_ij|
   double log_A = 0;                ///< ln Σ_j P_ij e^{θ_ij}
 };
 
@@ -47,13 +56,16 @@ struct Ctx {
   const PrecisionProfile &prof;
   double ua, us, eta_s, tiny_a;  // u_acc, u_storage, η_storage, flush-to-zero threshold of accumulation
   double gamma_dot;              // γ_{D+2}(u_a)
+  double acc_max;                // magnitudes at or above it may overflow the accumulation dtype
   double exp_err;                // log-space error of one exp: kExpUlps·u_a/(1 − kExpUlps·u_a)
 
   Ctx(const Problem &p_, const PrecisionProfile &prof_)
       : p(p_), sh(p_.shape), prof(prof_), ua(unit_roundoff(prof_.accumulate)), us(unit_roundoff(prof_.storage)),
         eta_s(min_subnormal(prof_.storage)), tiny_a(min_normal(prof_.accumulate)),
         gamma_dot(gamma_n(static_cast<double>(p_.shape.D) + 2, ua)),
-        exp_err(gamma_n(Budgets::kExpUlps, ua)) {}
+        acc_max(max_finite(prof_.accumulate) / kOverflowMargin), exp_err(gamma_n(Budgets::kExpUlps, ua)) {}
+
+  bool overflows(double magnitude) const { return !(magnitude < acc_max); }
 
   /// Rounding x (with error bound e) to the storage dtype adds at most u_s·(|x| + e) + η_s/2.
   double store(double x_abs, double e) const { return e + us * (x_abs + e) + eta_s / 2; }
@@ -68,6 +80,7 @@ struct Ctx {
     r.rho.clear();
     std::vector<double> abs_dot;
     double M = 0;
+    r.overflow = false;
     for (std::int64_t j = 0; j < sh.Lk; ++j) {
       if (!visible(p.params.mask, i, j, sh.Lq, sh.Lk)) continue;
       long double dot = 0, adot = 0;
@@ -80,19 +93,25 @@ struct Ctx {
       r.keys.push_back(j);
       r.s.push_back(s);
       abs_dot.push_back(static_cast<double>(std::fabs(scale) * adot));
+      // Partial sums of q·k reach Σ|q k| before (or after) the scale is applied.
+      r.overflow |= overflows(static_cast<double>(std::max<long double>(adot, std::fabs(scale) * adot)));
       M = std::max(M, std::fabs(s));
     }
-    double tb = 0, A = 0;
+    double tb = 0, log_A_max = -kInf;
     for (std::size_t n = 0; n < r.keys.size(); ++n) {
       const double P = std::exp(r.s[n] - lse);
       const double th = gamma_dot * abs_dot[n] + Budgets::kShiftUlps * ua * (std::fabs(r.s[n]) + M) + exp_err;
       r.P.push_back(P);
       r.theta.push_back(th);
       tb += P * th;
-      A += P * std::exp(th);
+      log_A_max = std::max(log_A_max, r.s[n] - lse + th);
     }
+    // ln A = ln Σ_j exp(ln P_ij + θ_ij), evaluated with its max factored out: θ may exceed exp's range.
+    double A_scaled = 0;
+    for (std::size_t n = 0; n < r.keys.size(); ++n) A_scaled += std::exp(r.s[n] - lse + r.theta[n] - log_A_max);
     r.theta_bar = tb;
-    r.log_A = std::log(A);
+    r.max_abs_s = M;
+    r.log_A = log_A_max + std::log(A_scaled);
     for (std::size_t n = 0; n < r.keys.size(); ++n) {
       const double up = std::expm1(r.theta[n] + tb);
       const double down = -std::expm1(-r.theta[n] - r.log_A);
@@ -105,6 +124,12 @@ struct Ctx {
     const double nn = static_cast<double>(n);
     return gamma_n(2 * nn + Budgets::kLogUlps * std::log(std::max(nn, 1.0)) + Budgets::kExpUlps + kExtraSumSteps,
                    ua);
+  }
+  /// Relative error of split-KV's combination weights exp(lse_s − lse): a common factor on the partial outputs.
+  double combine_error(std::size_t n, double lse, double M) const {
+    const double nn = static_cast<double>(n);
+    return gamma_n(nn, ua) + ua * (Budgets::kShiftUlps * (std::fabs(lse) + M) +
+                                   Budgets::kLogUlps * std::log(std::max(nn, 1.0)) + Budgets::kExpUlps);
   }
   /// γ for the LSE's row sum: each of up to n rescales also carries an exp error.
   double gamma_lse(std::size_t n) const {
@@ -133,7 +158,7 @@ double gamma_n(double n, double u) {
 }
 
 double error_ratio(double got, double exact, double bound) {
-  if (got == exact) return 0;
+  if (got == exact || bound == kInf) return 0;
   if (std::isnan(got) || std::isinf(exact) || std::isinf(got)) return kInf;
   if (!(bound > 0)) return kInf;
   return std::fabs(got - exact) / bound;
@@ -154,7 +179,14 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         if (std::isinf(lse)) continue;  // sees no key: O = 0 and LSE = −∞ exactly
         c.row(b, h, i, lse, r);
         const std::size_t n = r.keys.size();
+        if (r.overflow) {
+          for (std::int64_t col = 0; col < sh.Dv; ++col)
+            out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = kInf;
+          out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = kInf;
+          continue;
+        }
         const double gs = c.gamma_sum(n);
+        const double comb = c.combine_error(n, lse, r.max_abs_s);
         // Flushed-to-zero or underflowed terms: each p̂ ≤ tiny is lost, against a row sum l ≥ 1.
         const double underflow = static_cast<double>(n) * c.tiny_a;
         const std::int64_t hk = sh.kv_head(h);
@@ -170,19 +202,27 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
             vmax = std::max(vmax, std::fabs(v));
             if (prof.round_p) p_round += (c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2) * std::fabs(v);
           }
-          const double b_arg = std::min(arg, hull);
+          // Σ_j P̂_ij = 1, so Σ_j P̂_ij|v_jc| ≤ max_j |v_jc|: caps the terms when some θ is out of exp's range
+          // (0·∞ there is NaN, and the cap is the right bound).
+          const double b_arg = std::isnan(arg) ? hull : std::min(arg, hull);
+          abs_sum = std::isnan(abs_sum) ? vmax : std::min(abs_sum, vmax);
+          p_round = std::isnan(p_round) ? c.us * vmax : p_round;
           const double b_sum = gs / (1 - std::min(gs, 0.5)) * (abs_sum + std::fabs(O) + b_arg);
-          double e = b_arg + b_sum + p_round + underflow * vmax;
+          // Split-KV: O = Σ_s exp(lse_s − lse) O_s is not renormalized, so the roundings of lse_s and lse (at their
+          // magnitude), the log, the exp and the sum over splits scale the partial outputs (SPEC.md §4.2).
+          const double b_comb = comb * abs_sum;
+          double e = b_arg + b_sum + b_comb + p_round + underflow * vmax;
+          if (c.overflows(static_cast<double>(n) * vmax)) e = kInf;  // Σ_j p_j|v_jc| with p_j ≤ 1
           e += Budgets::kDivUlps * c.ua * (std::fabs(O) + e);
           e = c.store(std::fabs(O), e);
-          out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = e * (1 + kDoubleSlack);
+          out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = unbounded_if_nan(e * (1 + kDoubleSlack));
         }
         // LSE = m + ln l: log-space errors of the terms, the row sum, the log and the final conversions.
         const double gl = c.gamma_lse(n);
         double e = std::max(r.log_A, r.theta_bar) - std::log1p(-std::min(gl, 0.5)) + underflow;
         e += Budgets::kLogUlps * c.ua * std::log(static_cast<double>(std::max<std::size_t>(n, 1)));
         e += (Budgets::kShiftUlps * c.ua + u32) * (std::fabs(lse) + e);
-        out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = e * (1 + kDoubleSlack);
+        out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = unbounded_if_nan(e * (1 + kDoubleSlack));
       }
   return out;
 }
@@ -226,6 +266,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         if (std::isinf(lse)) continue;  // zero gradients, exactly
         c.row(b, h, i, lse, r);
         const std::size_t n = r.keys.size();
+        const double row_unbounded = r.overflow ? kInf : 0.0;
         const double e_lse = fb.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
         // D_i = Σ_c dO_ic O_ic from the kernel's own O (within its bound).
         double D = 0, eD_from_o = 0, D_mag = 0;
@@ -253,7 +294,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
             dp_mag += std::fabs(x);
           }
           dP[t] = dp;
-          e_dP[t] = g_dv * dp_mag;
+          e_dP[t] = c.overflows(dp_mag) ? kInf : g_dv * dp_mag + row_unbounded;
           // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding.
           const double phi = r.theta[t] + e_lse + c.ua * (std::fabs(r.s[t]) + std::fabs(lse));
           e_P[t] = r.P[t] * std::expm1(phi) + c.tiny_a;
@@ -302,9 +343,13 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
                     double g) {
     std::vector<double> out(err.size());
     for (std::size_t x = 0; x < err.size(); ++x) {
-      if (mag[x] == 0) continue;  // no visible contribution: the gradient is exactly zero
+      if (mag[x] == 0 && err[x] == 0) continue;  // no visible contribution: the gradient is exactly zero
+      if (c.overflows(mag[x])) {
+        out[x] = kInf;
+        continue;
+      }
       const double e = err[x] + g * mag[x] + kDoubleSlack * mag[x];
-      out[x] = c.store(std::fabs(val[x]), e) * (1 + kDoubleSlack);
+      out[x] = unbounded_if_nan(c.store(std::fabs(val[x]), e) * (1 + kDoubleSlack));
     }
     return out;
   };

@@ -54,7 +54,9 @@ std::vector<GateRow> run_gate(std::span<const attncheck_kernel> kernels, const G
     std::mt19937_64 rng(opt.seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(dt));
     const PrecisionProfile profile = PrecisionProfile::for_storage(dt);
     for (int c = 0; c < opt.cases; ++c) {
-      const Problem p = random_problem(rng, dt, RandomProblemOptions{.backward = opt.backward});
+      RandomProblemOptions popt;
+      popt.backward = opt.backward;
+      const Problem p = random_problem(rng, dt, popt);
       std::optional<ExactForward> exact;
       std::optional<ForwardBounds> fb;
       std::optional<ExactBackward> exact_b;

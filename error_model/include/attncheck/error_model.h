@@ -62,7 +62,9 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
 BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile);
 
 /// |got − exact| / bound with the conventions of the checks: 0 when got == exact (−∞ == −∞ included),
-/// +∞ when got is NaN or the bound is 0 and got differs.
+/// +∞ when got is NaN or the bound is 0 and got differs. An infinite bound means the model cannot bound the
+/// element (a logit error past exp's range, or a magnitude that may overflow the accumulation dtype): the ratio is
+/// then 0 whatever got is, and checks count the element as undecided.
 double error_ratio(double got, double exact, double bound);
 
 }  // namespace attncheck
