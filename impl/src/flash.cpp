@@ -15,6 +15,7 @@
 // transposed where a product needs them so; every product is then C (+)= A·B or C (+)= Aᵀ·B on row-major tiles
 // whose innermost loop is an axpy over a contiguous row — the loops a SIMD micro-kernel replaces.
 #include "common.h"
+#include "flash_simd.h"
 
 #include <hwy/aligned_allocator.h>
 #include <omp.h>
@@ -37,8 +38,10 @@ constexpr const char *kName = "flash";
 constexpr std::int64_t kBlockQ = 64;
 /// Keys per tile (see kBlockQ); also the leading dimension of the S/P tile and of the transposed K and V tiles.
 constexpr std::int64_t kBlockK = 64;
-/// Scratch rows are padded to a multiple of this many floats: 64 bytes, one cache line and one AVX-512 vector.
-constexpr std::int64_t kAlignFloats = 16;
+/// Scratch rows are padded to a multiple of this many floats: 64 bytes, one cache line and one AVX-512 vector —
+/// the padding the SIMD loops of flash_simd.h run into.
+constexpr std::int64_t kAlignFloats = simd::kTilePadFloats;
+static_assert(kBlockK % kAlignFloats == 0, "kBlockK is the padded leading dimension of S, P, Kᵀ and Vᵀ tiles");
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 constexpr std::int64_t round_up(std::int64_t x, std::int64_t a) { return (x + a - 1) / a * a; }
@@ -75,6 +78,8 @@ class Scratch {
     per_thread_ = round_up(std::max<std::int64_t>(probe.used(), 1), kAlignFloats);
     buf_ = hwy::AllocateAligned<float>(static_cast<std::size_t>(per_thread_ * threads));
     if (!buf_) throw std::bad_alloc();
+    // Zeroed once so that tile padding, which the SIMD loops read, holds finite values from the start.
+    std::memset(buf_.get(), 0, static_cast<std::size_t>(per_thread_ * threads) * sizeof(float));
   }
   float *slice(int thread) const { return buf_.get() + per_thread_ * thread; }
 
@@ -100,15 +105,7 @@ void parallel_tasks(std::int64_t n, int threads, F &&f) {
 
 /// d[x] = element base + x (contiguous), widened.
 void widen_contiguous(const std::byte *p, Dtype dt, std::int64_t base, std::int64_t n, float *d) {
-  switch (dt) {
-    case Dtype::f32: std::memcpy(d, p + base * 4, static_cast<std::size_t>(n) * sizeof(float)); return;
-    case Dtype::f16:
-      for (std::int64_t x = 0; x < n; ++x) d[x] = load_elem(p, Dtype::f16, base + x);
-      return;
-    case Dtype::bf16:
-      for (std::int64_t x = 0; x < n; ++x) d[x] = load_elem(p, Dtype::bf16, base + x);
-      return;
-  }
+  simd::widen(p + base * dtype_size(dt), dt, n, d);
 }
 
 /// dst[r·ld + x] = t[b, h, l0 + r, x] for r < nl, x < X = t.n[3].
@@ -157,37 +154,16 @@ void store_rows(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, 
 
 // ---- tile arithmetic (row-major float32 tiles; the innermost loops are contiguous axpys) ----
 
-/// C[i][j] (+)= Σ_p A[i][p]·B[p][j] for i < m, j < n, p < k; the sum over p runs in order.
+/// C (+)= A·B on row-major tiles (A is m × k, leading dimension lda).
 void gemm_nn(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, float *C, std::int64_t ldc,
              std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate) {
-  for (std::int64_t i = 0; i < m; ++i) {
-    float *c = C + i * ldc;
-    if (!accumulate) std::fill(c, c + n, 0.0f);
-    for (std::int64_t p = 0; p < k; ++p) {
-      const float a = A[i * lda + p];
-      const float *bp = B + p * ldb;
-      for (std::int64_t j = 0; j < n; ++j) c[j] += a * bp[j];
-    }
-  }
+  simd::gemm(A, lda, 1, B, ldb, C, ldc, m, n, k, accumulate);
 }
 
-/// C[i][j] += Σ_p A[p][i]·B[p][j] for i < m, j < n, p < k (Aᵀ B; A is k × m); the sum over p runs in order.
+/// C += Aᵀ·B on row-major tiles (A is k × m, leading dimension lda).
 void gemm_tn_acc(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, float *C, std::int64_t ldc,
                  std::int64_t m, std::int64_t n, std::int64_t k) {
-  for (std::int64_t p = 0; p < k; ++p) {
-    const float *bp = B + p * ldb;
-    for (std::int64_t i = 0; i < m; ++i) {
-      const float a = A[p * lda + i];
-      if (a == 0.0f) continue;  // masked entries of P and dS: adding 0·b changes nothing (b is finite)
-      float *c = C + i * ldc;
-      for (std::int64_t j = 0; j < n; ++j) c[j] += a * bp[j];
-    }
-  }
-}
-
-/// x[j] *= a for j < n.
-void scale_row(float *x, std::int64_t n, float a) {
-  for (std::int64_t j = 0; j < n; ++j) x[j] *= a;
+  simd::gemm(A, 1, lda, B, ldb, C, ldc, m, n, k, true);
 }
 
 /// Visibility of the tile rows [i0, i0 + nq) × keys [j0, j0 + nk).
@@ -209,24 +185,6 @@ void mask_tile(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t
   }
 }
 
-/// One online-softmax step for a row of nk scores (−∞ where masked): the row becomes P = exp(S − m'),
-/// m' = max(m, max S), l = e^{m−m'}·l + Σ P, m = m'. Returns e^{m−m'}, the factor of the row's O accumulator.
-/// While a row has seen only masked keys (m' = −∞) it keeps P = 0 and l = 0 instead of exp(−∞ + ∞) = NaN.
-float online_softmax_row(float *s, std::int64_t nk, float &m, float &l) {
-  float m_new = m;
-  for (std::int64_t j = 0; j < nk; ++j) m_new = std::max(m_new, s[j]);
-  const float shift = m_new == kMinusInf ? 0.0f : m_new;
-  const float alpha = std::exp(m - shift);
-  float sum = 0.0f;
-  for (std::int64_t j = 0; j < nk; ++j) {
-    s[j] = std::exp(s[j] - shift);
-    sum += s[j];
-  }
-  l = l * alpha + sum;
-  m = m_new;
-  return alpha;
-}
-
 // ---- forward ----
 
 /// Leading dimensions of the tiles of one problem.
@@ -236,10 +194,11 @@ struct Lds {
 };
 
 struct ForwardTiles {
-  float *q, *kt, *v, *s, *o, *m, *l;
+  float *q, *kt, *v, *s, *o, *m, *l, *alpha;
   ForwardTiles(Arena &a, const Shape &sh, const Lds &ld)
       : q(a.take(kBlockQ * ld.d)), kt(a.take(sh.D * kBlockK)), v(a.take(kBlockK * ld.dv)),
-        s(a.take(kBlockQ * kBlockK)), o(a.take(kBlockQ * ld.dv)), m(a.take(kBlockQ)), l(a.take(kBlockQ)) {}
+        s(a.take(kBlockQ * kBlockK)), o(a.take(kBlockQ * ld.dv)), m(a.take(kBlockQ)), l(a.take(kBlockQ)),
+        alpha(a.take(kBlockQ)) {}
 };
 
 void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::int64_t b, std::int64_t h,
@@ -258,25 +217,22 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
     load_rows_t(o.k, b, hk, j0, nk, t.kt, kBlockK);
     load_rows(o.v, b, hk, j0, nk, t.v, ld.dv);
     gemm_nn(t.q, ld.d, t.kt, kBlockK, t.s, kBlockK, nq, nk, s.D, false);
-    for (std::int64_t r = 0; r < nq; ++r) scale_row(t.s + r * kBlockK, nk, scale);
+    simd::scale(t.s, kBlockK, nq, nk, scale);
     if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile(o, i0, nq, j0, nk, t.s, kBlockK, kMinusInf);
-    for (std::int64_t r = 0; r < nq; ++r) {
-      const float alpha = online_softmax_row(t.s + r * kBlockK, nk, t.m[r], t.l[r]);
-      if (alpha != 1.0f) scale_row(t.o + r * ld.dv, s.Dv, alpha);
-    }
+    simd::online_softmax(t.s, kBlockK, nq, nk, t.m, t.l, t.alpha);
+    simd::scale_rows(t.o, ld.dv, nq, s.Dv, t.alpha);
     gemm_nn(t.s, kBlockK, t.v, ld.dv, t.o, ld.dv, nq, s.Dv, nk, true);
   }
   for (std::int64_t r = 0; r < nq; ++r) {
-    float *orow = t.o + r * ld.dv;
-    const float l = t.l[r];
-    if (l == 0.0f) {  // the row sees no key: O = 0, LSE = −∞ (the accumulator is still all zeros)
-      std::fill(orow, orow + s.Dv, 0.0f);
+    if (t.l[r] == 0.0f) {  // the row sees no key: O = 0, LSE = −∞
+      std::fill(t.o + r * ld.dv, t.o + r * ld.dv + s.Dv, 0.0f);
+      t.l[r] = 1.0f;  // divides the zeros below
       t.m[r] = kMinusInf;
     } else {
-      for (std::int64_t c = 0; c < s.Dv; ++c) orow[c] /= l;
-      t.m[r] += std::log(l);  // m becomes LSE
+      t.m[r] += std::log(t.l[r]);  // m becomes LSE
     }
   }
+  simd::divide_rows(t.o, ld.dv, nq, s.Dv, t.l);
   store_rows(o.out, b, h, i0, nq, t.o, ld.dv);
   if (o.lse.data)
     for (std::int64_t r = 0; r < nq; ++r) o.lse.at(b, h, i0 + r) = t.m[r];
@@ -287,21 +243,8 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
 /// P = exp(S − LSE) on a tile of scores (already scaled); 0 where masked and in rows without keys (LSE = −∞).
 void probabilities(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk,
                    const float *lse, float *S) {
-  for (std::int64_t r = 0; r < nq; ++r) {
-    float *row = S + r * kBlockK;
-    if (lse[r] == kMinusInf) {
-      std::fill(row, row + nk, 0.0f);
-      continue;
-    }
-    for (std::int64_t j = 0; j < nk; ++j) row[j] = std::exp(row[j] - lse[r]);
-  }
+  simd::exp_minus_lse(S, kBlockK, nq, nk, lse);
   if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile(o, i0, nq, j0, nk, S, kBlockK, 0.0f);
-}
-
-/// dS = P ⊙ (dP − D) in place of dP.
-void score_gradient(std::int64_t nq, std::int64_t nk, const float *P, const float *delta, float *dP) {
-  for (std::int64_t r = 0; r < nq; ++r)
-    for (std::int64_t j = 0; j < nk; ++j) dP[r * kBlockK + j] = P[r * kBlockK + j] * (dP[r * kBlockK + j] - delta[r]);
 }
 
 /// Tiles of one (query block, key block) step shared by both passes.
@@ -315,10 +258,10 @@ void backward_step(const Operands &o, const Lds &ld, const StepTiles &t, std::in
   const Shape &s = o.shape;
   gemm_nn(t.q, ld.d, t.kt, kBlockK, t.p, kBlockK, nq, nk, s.D, false);
   const float scale = static_cast<float>(o.scale);
-  for (std::int64_t r = 0; r < nq; ++r) scale_row(t.p + r * kBlockK, nk, scale);
+  simd::scale(t.p, kBlockK, nq, nk, scale);
   probabilities(o, i0, nq, j0, nk, t.lse, t.p);
   gemm_nn(t.dout, ld.dv, t.vt, kBlockK, t.ds, kBlockK, nq, nk, s.Dv, false);
-  score_gradient(nq, nk, t.p, t.delta, t.ds);
+  simd::score_gradient(t.p, t.ds, kBlockK, nq, nk, t.delta);  // dS = P ⊙ (dP − D) in place of dP
 }
 
 /// Loads Q, dO, LSE of a query block; computes D_i = Σ_c dO_ic O_ic into t.delta (o_scratch: kBlockQ × ld.dv).
@@ -329,11 +272,7 @@ void load_query_block(const Operands &o, const Lds &ld, const StepTiles &t, floa
   for (std::int64_t r = 0; r < nq; ++r) t.lse[r] = o.lse.at(b, h, i0 + r);
   if (o_scratch) {
     load_rows(o.out, b, h, i0, nq, o_scratch, ld.dv);
-    for (std::int64_t r = 0; r < nq; ++r) {
-      float d = 0.0f;
-      for (std::int64_t c = 0; c < o.shape.Dv; ++c) d += t.dout[r * ld.dv + c] * o_scratch[r * ld.dv + c];
-      t.delta[r] = d;
-    }
+    simd::row_dots(t.dout, ld.dv, o_scratch, ld.dv, nq, o.shape.Dv, t.delta);
   }
 }
 
@@ -364,7 +303,7 @@ void dq_task(const Operands &o, const Lds &ld, const DqTiles &t, float *delta_ou
     gemm_nn(t.step.ds, kBlockK, t.k, ld.d, t.dq, ld.d, nq, s.D, nk, true);
   }
   const float scale = static_cast<float>(o.scale);
-  for (std::int64_t r = 0; r < nq; ++r) scale_row(t.dq + r * ld.d, s.D, scale);
+  simd::scale(t.dq, ld.d, nq, s.D, scale);
   store_rows(o.dq, b, h, i0, nq, t.dq, ld.d);
 }
 
@@ -400,7 +339,7 @@ void dkv_task(const Operands &o, const Lds &ld, const DkvTiles &t, const float *
       gemm_tn_acc(t.step.ds, kBlockK, t.step.q, ld.d, t.dk, ld.d, nk, s.D, nq);
     }
   const float scale = static_cast<float>(o.scale);
-  for (std::int64_t j = 0; j < nk; ++j) scale_row(t.dk + j * ld.d, s.D, scale);
+  simd::scale(t.dk, ld.d, nk, s.D, scale);
   store_rows(o.dk, b, hk, j0, nk, t.dk, ld.d);
   store_rows(o.dv, b, hk, j0, nk, t.dv, ld.dv);
 }

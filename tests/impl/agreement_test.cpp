@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <hwy/targets.h>
+
 #include <set>
 
 using namespace implt;
@@ -16,6 +18,8 @@ constexpr std::int64_t kHeadCounts[] = {1, 2, 4};
 constexpr std::int64_t kMaxBatch = 2;
 /// Problems per kernel and dtype.
 constexpr int kProblems = 80;
+/// Problems per dtype for each SIMD target flash can dispatch to.
+constexpr int kProblemsPerTarget = 8;
 /// Cap on B·Hq·Lq·Lk·(D + Dv), the reference's work per problem (MPFR is slow: keep the sweep near a few seconds).
 constexpr std::int64_t kMaxWork = 400'000;
 
@@ -39,13 +43,14 @@ Shape random_shape(std::mt19937_64 &rng) {
   }
 }
 
-/// Runs `kernel` on kProblems problems of storage `dt` and requires every error ratio ≤ 1.
-void sweep(const char *name, Dtype dt, std::uint64_t seed) {
+/// Runs `kernel` on `count` problems of storage `dt` and requires every error ratio ≤ 1; with `coverage`, also that
+/// the sweep reached every length, head dim, GQA, causal and Dv ≠ D.
+void sweep(const char *name, Dtype dt, std::uint64_t seed, int count = kProblems, bool coverage = true) {
   const attncheck_kernel &k = kernel(name);
   std::mt19937_64 rng(seed);
   std::set<std::int64_t> lq, lk, d, dv;
   int gqa = 0, causal = 0, dv_differs = 0;
-  for (int t = 0; t < kProblems; ++t) {
+  for (int t = 0; t < count; ++t) {
     const Shape s = random_shape(rng);
     const Mask mask = rng() % 2 ? Mask::causal : Mask::none;
     const Problem p = make_problem(rng, dt, s, mask, default_scale(s.D));
@@ -61,6 +66,7 @@ void sweep(const char *name, Dtype dt, std::uint64_t seed) {
     lq.insert(s.Lq), lk.insert(s.Lk), d.insert(s.D), dv.insert(s.Dv);
     gqa += s.Hq != s.Hkv, causal += mask == Mask::causal, dv_differs += s.Dv != s.D;
   }
+  if (!coverage) return;
   // The sweep reached every value it promises.
   CHECK(lq.size() == std::size(kLengths));
   CHECK(lk.size() == std::size(kLengths));
@@ -86,4 +92,16 @@ TEST_CASE("flash agrees with the reference within the error model in float16", "
 
 TEST_CASE("flash agrees with the reference within the error model in bfloat16", "[impl][flash]") {
   sweep("flash", Dtype::bf16, 0xf1a5'b016);
+}
+
+TEST_CASE("flash agrees with the reference on every SIMD target this CPU runs", "[impl][flash]") {
+  // Highway dispatches to the best target; restricting the supported set exercises the others (down to scalar).
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    INFO("SIMD target " << hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    sweep("flash", Dtype::f32, 0x7a49'0032 + static_cast<std::uint64_t>(target), kProblemsPerTarget, false);
+    sweep("flash", Dtype::f16, 0x7a49'0016 + static_cast<std::uint64_t>(target), kProblemsPerTarget, false);
+    sweep("flash", Dtype::bf16, 0x7a49'b016 + static_cast<std::uint64_t>(target), kProblemsPerTarget, false);
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to what the CPU supports
 }

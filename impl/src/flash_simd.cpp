@@ -1,0 +1,259 @@
+// Highway implementations of flash_simd.h, compiled once per SIMD target (foreach_target.h re-includes this file)
+// and chosen at run time by HWY_DYNAMIC_DISPATCH.
+#include "flash_simd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "flash_simd.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace attncheck::builtin::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+/// float32 vectors, capped at the tile padding so that whole-vector loops stay inside padded rows.
+using DF = hn::CappedTag<float, static_cast<std::size_t>(kTilePadFloats)>;
+using VF = hn::Vec<DF>;
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+/// Register block of the matrix product: kGemmRows rows of C × kGemmVecs vectors of columns, i.e. 4 × 2 = 8
+/// independent accumulators — enough to cover the FMA latency (4 cycles × 2 FMA ports) and, with the B vectors
+/// and the broadcast A element, within the 16 registers of AVX2.
+constexpr std::size_t kGemmRows = 4;
+constexpr std::size_t kGemmVecs = 2;
+
+/// C block of R rows × U vectors at (i, j): c (+)= Σ_p A(i+r, p)·B[p][j + u·N].
+template <std::size_t R, std::size_t U>
+HWY_INLINE void GemmBlock(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
+                          const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
+                          std::int64_t i, std::int64_t j, std::int64_t k, bool accumulate) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  VF c[R][U];
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t u = 0; u < U; ++u)
+      c[r][u] = accumulate ? hn::LoadU(d, C + (i + static_cast<std::int64_t>(r)) * ldc + j + static_cast<std::int64_t>(u) * N)
+                           : hn::Zero(d);
+  const float *a = A + i * a_row;
+  for (std::int64_t p = 0; p < k; ++p) {
+    VF b[U];
+    for (std::size_t u = 0; u < U; ++u) b[u] = hn::LoadU(d, B + p * ldb + j + static_cast<std::int64_t>(u) * N);
+    for (std::size_t r = 0; r < R; ++r) {
+      const VF ar = hn::Set(d, a[static_cast<std::int64_t>(r) * a_row + p * a_col]);
+      for (std::size_t u = 0; u < U; ++u) c[r][u] = hn::MulAdd(ar, b[u], c[r][u]);
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t u = 0; u < U; ++u)
+      hn::StoreU(c[r][u], d, C + (i + static_cast<std::int64_t>(r)) * ldc + j + static_cast<std::int64_t>(u) * N);
+}
+
+/// All rows of C for the U-vector column panel at j.
+template <std::size_t U>
+HWY_INLINE void GemmPanel(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
+                          const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
+                          std::int64_t m, std::int64_t j, std::int64_t k, bool accumulate) {
+  constexpr std::int64_t R = static_cast<std::int64_t>(kGemmRows);
+  std::int64_t i = 0;
+  for (; i + R <= m; i += R) GemmBlock<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate);
+  for (; i < m; ++i) GemmBlock<1, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate);
+}
+
+void Gemm(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col, const float *HWY_RESTRICT B,
+          std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k,
+          bool accumulate) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d)), panel = N * static_cast<std::int64_t>(kGemmVecs);
+  std::int64_t j = 0;
+  for (; j + panel <= n; j += panel) GemmPanel<kGemmVecs>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate);
+  // The rest, one vector at a time; the last one runs into the row padding.
+  for (; j < n; j += N) GemmPanel<1>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate);
+}
+
+/// Lanes j0 + lane < n of a vector starting at column j0.
+HWY_INLINE hn::Mask<DF> Valid(std::int64_t j0, std::int64_t n) {
+  return hn::FirstN(DF(), static_cast<std::size_t>(n - j0));
+}
+
+void OnlineSoftmax(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *HWY_RESTRICT m,
+                   float *HWY_RESTRICT l, float *HWY_RESTRICT alpha) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  const VF minus_inf = hn::Set(d, kMinusInf);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float *s = S + r * lds;
+    VF vmax = minus_inf;
+    for (std::int64_t j = 0; j < n; j += N)
+      vmax = hn::Max(vmax, hn::IfThenElse(Valid(j, n), hn::LoadU(d, s + j), minus_inf));
+    const float m_new = std::max(m[r], hn::GetLane(hn::MaxOfLanes(d, vmax)));
+    // A row that has seen only masked keys shifts by 0: exp(−∞ − 0) = 0 rather than exp(−∞ + ∞) = NaN.
+    const float shift = m_new == kMinusInf ? 0.0f : m_new;
+    const VF vshift = hn::Set(d, shift);
+    VF vsum = hn::Zero(d);
+    for (std::int64_t j = 0; j < n; j += N) {
+      const VF p = hn::IfThenElseZero(Valid(j, n), hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vshift)));
+      hn::StoreU(p, d, s + j);
+      vsum = hn::Add(vsum, p);
+    }
+    alpha[r] = std::exp(m[r] - shift);
+    l[r] = l[r] * alpha[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
+    m[r] = m_new;
+  }
+}
+
+void ExpMinusLse(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t rows, std::int64_t n,
+                 const float *HWY_RESTRICT lse) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float *s = S + r * lds;
+    if (lse[r] == kMinusInf) {  // a row without keys: exp(S + ∞) would be +∞
+      std::memset(s, 0, static_cast<std::size_t>(n) * sizeof(float));
+      continue;
+    }
+    const VF shift = hn::Set(d, lse[r]);
+    for (std::int64_t j = 0; j < n; j += N)
+      hn::StoreU(hn::IfThenElseZero(Valid(j, n), hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), shift))), d, s + j);
+  }
+}
+
+void ScoreGradient(const float *HWY_RESTRICT P, float *HWY_RESTRICT dP, std::int64_t ld, std::int64_t rows,
+                   std::int64_t n, const float *HWY_RESTRICT delta) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const VF dr = hn::Set(d, delta[r]);
+    for (std::int64_t j = 0; j < n; j += N) {
+      float *g = dP + r * ld + j;
+      hn::StoreU(hn::Mul(hn::LoadU(d, P + r * ld + j), hn::Sub(hn::LoadU(d, g), dr)), d, g);
+    }
+  }
+}
+
+void Scale(float *HWY_RESTRICT X, std::int64_t ldx, std::int64_t rows, std::int64_t n, float a) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  const VF va = hn::Set(d, a);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < n; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, X + r * ldx + j), va), d, X + r * ldx + j);
+}
+
+void ScaleRows(float *HWY_RESTRICT X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *HWY_RESTRICT a) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (a[r] == 1.0f) continue;
+    const VF va = hn::Set(d, a[r]);
+    for (std::int64_t j = 0; j < n; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, X + r * ldx + j), va), d, X + r * ldx + j);
+  }
+}
+
+void DivideRows(float *HWY_RESTRICT X, std::int64_t ldx, std::int64_t rows, std::int64_t n,
+                const float *HWY_RESTRICT a) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const VF va = hn::Set(d, a[r]);
+    for (std::int64_t j = 0; j < n; j += N) hn::StoreU(hn::Div(hn::LoadU(d, X + r * ldx + j), va), d, X + r * ldx + j);
+  }
+}
+
+void RowDots(const float *HWY_RESTRICT A, std::int64_t lda, const float *HWY_RESTRICT B, std::int64_t ldb,
+             std::int64_t rows, std::int64_t n, float *HWY_RESTRICT out) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    VF acc = hn::Zero(d);
+    for (std::int64_t j = 0; j < n; j += N)
+      acc = hn::MulAdd(hn::IfThenElseZero(Valid(j, n), hn::LoadU(d, A + r * lda + j)), hn::LoadU(d, B + r * ldb + j),
+                       acc);
+    out[r] = hn::GetLane(hn::SumOfLanes(d, acc));
+  }
+}
+
+/// dst[x] = widen(src[x]) for 16-bit storage T (hwy::float16_t or hwy::bfloat16_t): whole vectors, then a
+/// scalar tail (dst is not padded, src must not be over-read).
+template <class T, class Scalar>
+HWY_INLINE void Widen16(const std::byte *HWY_RESTRICT src, std::int64_t n, float *HWY_RESTRICT dst, Scalar scalar) {
+  const DF d;
+  const hn::Rebind<T, DF> d16;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t x = 0;
+  for (; x + N <= n; x += N)
+    hn::StoreU(hn::PromoteTo(d, hn::LoadU(d16, reinterpret_cast<const T *>(src) + x)), d, dst + x);
+  for (; x < n; ++x) {
+    std::uint16_t bits;
+    std::memcpy(&bits, src + 2 * x, sizeof bits);
+    dst[x] = scalar(bits);
+  }
+}
+
+void Widen(const std::byte *HWY_RESTRICT src, Dtype dt, std::int64_t n, float *HWY_RESTRICT dst) {
+  switch (dt) {
+    case Dtype::f32: std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float)); return;
+    case Dtype::f16: Widen16<hwy::float16_t>(src, n, dst, f16_bits_to_float); return;
+    case Dtype::bf16: Widen16<hwy::bfloat16_t>(src, n, dst, bf16_bits_to_float); return;
+  }
+}
+
+const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace attncheck::builtin::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace attncheck::builtin::simd {
+
+HWY_EXPORT(Gemm);
+HWY_EXPORT(OnlineSoftmax);
+HWY_EXPORT(ExpMinusLse);
+HWY_EXPORT(ScoreGradient);
+HWY_EXPORT(Scale);
+HWY_EXPORT(ScaleRows);
+HWY_EXPORT(DivideRows);
+HWY_EXPORT(RowDots);
+HWY_EXPORT(Widen);
+HWY_EXPORT(TargetName);
+
+void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
+          std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(Gemm)(A, a_row, a_col, B, ldb, C, ldc, m, n, k, accumulate);
+}
+void online_softmax(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *m, float *l, float *alpha) {
+  HWY_DYNAMIC_DISPATCH(OnlineSoftmax)(S, lds, rows, n, m, l, alpha);
+}
+void exp_minus_lse(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, const float *lse) {
+  HWY_DYNAMIC_DISPATCH(ExpMinusLse)(S, lds, rows, n, lse);
+}
+void score_gradient(const float *P, float *dP, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                    const float *delta) {
+  HWY_DYNAMIC_DISPATCH(ScoreGradient)(P, dP, ld, rows, n, delta);
+}
+void scale(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, float a) {
+  HWY_DYNAMIC_DISPATCH(Scale)(X, ldx, rows, n, a);
+}
+void scale_rows(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a) {
+  HWY_DYNAMIC_DISPATCH(ScaleRows)(X, ldx, rows, n, a);
+}
+void divide_rows(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a) {
+  HWY_DYNAMIC_DISPATCH(DivideRows)(X, ldx, rows, n, a);
+}
+void row_dots(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, std::int64_t rows, std::int64_t n,
+              float *out) {
+  HWY_DYNAMIC_DISPATCH(RowDots)(A, lda, B, ldb, rows, n, out);
+}
+void widen(const std::byte *src, Dtype dt, std::int64_t n, float *dst) { HWY_DYNAMIC_DISPATCH(Widen)(src, dt, n, dst); }
+const char *target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace attncheck::builtin::simd
+#endif  // HWY_ONCE

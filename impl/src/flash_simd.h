@@ -1,0 +1,58 @@
+// The hot loops of "flash", vectorized with Highway and dispatched at run time to the best instruction set the
+// CPU has (HWY_DYNAMIC_DISPATCH over the targets foreach_target.h compiles: SSE4, AVX2/FMA, AVX-512, …).
+//
+// Tiles are row-major float32 with a leading dimension (ld, in floats). Every row of a tile that a function writes
+// or reads "up to n columns" must be padded to round_up(n, kTilePadFloats) floats: the loops run whole vectors
+// over the padding instead of a scalar tail. Padding values may be anything finite; the results ignore them.
+#pragma once
+
+#include "attncheck/dtype.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace attncheck::builtin::simd {
+
+/// Row padding, in floats, that the functions below may read and write past n: 64 bytes, one cache line and one
+/// AVX-512 vector (vectors wider than this are capped to it).
+inline constexpr std::int64_t kTilePadFloats = 16;
+
+/// C[i][j] = (accumulate ? C[i][j] : 0) + Σ_{p<k} A(i,p)·B[p][j] for i < m, j < n, with A(i,p) = A[i·a_row + p·a_col]
+/// (so a row-major A is (lda, 1) and a transposed one (1, lda)). Each sum runs over p in order with fused
+/// multiply-adds (one rounding per term). B and C rows are padded (see above).
+void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
+          std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate);
+
+/// One online-softmax step for each row r < rows of a tile of n scores (−∞ where masked):
+///   m' = max(m[r], max_j S[r][j]),  S[r][j] ← exp(S[r][j] − m'),  l[r] ← e^{m[r]−m'}·l[r] + Σ_j S[r][j],
+///   alpha[r] = e^{m[r]−m'},  m[r] ← m'.
+/// A row that has seen only masked keys (m' = −∞) keeps P = 0, l = 0 and gets alpha = 0 (never NaN).
+void online_softmax(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *m, float *l,
+                    float *alpha);
+
+/// P[r][j] = exp(S[r][j] − lse[r]) in place, for r < rows, j < n; 0 for a row with lse = −∞.
+void exp_minus_lse(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, const float *lse);
+
+/// dP[r][j] ← P[r][j]·(dP[r][j] − delta[r]) for r < rows, j < n (dS of the FlashAttention backward).
+void score_gradient(const float *P, float *dP, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                    const float *delta);
+
+/// X[r][j] *= a for r < rows, j < n.
+void scale(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, float a);
+/// X[r][j] *= a[r] for r < rows, j < n.
+void scale_rows(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a);
+/// X[r][j] /= a[r] for r < rows, j < n (a[r] ≠ 0).
+void divide_rows(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a);
+
+/// out[r] = Σ_{j<n} A[r][j]·B[r][j] for r < rows.
+void row_dots(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, std::int64_t rows, std::int64_t n,
+              float *out);
+
+/// dst[x] = src[x] widened exactly to float32, for x < n; src is contiguous storage of dtype dt (any alignment).
+/// dst needs no padding.
+void widen(const std::byte *src, Dtype dt, std::int64_t n, float *dst);
+
+/// Name of the instruction set the dispatch chose on this CPU (e.g. "AVX2"), for benchmarks and reports.
+const char *target_name();
+
+}  // namespace attncheck::builtin::simd
