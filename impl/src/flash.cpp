@@ -123,17 +123,27 @@ void load_rows(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, s
   }
 }
 
-/// Transposed tile: dst[x·ld + r] = t[b, h, l0 + r, x] for r < nl, x < X = t.n[3].
+/// Rows a transposed load widens at a time into its staging buffer before transposing them.
+constexpr std::int64_t kTransposeRows = 16;
+
+/// Transposed tile: dst[x·ld + r] = t[b, h, l0 + r, x] for r < nl, x < X = t.n[3]. `stage` holds
+/// kTransposeRows × round_up(X, kAlignFloats) floats: rows with a contiguous X are widened there by SIMD loads
+/// first, so the transpose itself is a plain float32 copy instead of a per-element dtype conversion.
 void load_rows_t(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, std::int64_t nl, float *dst,
-                 std::int64_t ld) {
+                 std::int64_t ld, float *stage) {
   const std::int64_t X = t.n[3];
   if (t.s[2] == 1) {  // L is the contiguous dimension: the transposed tile is a plain copy
     for (std::int64_t x = 0; x < X; ++x) widen_contiguous(t.data, t.dtype, t.offset(b, h, l0, x), nl, dst + x * ld);
     return;
   }
-  for (std::int64_t r = 0; r < nl; ++r) {
-    const std::int64_t base = t.offset(b, h, l0 + r, 0);
-    for (std::int64_t x = 0; x < X; ++x) dst[x * ld + r] = load_elem(t.data, t.dtype, base + x * t.s[3]);
+  const std::int64_t lds = round_up(X, kAlignFloats);
+  for (std::int64_t r0 = 0; r0 < nl; r0 += kTransposeRows) {
+    const std::int64_t nr = std::min(kTransposeRows, nl - r0);
+    load_rows(t, b, h, l0 + r0, nr, stage, lds);
+    for (std::int64_t x = 0; x < X; ++x) {
+      float *d = dst + x * ld + r0;
+      for (std::int64_t r = 0; r < nr; ++r) d[r] = stage[r * lds + x];
+    }
   }
 }
 
@@ -194,11 +204,11 @@ struct Lds {
 };
 
 struct ForwardTiles {
-  float *q, *kt, *v, *s, *o, *m, *l, *alpha;
+  float *q, *kt, *v, *s, *o, *m, *l, *alpha, *stage;
   ForwardTiles(Arena &a, const Shape &sh, const Lds &ld)
       : q(a.take(kBlockQ * ld.d)), kt(a.take(sh.D * kBlockK)), v(a.take(kBlockK * ld.dv)),
         s(a.take(kBlockQ * kBlockK)), o(a.take(kBlockQ * ld.dv)), m(a.take(kBlockQ)), l(a.take(kBlockQ)),
-        alpha(a.take(kBlockQ)) {}
+        alpha(a.take(kBlockQ)), stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {}
 };
 
 void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::int64_t b, std::int64_t h,
@@ -214,7 +224,7 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
   for (std::int64_t r = 0; r < nq; ++r) std::fill(t.o + r * ld.dv, t.o + r * ld.dv + s.Dv, 0.0f);
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
     const std::int64_t nk = std::min(kBlockK, key_end - j0);
-    load_rows_t(o.k, b, hk, j0, nk, t.kt, kBlockK);
+    load_rows_t(o.k, b, hk, j0, nk, t.kt, kBlockK, t.stage);
     load_rows(o.v, b, hk, j0, nk, t.v, ld.dv);
     gemm_nn(t.q, ld.d, t.kt, kBlockK, t.s, kBlockK, nq, nk, s.D, false);
     simd::scale(t.s, kBlockK, nq, nk, scale);
@@ -249,7 +259,7 @@ void probabilities(const Operands &o, std::int64_t i0, std::int64_t nq, std::int
 
 /// Tiles of one (query block, key block) step shared by both passes.
 struct StepTiles {
-  float *q, *dout, *kt, *vt, *p, *ds, *lse, *delta;
+  float *q, *dout, *kt, *vt, *p, *ds, *lse, *delta, *stage;
 };
 
 /// S, P, dP, dS of one tile: q, dout, kt, vt, lse, delta loaded; writes p and ds.
@@ -281,7 +291,8 @@ struct DqTiles {
   float *k, *o, *dq;
   DqTiles(Arena &a, const Shape &sh, const Lds &ld)
       : step{a.take(kBlockQ * ld.d), a.take(kBlockQ * ld.dv), a.take(sh.D * kBlockK), a.take(sh.Dv * kBlockK),
-             a.take(kBlockQ * kBlockK), a.take(kBlockQ * kBlockK), a.take(kBlockQ), a.take(kBlockQ)},
+             a.take(kBlockQ * kBlockK), a.take(kBlockQ * kBlockK), a.take(kBlockQ), a.take(kBlockQ),
+             a.take(kTransposeRows * std::max(ld.d, ld.dv))},
         k(a.take(kBlockK * ld.d)), o(a.take(kBlockQ * ld.dv)), dq(a.take(kBlockQ * ld.d)) {}
 };
 
@@ -296,8 +307,8 @@ void dq_task(const Operands &o, const Lds &ld, const DqTiles &t, float *delta_ou
   const std::int64_t key_end = visible_keys(o, i0 + nq - 1);
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
     const std::int64_t nk = std::min(kBlockK, key_end - j0);
-    load_rows_t(o.k, b, hk, j0, nk, t.step.kt, kBlockK);
-    load_rows_t(o.v, b, hk, j0, nk, t.step.vt, kBlockK);
+    load_rows_t(o.k, b, hk, j0, nk, t.step.kt, kBlockK, t.step.stage);
+    load_rows_t(o.v, b, hk, j0, nk, t.step.vt, kBlockK, t.step.stage);
     load_rows(o.k, b, hk, j0, nk, t.k, ld.d);
     backward_step(o, ld, t.step, i0, nq, j0, nk);
     gemm_nn(t.step.ds, kBlockK, t.k, ld.d, t.dq, ld.d, nq, s.D, nk, true);
@@ -312,7 +323,8 @@ struct DkvTiles {
   float *dk, *dv;
   DkvTiles(Arena &a, const Shape &sh, const Lds &ld)
       : step{a.take(kBlockQ * ld.d), a.take(kBlockQ * ld.dv), a.take(sh.D * kBlockK), a.take(sh.Dv * kBlockK),
-             a.take(kBlockQ * kBlockK), a.take(kBlockQ * kBlockK), a.take(kBlockQ), a.take(kBlockQ)},
+             a.take(kBlockQ * kBlockK), a.take(kBlockQ * kBlockK), a.take(kBlockQ), a.take(kBlockQ),
+             a.take(kTransposeRows * std::max(ld.d, ld.dv))},
         dk(a.take(kBlockK * ld.d)), dv(a.take(kBlockK * ld.dv)) {}
 };
 
@@ -321,8 +333,8 @@ void dkv_task(const Operands &o, const Lds &ld, const DkvTiles &t, const float *
               std::int64_t hk, std::int64_t kb) {
   const Shape &s = o.shape;
   const std::int64_t j0 = kb * kBlockK, nk = std::min(kBlockK, s.Lk - j0);
-  load_rows_t(o.k, b, hk, j0, nk, t.step.kt, kBlockK);
-  load_rows_t(o.v, b, hk, j0, nk, t.step.vt, kBlockK);
+  load_rows_t(o.k, b, hk, j0, nk, t.step.kt, kBlockK, t.step.stage);
+  load_rows_t(o.v, b, hk, j0, nk, t.step.vt, kBlockK, t.step.stage);
   for (std::int64_t j = 0; j < nk; ++j) {
     std::fill(t.dk + j * ld.d, t.dk + j * ld.d + s.D, 0.0f);
     std::fill(t.dv + j * ld.dv, t.dv + j * ld.dv + s.Dv, 0.0f);

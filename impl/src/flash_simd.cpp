@@ -25,11 +25,16 @@ using VF = hn::Vec<DF>;
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-/// Register block of the matrix product: kGemmRows rows of C × kGemmVecs vectors of columns, i.e. 4 × 2 = 8
-/// independent accumulators — enough to cover the FMA latency (4 cycles × 2 FMA ports) and, with the B vectors
-/// and the broadcast A element, within the 16 registers of AVX2.
+/// Register block of the matrix product: kGemmRows rows of C × kGemmVecs vectors of columns. FMA latency (4 cycles)
+/// × 2 FMA ports needs ≥ 8 independent accumulators. AVX2 has 16 registers: 4 × 2 accumulators + 2 B vectors + the
+/// broadcast A element. AVX-512 has 32: 4 × 4 accumulators (a whole kBlockK = 64-key row of S per panel).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr std::size_t kGemmRows = 4;
+constexpr std::size_t kGemmVecs = 4;
+#else
 constexpr std::size_t kGemmRows = 4;
 constexpr std::size_t kGemmVecs = 2;
+#endif
 
 /// C block of R rows × U vectors at (i, j): c (+)= Σ_p A(i+r, p)·B[p][j + u·N].
 template <std::size_t R, std::size_t U>
@@ -75,6 +80,8 @@ void Gemm(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col, c
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d)), panel = N * static_cast<std::int64_t>(kGemmVecs);
   std::int64_t j = 0;
   for (; j + panel <= n; j += panel) GemmPanel<kGemmVecs>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate);
+  if constexpr (kGemmVecs > 2)
+    for (; j + 2 * N <= n; j += 2 * N) GemmPanel<2>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate);
   // The rest, one vector at a time; the last one runs into the row padding.
   for (; j < n; j += N) GemmPanel<1>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate);
 }
