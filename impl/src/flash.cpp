@@ -13,7 +13,7 @@
 //   group (GQA sums without copying kv heads).
 // Tiles are loaded into contiguous float32 scratch (converted from float16/bfloat16 on the way), K and V also
 // transposed where a product needs them so; every product is then C (+)= A·B or C (+)= Aᵀ·B on row-major tiles
-// whose innermost loop is an axpy over a contiguous row — the loops a SIMD micro-kernel replaces.
+// run by the Highway kernels of flash_simd.h (register-blocked FMA, vectorized exp), dispatched per CPU.
 #include "common.h"
 #include "flash_simd.h"
 
