@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -203,47 +204,85 @@ struct Lds {
   explicit Lds(const Shape &s) : d(round_up(s.D, kAlignFloats)), dv(round_up(s.Dv, kAlignFloats)) {}
 };
 
-struct ForwardTiles {
-  float *q, *kt, *v, *s, *o, *m, *l, *alpha, *stage;
-  ForwardTiles(Arena &a, const Shape &sh, const Lds &ld)
-      : q(a.take(kBlockQ * ld.d)), kt(a.take(sh.D * kBlockK)), v(a.take(kBlockK * ld.dv)),
-        s(a.take(kBlockQ * kBlockK)), o(a.take(kBlockQ * ld.dv)), m(a.take(kBlockQ)), l(a.take(kBlockQ)),
-        alpha(a.take(kBlockQ)), stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {}
+/// K or V tile of the forward as the A operand of a product: element (j, x) = a[j·row + x·col] (key j of the
+/// tile, feature x). float32 storage is read in place, whatever its strides; float16/bfloat16 tiles are widened
+/// once per key block into row-major scratch (ld floats per row).
+struct KeyTile {
+  const float *a;
+  std::int64_t row, col;
 };
+KeyTile key_tile(const View &t, std::int64_t b, std::int64_t h, std::int64_t j0, std::int64_t nk, float *scratch,
+                 std::int64_t ld) {
+  if (t.dtype == Dtype::f32) {
+    const std::byte *p = t.data + t.offset(b, h, j0, 0) * 4;
+    if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0)
+      return {reinterpret_cast<const float *>(p), t.s[2], t.s[3]};
+  }
+  load_rows(t, b, h, j0, nk, scratch, ld);
+  return {scratch, ld, 1};
+}
+
+/// The forward works on transposed tiles, one query per column (kBlockQ columns: every vector of a row is full):
+///   Qᵀ (D × kBlockQ, pre-multiplied by scale), Sᵀ/Pᵀ (kBlockK × kBlockQ), Oᵀ (Dv × kBlockQ);
+/// Sᵀ = K·Qᵀ and Oᵀ = diag(alpha)·Oᵀ + Vᵀ·Pᵀ broadcast K and V elements straight from their storage, so no key
+/// tile is ever transposed, and the softmax statistics m, l, alpha are vectors across the query columns.
+struct ForwardTiles {
+  float *qt, *k, *v, *s, *ot, *orows, *m, *l, *alpha, *stage;
+  ForwardTiles(Arena &a, const Shape &sh, const Lds &ld)
+      : qt(a.take(sh.D * kBlockQ)), k(a.take(kBlockK * ld.d)), v(a.take(kBlockK * ld.dv)),
+        s(a.take(kBlockK * kBlockQ)), ot(a.take(sh.Dv * kBlockQ)), orows(a.take(kBlockQ * ld.dv)),
+        m(a.take(kBlockQ)), l(a.take(kBlockQ)), alpha(a.take(kBlockQ)),
+        stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {}
+};
+
+/// Sets Sᵀ[j][c] = −∞ for the keys j0 + j that query i0 + c (column c) does not see.
+void mask_tile_t(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk, float *St,
+                 std::int64_t lds) {
+  for (std::int64_t c = 0; c < nq; ++c) {
+    const std::int64_t first_hidden = std::clamp<std::int64_t>(visible_keys(o, i0 + c) - j0, 0, nk);
+    for (std::int64_t j = first_hidden; j < nk; ++j) St[j * lds + c] = kMinusInf;
+  }
+}
 
 void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::int64_t b, std::int64_t h,
                   std::int64_t qb) {
   const Shape &s = o.shape;
   const std::int64_t hk = s.kv_head(h), i0 = qb * kBlockQ, nq = std::min(kBlockQ, s.Lq - i0);
-  const float scale = static_cast<float>(o.scale);
   // Keys past what the tile's last row sees are masked for every row: skip their blocks.
   const std::int64_t key_end = visible_keys(o, i0 + nq - 1);
-  load_rows(o.q, b, h, i0, nq, t.q, ld.d);
-  std::fill(t.m, t.m + nq, kMinusInf);
-  std::fill(t.l, t.l + nq, 0.0f);
-  for (std::int64_t r = 0; r < nq; ++r) std::fill(t.o + r * ld.dv, t.o + r * ld.dv + s.Dv, 0.0f);
+  // Qᵀ·scale: the scale is applied to q once per query block (one rounding per element, like a scaled product).
+  load_rows_t(o.q, b, h, i0, nq, t.qt, kBlockQ, t.stage);
+  if (nq < kBlockQ)  // columns of absent queries: finite, ignored
+    for (std::int64_t x = 0; x < s.D; ++x) std::fill(t.qt + x * kBlockQ + nq, t.qt + (x + 1) * kBlockQ, 0.0f);
+  simd::scale(t.qt, kBlockQ, s.D, nq, static_cast<float>(o.scale));
+  std::fill(t.m, t.m + kBlockQ, kMinusInf);
+  std::fill(t.l, t.l + kBlockQ, 0.0f);
+  bool first = true;
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
     const std::int64_t nk = std::min(kBlockK, key_end - j0);
-    load_rows_t(o.k, b, hk, j0, nk, t.kt, kBlockK, t.stage);
-    load_rows(o.v, b, hk, j0, nk, t.v, ld.dv);
-    gemm_nn(t.q, ld.d, t.kt, kBlockK, t.s, kBlockK, nq, nk, s.D, false);
-    simd::scale(t.s, kBlockK, nq, nk, scale);
-    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile(o, i0, nq, j0, nk, t.s, kBlockK, kMinusInf);
-    simd::online_softmax(t.s, kBlockK, nq, nk, t.m, t.l, t.alpha);
-    simd::scale_rows(t.o, ld.dv, nq, s.Dv, t.alpha);
-    gemm_nn(t.s, kBlockK, t.v, ld.dv, t.o, ld.dv, nq, s.Dv, nk, true);
+    const KeyTile kt = key_tile(o.k, b, hk, j0, nk, t.k, ld.d), vt = key_tile(o.v, b, hk, j0, nk, t.v, ld.dv);
+    simd::gemm(kt.a, kt.row, kt.col, t.qt, kBlockQ, t.s, kBlockQ, nk, nq, s.D, false);  // Sᵀ = K·(scale·Qᵀ)
+    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile_t(o, i0, nq, j0, nk, t.s, kBlockQ);
+    simd::online_softmax_cols(t.s, kBlockQ, nk, nq, t.m, t.l, t.alpha);
+    // Oᵀ = Oᵀ·diag(alpha) + Vᵀ·Pᵀ (Vᵀ(x, j) = V[j][x]); the first block overwrites.
+    simd::gemm(vt.a, vt.col, vt.row, t.s, kBlockQ, t.ot, kBlockQ, s.Dv, nq, nk, !first, t.alpha);
+    first = false;
   }
-  for (std::int64_t r = 0; r < nq; ++r) {
-    if (t.l[r] == 0.0f) {  // the row sees no key: O = 0, LSE = −∞
-      std::fill(t.o + r * ld.dv, t.o + r * ld.dv + s.Dv, 0.0f);
-      t.l[r] = 1.0f;  // divides the zeros below
-      t.m[r] = kMinusInf;
+  if (first) std::fill(t.ot, t.ot + s.Dv * kBlockQ, 0.0f);  // no key block at all (every row sees no key)
+  for (std::int64_t c = 0; c < nq; ++c) {
+    if (t.l[c] == 0.0f) {  // the row sees no key: O = 0, LSE = −∞
+      for (std::int64_t x = 0; x < s.Dv; ++x) t.ot[x * kBlockQ + c] = 0.0f;
+      t.l[c] = 1.0f;  // divides the zeros below
+      t.m[c] = kMinusInf;
     } else {
-      t.m[r] += std::log(t.l[r]);  // m becomes LSE
+      t.m[c] += std::log(t.l[c]);  // m becomes LSE
     }
   }
-  simd::divide_rows(t.o, ld.dv, nq, s.Dv, t.l);
-  store_rows(o.out, b, h, i0, nq, t.o, ld.dv);
+  for (std::int64_t c = nq; c < kBlockQ; ++c) t.l[c] = 1.0f;
+  simd::divide_cols(t.ot, kBlockQ, s.Dv, nq, t.l);
+  for (std::int64_t x = 0; x < s.Dv; ++x)
+    for (std::int64_t c = 0; c < nq; ++c) t.orows[c * ld.dv + x] = t.ot[x * kBlockQ + c];
+  store_rows(o.out, b, h, i0, nq, t.orows, ld.dv);
   if (o.lse.data)
     for (std::int64_t r = 0; r < nq; ++r) o.lse.at(b, h, i0 + r) = t.m[r];
 }

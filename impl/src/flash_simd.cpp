@@ -40,14 +40,25 @@ constexpr std::size_t kGemmVecs = 2;
 template <std::size_t R, std::size_t U>
 HWY_INLINE void GemmBlock(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
                           const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
-                          std::int64_t i, std::int64_t j, std::int64_t k, bool accumulate) {
+                          std::int64_t i, std::int64_t j, std::int64_t k, bool accumulate,
+                          const float *HWY_RESTRICT col_scale) {
   const DF d;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
   VF c[R][U];
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t u = 0; u < U; ++u)
-      c[r][u] = accumulate ? hn::LoadU(d, C + (i + static_cast<std::int64_t>(r)) * ldc + j + static_cast<std::int64_t>(u) * N)
-                           : hn::Zero(d);
+  if (accumulate && col_scale) {
+    VF cs[U];
+    for (std::size_t u = 0; u < U; ++u) cs[u] = hn::LoadU(d, col_scale + j + static_cast<std::int64_t>(u) * N);
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t u = 0; u < U; ++u)
+        c[r][u] = hn::Mul(
+            hn::LoadU(d, C + (i + static_cast<std::int64_t>(r)) * ldc + j + static_cast<std::int64_t>(u) * N), cs[u]);
+  } else {
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t u = 0; u < U; ++u)
+        c[r][u] = accumulate ? hn::LoadU(d, C + (i + static_cast<std::int64_t>(r)) * ldc + j +
+                                                static_cast<std::int64_t>(u) * N)
+                             : hn::Zero(d);
+  }
   const float *a = A + i * a_row;
   for (std::int64_t p = 0; p < k; ++p) {
     VF b[U];
@@ -62,28 +73,45 @@ HWY_INLINE void GemmBlock(const float *HWY_RESTRICT A, std::int64_t a_row, std::
       hn::StoreU(c[r][u], d, C + (i + static_cast<std::int64_t>(r)) * ldc + j + static_cast<std::int64_t>(u) * N);
 }
 
+/// The last m − i < R rows of a panel, as one block of that many rows.
+template <std::size_t R, std::size_t U>
+HWY_INLINE void GemmTail(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
+                         const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
+                         std::int64_t rows, std::int64_t i, std::int64_t j, std::int64_t k, bool accumulate,
+                         const float *HWY_RESTRICT col_scale) {
+  if constexpr (R > 1) {
+    if (rows == static_cast<std::int64_t>(R) - 1) {
+      GemmBlock<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale);
+      return;
+    }
+    GemmTail<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, rows, i, j, k, accumulate, col_scale);
+  }
+}
+
 /// All rows of C for the U-vector column panel at j.
 template <std::size_t U>
 HWY_INLINE void GemmPanel(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
                           const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
-                          std::int64_t m, std::int64_t j, std::int64_t k, bool accumulate) {
+                          std::int64_t m, std::int64_t j, std::int64_t k, bool accumulate,
+                          const float *HWY_RESTRICT col_scale) {
   constexpr std::int64_t R = static_cast<std::int64_t>(kGemmRows);
   std::int64_t i = 0;
-  for (; i + R <= m; i += R) GemmBlock<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate);
-  for (; i < m; ++i) GemmBlock<1, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate);
+  for (; i + R <= m; i += R) GemmBlock<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale);
+  if (i < m) GemmTail<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, m - i, i, j, k, accumulate, col_scale);
 }
 
 void Gemm(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col, const float *HWY_RESTRICT B,
           std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k,
-          bool accumulate) {
+          bool accumulate, const float *HWY_RESTRICT col_scale) {
   const DF d;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d)), panel = N * static_cast<std::int64_t>(kGemmVecs);
   std::int64_t j = 0;
-  for (; j + panel <= n; j += panel) GemmPanel<kGemmVecs>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate);
+  for (; j + panel <= n; j += panel)
+    GemmPanel<kGemmVecs>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale);
   if constexpr (kGemmVecs > 2)
-    for (; j + 2 * N <= n; j += 2 * N) GemmPanel<2>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate);
+    for (; j + 2 * N <= n; j += 2 * N) GemmPanel<2>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale);
   // The rest, one vector at a time; the last one runs into the row padding.
-  for (; j < n; j += N) GemmPanel<1>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate);
+  for (; j < n; j += N) GemmPanel<1>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale);
 }
 
 /// Lanes j0 + lane < n of a vector starting at column j0.
@@ -114,6 +142,52 @@ void OnlineSoftmax(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t rows, s
     alpha[r] = std::exp(m[r] - shift);
     l[r] = l[r] * alpha[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
     m[r] = m_new;
+  }
+}
+
+void OnlineSoftmaxCols(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t rows, std::int64_t n,
+                       float *HWY_RESTRICT m, float *HWY_RESTRICT l, float *HWY_RESTRICT alpha) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  const VF minus_inf = hn::Set(d, kMinusInf);
+  for (std::int64_t c = 0; c < n; c += N) {
+    VF vmax = minus_inf;
+    for (std::int64_t r = 0; r < rows; ++r) vmax = hn::Max(vmax, hn::LoadU(d, S + r * lds + c));
+    const VF m_old = hn::LoadU(d, m + c), m_new = hn::Max(m_old, vmax);
+    // A column that has seen only masked keys shifts by 0: exp(−∞ − 0) = 0 rather than exp(−∞ + ∞) = NaN.
+    const VF shift = hn::IfThenZeroElse(hn::Eq(m_new, minus_inf), m_new);
+    const VF a = hn::Exp(d, hn::Sub(m_old, shift));
+    VF sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+    std::int64_t r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      float *s0 = S + r * lds + c, *s1 = s0 + lds;
+      const VF p0 = hn::Exp(d, hn::Sub(hn::LoadU(d, s0), shift));
+      const VF p1 = hn::Exp(d, hn::Sub(hn::LoadU(d, s1), shift));
+      hn::StoreU(p0, d, s0);
+      hn::StoreU(p1, d, s1);
+      sum0 = hn::Add(sum0, p0);
+      sum1 = hn::Add(sum1, p1);
+    }
+    if (r < rows) {
+      float *s0 = S + r * lds + c;
+      const VF p0 = hn::Exp(d, hn::Sub(hn::LoadU(d, s0), shift));
+      hn::StoreU(p0, d, s0);
+      sum0 = hn::Add(sum0, p0);
+    }
+    hn::StoreU(hn::MulAdd(a, hn::LoadU(d, l + c), hn::Add(sum0, sum1)), d, l + c);
+    hn::StoreU(a, d, alpha + c);
+    hn::StoreU(m_new, d, m + c);
+  }
+}
+
+void DivideCols(float *HWY_RESTRICT X, std::int64_t ldx, std::int64_t rows, std::int64_t n,
+                const float *HWY_RESTRICT a) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t c = 0; c < n; c += N) {
+    const VF va = hn::LoadU(d, a + c);
+    for (std::int64_t r = 0; r < rows; ++r)
+      hn::StoreU(hn::Div(hn::LoadU(d, X + r * ldx + c), va), d, X + r * ldx + c);
   }
 }
 
@@ -224,6 +298,8 @@ namespace attncheck::builtin::simd {
 HWY_EXPORT(Gemm);
 HWY_EXPORT(OnlineSoftmax);
 HWY_EXPORT(ExpMinusLse);
+HWY_EXPORT(OnlineSoftmaxCols);
+HWY_EXPORT(DivideCols);
 HWY_EXPORT(ScoreGradient);
 HWY_EXPORT(Scale);
 HWY_EXPORT(ScaleRows);
@@ -233,8 +309,15 @@ HWY_EXPORT(Widen);
 HWY_EXPORT(TargetName);
 
 void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
-          std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(Gemm)(A, a_row, a_col, B, ldb, C, ldc, m, n, k, accumulate);
+          std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate, const float *col_scale) {
+  HWY_DYNAMIC_DISPATCH(Gemm)(A, a_row, a_col, B, ldb, C, ldc, m, n, k, accumulate, col_scale);
+}
+void online_softmax_cols(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *m, float *l,
+                         float *alpha) {
+  HWY_DYNAMIC_DISPATCH(OnlineSoftmaxCols)(S, lds, rows, n, m, l, alpha);
+}
+void divide_cols(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a) {
+  HWY_DYNAMIC_DISPATCH(DivideCols)(X, ldx, rows, n, a);
 }
 void online_softmax(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *m, float *l, float *alpha) {
   HWY_DYNAMIC_DISPATCH(OnlineSoftmax)(S, lds, rows, n, m, l, alpha);

@@ -19,9 +19,22 @@ inline constexpr std::int64_t kTilePadFloats = 16;
 
 /// C[i][j] = (accumulate ? C[i][j] : 0) + Σ_{p<k} A(i,p)·B[p][j] for i < m, j < n, with A(i,p) = A[i·a_row + p·a_col]
 /// (so a row-major A is (lda, 1) and a transposed one (1, lda)). Each sum runs over p in order with fused
-/// multiply-adds (one rounding per term). B and C rows are padded (see above).
+/// multiply-adds (one rounding per term). B and C rows are padded (see above). With accumulate and a non-null
+/// col_scale (padded like a row of C), C[i][j] is first multiplied by col_scale[j] (the online-softmax rescale of
+/// a transposed accumulator, fused into the load of C).
 void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
-          std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate);
+          std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
+          const float *col_scale = nullptr);
+
+/// The online-softmax step of online_softmax on a transposed tile: S is rows (keys) × n (queries), each column one
+/// query. For each column c < n (vectorized across columns; m, l, alpha padded like a row):
+///   m' = max(m[c], max_{r<rows} S[r][c]),  S[r][c] ← exp(S[r][c] − m'),  alpha[c] = e^{m[c]−m'},
+///   l[c] ← alpha[c]·l[c] + Σ_r S[r][c],  m[c] ← m'.   A column with m' = −∞ keeps P = 0, l = 0, alpha = 0.
+void online_softmax_cols(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *m, float *l,
+                         float *alpha);
+
+/// X[r][j] /= a[j] for r < rows, j < n (a padded like a row; a[j] ≠ 0 for j < n).
+void divide_cols(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a);
 
 /// One online-softmax step for each row r < rows of a tile of n scores (−∞ where masked):
 ///   m' = max(m[r], max_j S[r][j]),  S[r][j] ← exp(S[r][j] − m'),  l[r] ← e^{m[r]−m'}·l[r] + Σ_j S[r][j],
