@@ -1,0 +1,76 @@
+// Exec kernels: an attention kernel in any language, run as a persistent child process that speaks the exec
+// protocol (spec/EXEC_PROTOCOL.md) on its stdin/stdout and exchanges tensors as .npy files. An ExecKernel starts
+// the command, performs the handshake and presents each kernel the child offers as an ordinary attncheck_kernel
+// (the ABI of spec/SPEC.md §3), so every check that takes a plugin kernel takes an exec kernel too.
+//
+// Example:
+//   attncheck::ExecKernel exec("python3 examples/exec/numpy_kernel.py");   // throws ExecError
+//   const attncheck_kernel &k = exec.find("numpy");
+//   attncheck::CallResult r = attncheck::call_forward(k, problem, out, &lse); // r.message on a non-OK status
+#pragma once
+
+#include "attncheck/kernel_abi.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace attncheck {
+
+/// A child that cannot be started or breaks the protocol at start-up; what() is one line saying what is wrong
+/// and what to do.
+struct ExecError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The exec protocol version this attncheck speaks (the hello's `attncheck-exec <version>`).
+inline constexpr int kExecProtocolVersion = 1;
+
+struct ExecOptions {
+  /// From starting the command to its `ready` line (importing NumPy or a framework counts).
+  std::chrono::milliseconds start_timeout{30'000};
+  /// From sending a request to its answer line.
+  std::chrono::milliseconds call_timeout{30'000};
+  /// Receives each line the child writes to stderr (without the newline). Empty: lines go to std::cerr with the
+  /// prefix "[exec] ". The last lines are kept for error messages either way.
+  std::function<void(std::string_view line)> on_stderr;
+  /// Parent of the exchange directory; empty: $TMPDIR, else /tmp.
+  std::string temp_root;
+};
+
+class ExecKernel {
+ public:
+  /// Starts `/bin/sh -c command` and reads its hello. Throws ExecError (command not found, exited, no or bad hello
+  /// within start_timeout, no free registry slot, temp directory not creatable).
+  explicit ExecKernel(std::string command, ExecOptions options = {});
+  /// Sends `quit`, waits briefly, then stops the child's process group; removes the exchange directory. The
+  /// kernels() structs stay callable but every call then fails with ATTNCHECK_ERROR.
+  ~ExecKernel();
+  ExecKernel(const ExecKernel &) = delete;
+  ExecKernel &operator=(const ExecKernel &) = delete;
+
+  /// The kernels the child announced, as ABI kernels (backward is NULL for a forward-only kernel). Calls are
+  /// serialized: one child answers one request at a time.
+  std::span<const attncheck_kernel> kernels() const;
+  /// The kernel named `name`; throws ExecError listing the names there are.
+  const attncheck_kernel &find(std::string_view name) const;
+  const std::string &command() const;
+  /// How many times the child has been started (1 unless a call timed out or broke the protocol).
+  int starts() const;
+  /// Process id of the running child, or -1 when none runs.
+  long pid() const;
+
+  struct State;  ///< the child, its pipes and the registry slots (exec_kernel.cpp)
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+/// `s` quoted for /bin/sh: 'it'\''s' — for building COMMAND strings from paths.
+std::string shell_quote(std::string_view s);
+
+}  // namespace attncheck

@@ -1,0 +1,491 @@
+#include "attncheck/exec_kernel.h"
+
+#include "attncheck/dtype.h"
+#include "attncheck/npy.h"
+#include "child_process.h"
+
+#include <stdlib.h>
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace attncheck {
+
+namespace fs = std::filesystem;
+using exec_detail::ChildProcess;
+using exec_detail::Clock;
+
+namespace {
+
+/// ABI kernels of exec children alive at once (each needs its own trampolines: ABI calls carry no state).
+constexpr std::size_t kMaxSlots = 32;
+/// Restarts after a call broke the child (timeout, garbled answer, exit), over an ExecKernel's life.
+constexpr int kMaxRestarts = 8;
+/// Between `quit` and SIGTERM.
+constexpr auto kQuitGrace = std::chrono::milliseconds(2000);
+/// Longest kernel name and the characters it may use (spec/EXEC_PROTOCOL.md §3).
+constexpr std::size_t kMaxNameLen = 64;
+/// Quoted child output and commands are cut to this many characters in messages.
+constexpr std::size_t kMaxQuoted = 200;
+constexpr std::string_view kHelloWord = "attncheck-exec";
+constexpr std::string_view kProtocolRef = "spec/EXEC_PROTOCOL.md";
+
+bool valid_name(std::string_view n) {
+  if (n.empty() || n.size() > kMaxNameLen) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-')) return false;
+  return true;
+}
+
+/// One line, printable, at most kMaxQuoted characters: safe to put into a one-line message.
+std::string clip(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, kMaxQuoted)) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
+  if (s.size() > kMaxQuoted) out += "...";
+  return out;
+}
+
+std::vector<std::string> split_spaces(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const std::size_t j = s.find(' ', i);
+    out.emplace_back(s.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i));
+    if (j == std::string_view::npos) break;
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+std::string_view protocol_dtype(Dtype dt) {
+  switch (dt) {
+    case Dtype::f32: return "float32";
+    case Dtype::f16: return "float16";
+    case Dtype::bf16: return "bfloat16";
+  }
+  return "?";
+}
+
+/// The outcome of one call: status and, for a non-OK status, the message.
+struct Outcome {
+  int status;
+  std::string message;
+};
+
+}  // namespace
+
+struct ExecKernel::State {
+  struct Info {
+    std::string name;
+    bool backward = false;
+    std::size_t slot = 0;
+  };
+
+  std::string command;
+  ExecOptions options;
+  std::string dir;
+  std::mutex mu;  // one request at a time
+  std::unique_ptr<ChildProcess> child;
+  int starts = 0;
+  std::string last_failure;  // why the child was last stopped (for the give-up message)
+  std::vector<Info> infos;
+  std::vector<attncheck_kernel> abi;
+
+  std::string who() const { return "exec command '" + clip(command) + "'"; }
+  std::string stderr_note(const ChildProcess &c) const {
+    const std::string l = c.last_stderr_line();
+    return l.empty() ? "" : " (stderr: " + clip(l) + ")";
+  }
+
+  /// Starts the child and reads its hello; fills infos on the first start, compares on restarts. Throws ExecError.
+  void start();
+  Outcome call(std::size_t kernel, bool backward, const attncheck_params &p, const DLTensor *const in[],
+               const char *const in_names[], std::size_t n_in, DLTensor *const out[], const char *const out_names[],
+               std::size_t n_out);
+  /// Stops a child that broke the protocol during a call and returns the call's error.
+  Outcome broke(const std::string &message) {
+    if (child) child->stop();
+    child.reset();
+    last_failure = message;
+    return {ATTNCHECK_ERROR, message};
+  }
+  void shutdown() {
+    if (!child) return;
+    child->write_line("quit");
+    child->finish(kQuitGrace);
+    child.reset();
+  }
+};
+
+// ---- the registry: slot i has trampolines forward_i/backward_i/last_error_i that find their kernel here ----
+
+namespace {
+
+struct Slot {
+  std::weak_ptr<ExecKernel::State> state;
+  std::size_t kernel = 0;
+  bool used = false;
+};
+std::mutex g_registry_mu;
+std::array<Slot, kMaxSlots> g_slots;
+/// last_error() per slot and per thread: the ABI's last_error has no arguments.
+thread_local std::array<std::string, kMaxSlots> t_last_error;
+
+int run_slot(std::size_t slot, bool backward, const attncheck_params *p, const DLTensor *const in[],
+             const char *const in_names[], std::size_t n_in, DLTensor *const out[], const char *const out_names[],
+             std::size_t n_out) {
+  std::shared_ptr<ExecKernel::State> st;
+  std::size_t kernel = 0;
+  {
+    std::lock_guard lock(g_registry_mu);
+    st = g_slots[slot].state.lock();
+    kernel = g_slots[slot].kernel;
+  }
+  Outcome o{ATTNCHECK_ERROR, "exec kernel was closed (its ExecKernel no longer exists)"};
+  if (st) {
+    try {
+      o = st->call(kernel, backward, *p, in, in_names, n_in, out, out_names, n_out);
+    } catch (const std::exception &e) {
+      o = {ATTNCHECK_ERROR, "exec kernel: " + clip(e.what())};
+    }
+  }
+  t_last_error[slot] = std::move(o.message);
+  return o.status;
+}
+
+template <std::size_t S>
+int forward_tramp(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v, DLTensor *out,
+                  DLTensor *lse) {
+  const DLTensor *in[] = {q, k, v};
+  const char *in_names[] = {"q", "k", "v"};
+  DLTensor *outs[] = {out, lse};
+  const char *out_names[] = {"out", "lse"};
+  return run_slot(S, false, p, in, in_names, 3, outs, out_names, 2);
+}
+
+template <std::size_t S>
+int backward_tramp(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                   const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq, DLTensor *dk,
+                   DLTensor *dv) {
+  const DLTensor *in[] = {q, k, v, out, lse, dout};
+  const char *in_names[] = {"q", "k", "v", "out", "lse", "dout"};
+  DLTensor *outs[] = {dq, dk, dv};
+  const char *out_names[] = {"dq", "dk", "dv"};
+  return run_slot(S, true, p, in, in_names, 6, outs, out_names, 3);
+}
+
+template <std::size_t S>
+const char *last_error_tramp() {
+  return t_last_error[S].c_str();
+}
+
+struct Trampolines {
+  decltype(&forward_tramp<0>) forward;
+  decltype(&backward_tramp<0>) backward;
+  decltype(&last_error_tramp<0>) last_error;
+};
+template <std::size_t... S>
+constexpr std::array<Trampolines, sizeof...(S)> make_trampolines(std::index_sequence<S...>) {
+  return {Trampolines{&forward_tramp<S>, &backward_tramp<S>, &last_error_tramp<S>}...};
+}
+constexpr auto kTrampolines = make_trampolines(std::make_index_sequence<kMaxSlots>{});
+
+}  // namespace
+
+// ---- start-up ----
+
+void ExecKernel::State::start() {
+  auto sink = options.on_stderr ? options.on_stderr : [](std::string_view l) { std::cerr << "[exec] " << l << '\n'; };
+  try {
+    child = std::make_unique<ChildProcess>(command, sink);
+  } catch (const std::system_error &e) {
+    throw ExecError(who() + ": cannot start /bin/sh: " + e.what());
+  }
+  ++starts;
+  ChildProcess &c = *child;
+  const auto deadline = Clock::now() + options.start_timeout;
+  auto fail = [&](const std::string &why) -> ExecError {
+    c.stop();
+    child.reset();
+    return ExecError(who() + ": " + why);
+  };
+
+  std::vector<Info> seen;
+  bool have_version = false;
+  std::string line;
+  while (true) {
+    const auto r = c.read_line(line, deadline);
+    if (r == ChildProcess::Read::timeout) {
+      if (!have_version)
+        throw fail("no hello line within " + seconds_text(options.start_timeout) +
+                   stderr_note(c) + ": the command must print 'attncheck-exec 1' on stdout first and flush it (" +
+                   std::string(kProtocolRef) + " §3)");
+      throw fail("no 'ready' line within " + seconds_text(options.start_timeout) + " after 'attncheck-exec 1'" +
+                 stderr_note(c) + ": end the hello with 'ready' and flush stdout (" + std::string(kProtocolRef) +
+                 " §3)");
+    }
+    if (r == ChildProcess::Read::eof) {
+      if (c.exited() && c.exit_status() == 127)
+        throw fail("the shell could not find the command (exit status 127" +
+                   (c.last_stderr_line().empty() ? std::string() : "; stderr: " + clip(c.last_stderr_line())) +
+                   "): check COMMAND and PATH");
+      if (c.exited() && c.exit_status() == 126)
+        throw fail("the command is not executable (exit status 126" +
+                   (c.last_stderr_line().empty() ? std::string() : "; stderr: " + clip(c.last_stderr_line())) +
+                   "): check its permissions and interpreter line");
+      const std::string what = c.exited() ? c.exit_description() : "closed its stdout";
+      throw fail(what + (have_version ? " before its 'ready' line" : " before its hello line") + stderr_note(c) +
+                 ": run COMMAND by hand to see why");
+    }
+    if (r == ChildProcess::Read::too_long)
+      throw fail("wrote a stdout line longer than 64 KiB during the hello: stdout is for the protocol only, "
+                 "print diagnostics to stderr");
+    if (!have_version) {
+      const auto f = split_spaces(line);
+      int version = 0;
+      const bool numeric = f.size() == 2 && !f[1].empty() &&
+                           std::from_chars(f[1].data(), f[1].data() + f[1].size(), version).ptr ==
+                               f[1].data() + f[1].size();
+      if (f.empty() || f[0] != kHelloWord || !numeric)
+        throw fail("no hello line: its first line on stdout was '" + clip(line) +
+                   "'; the command must print 'attncheck-exec 1' first and write nothing else to stdout (" +
+                   std::string(kProtocolRef) + " §3)");
+      if (version != kExecProtocolVersion)
+        throw fail("speaks exec protocol version " + f[1] + ", this attncheck speaks version " +
+                   std::to_string(kExecProtocolVersion) + ": use a kernel and an attncheck of the same protocol version");
+      have_version = true;
+      continue;
+    }
+    if (line == "ready") break;
+    const auto f = split_spaces(line);
+    if (f.size() < 2 || f[0] != "kernel" || !valid_name(f[1]))
+      throw fail("bad hello line '" + clip(line) +
+                 "': expected 'kernel <name> forward [backward]' (name: letters, digits, _ . + -) or 'ready'");
+    Info info{f[1], false, 0};
+    bool forward = false;
+    for (std::size_t i = 2; i < f.size(); ++i) {
+      if (f[i] == "forward") forward = true;
+      if (f[i] == "backward") info.backward = true;  // unknown capability tokens are ignored (§3)
+    }
+    if (!forward)
+      throw fail("kernel '" + info.name + "' does not list the capability 'forward': every kernel has a forward");
+    for (const Info &o : seen)
+      if (o.name == info.name) throw fail("announces kernel '" + info.name + "' twice: names must be unique");
+    seen.push_back(std::move(info));
+  }
+  if (seen.empty()) throw fail("announced no kernels: list at least one 'kernel <name> forward' line before 'ready'");
+
+  if (infos.empty()) {
+    infos = std::move(seen);
+    return;
+  }
+  bool same = seen.size() == infos.size();
+  for (std::size_t i = 0; same && i < seen.size(); ++i)
+    same = seen[i].name == infos[i].name && seen[i].backward == infos[i].backward;
+  if (!same) throw fail("announced other kernels when restarted: a kernel's hello must not change");
+}
+
+// ---- calls ----
+
+Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attncheck_params &p,
+                                const DLTensor *const in[], const char *const in_names[], std::size_t n_in,
+                                DLTensor *const out[], const char *const out_names[], std::size_t n_out) {
+  std::lock_guard lock(mu);
+  const Info &info = infos[kernel];
+  const char *verb = backward ? "backward" : "forward";
+  const std::string who_call = "exec kernel '" + info.name + "' (" + verb + ")";
+
+  Dtype dt;
+  if (!from_dlpack(in[0]->dtype, &dt))
+    return {ATTNCHECK_UNSUPPORTED, "the exec protocol carries float32, float16 and bfloat16 tensors only"};
+  const char *mask = p.mask == ATTNCHECK_MASK_NONE ? "none" : p.mask == ATTNCHECK_MASK_CAUSAL ? "causal" : nullptr;
+  if (!mask) return {ATTNCHECK_UNSUPPORTED, "mask " + std::to_string(p.mask) + " has no name in the exec protocol"};
+
+  if (!child) {
+    if (starts > kMaxRestarts)
+      return {ATTNCHECK_ERROR, who_call + ": gave up after " + std::to_string(kMaxRestarts) +
+                                   " restarts; last failure: " + last_failure};
+    try {
+      start();
+    } catch (const ExecError &e) {
+      last_failure = e.what();
+      return {ATTNCHECK_ERROR, who_call + ": restart failed: " + last_failure};
+    }
+  }
+  ChildProcess &c = *child;
+  if (c.has_unread_output())
+    return broke(who_call + ": the child wrote to stdout between answers" + stderr_note(c) +
+                 ": stdout is for the protocol only, print diagnostics to stderr; the child was stopped and restarts "
+                 "on the next call");
+
+  // Inputs: a clean directory, so that a stale output never passes for an answer.
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".npy") fs::remove(e.path(), ec);
+  try {
+    for (std::size_t i = 0; i < n_in; ++i)
+      if (in[i]) npy::write(dir + "/" + in_names[i] + ".npy", *in[i]);
+  } catch (const npy::NpyError &e) {
+    return {ATTNCHECK_ERROR, who_call + ": cannot write the inputs: " + clip(e.what())};
+  }
+
+  char scale[40];
+  std::snprintf(scale, sizeof scale, "%.17g", p.scale);
+  const std::string request = std::string(verb) + " " + info.name + " " + std::string(protocol_dtype(dt)) + " " +
+                              scale + " " + mask + " " + dir;
+  const auto describe_exit = [&] {
+    std::string line;
+    c.read_line(line, Clock::now());  // collects the exit status and the rest of stderr
+    return broke(who_call + ": the child " + (c.exited() ? c.exit_description() : "closed its stdout") +
+                 " during the call" + stderr_note(c) + "; it restarts on the next call");
+  };
+  if (!c.write_line(request)) return describe_exit();
+
+  std::string answer;
+  switch (c.read_line(answer, Clock::now() + options.call_timeout)) {
+    case ChildProcess::Read::line: break;
+    case ChildProcess::Read::timeout:
+      return broke(who_call + ": no answer within " + seconds_text(options.call_timeout) + stderr_note(c) +
+                   ": the child was stopped and restarts on the next call; raise the exec timeout if the kernel is "
+                   "just slow");
+    case ChildProcess::Read::eof: return describe_exit();
+    case ChildProcess::Read::too_long:
+      return broke(who_call + ": garbled answer: a stdout line longer than 64 KiB; the child was stopped");
+  }
+
+  const std::size_t sp = answer.find(' ');
+  const std::string word = answer.substr(0, sp);
+  const std::string rest = sp == std::string::npos ? "" : answer.substr(sp + 1);
+  if (word == "unsupported" && (sp != std::string::npos || answer == "unsupported"))
+    return {ATTNCHECK_UNSUPPORTED, clip(rest)};
+  if (word == "error" && (sp != std::string::npos || answer == "error"))
+    return {ATTNCHECK_ERROR, who_call + " reported an error: " + clip(rest)};
+  if (answer != "ok")
+    return broke(who_call + ": garbled answer '" + clip(answer) +
+                 "' (expected 'ok', 'unsupported <message>' or 'error <message>'; " + std::string(kProtocolRef) +
+                 " §4): the child was stopped and restarts on the next call");
+
+  for (std::size_t i = 0; i < n_out; ++i) {
+    if (!out[i]) continue;  // lse not asked for
+    const std::string name = std::string(out_names[i]) + ".npy";
+    const std::string path = dir + "/" + name;
+    if (!fs::exists(path, ec))
+      return {ATTNCHECK_ERROR, who_call + ": answered ok but did not write " + name + " (" +
+                                   std::string(kProtocolRef) + " §4 lists the files each request writes)"};
+    try {
+      npy::copy_into(npy::read(path), *out[i], name);
+    } catch (const npy::NpyError &e) {
+      std::string msg = e.what();
+      const std::string prefix = dir + "/";  // the directory is noise in the message
+      if (msg.rfind(prefix, 0) == 0) msg.erase(0, prefix.size());
+      return {ATTNCHECK_ERROR, who_call + ": " + clip(msg) + " (" + std::string(kProtocolRef) + " §4-5)"};
+    }
+  }
+  return {ATTNCHECK_OK, ""};
+}
+
+// ---- ExecKernel ----
+
+ExecKernel::ExecKernel(std::string command, ExecOptions options) : state_(std::make_shared<State>()) {
+  State &st = *state_;
+  st.command = std::move(command);
+  st.options = std::move(options);
+  std::string root = st.options.temp_root;
+  if (root.empty()) {
+    const char *t = std::getenv("TMPDIR");
+    root = t && *t ? t : "/tmp";
+  }
+  if (root.find_first_of("\r\n") != std::string::npos)
+    throw ExecError(st.who() + ": the temp directory '" + clip(root) + "' contains a line break; choose another");
+  std::string templ = root + "/attncheck-exec-XXXXXX";
+  if (!::mkdtemp(templ.data()))
+    throw ExecError(st.who() + ": cannot create a temp directory in '" + clip(root) + "': " + std::strerror(errno) +
+                    " (set TMPDIR to a writable directory)");
+  st.dir = fs::absolute(templ).string();
+  try {
+    st.start();
+    std::lock_guard lock(g_registry_mu);
+    std::vector<std::size_t> free;
+    for (std::size_t s = 0; s < kMaxSlots && free.size() < st.infos.size(); ++s)
+      if (!g_slots[s].used) free.push_back(s);
+    if (free.size() < st.infos.size())
+      throw ExecError(st.who() + ": too many exec kernels at once (at most " + std::to_string(kMaxSlots) +
+                      "): close the ExecKernels you no longer need");
+    for (std::size_t i = 0; i < st.infos.size(); ++i) {
+      const std::size_t s = free[i];
+      g_slots[s] = Slot{state_, i, true};
+      st.infos[i].slot = s;
+    }
+  } catch (...) {
+    st.shutdown();
+    fs::remove_all(st.dir);
+    throw;
+  }
+  for (const State::Info &info : st.infos) {
+    const Trampolines &t = kTrampolines[info.slot];
+    st.abi.push_back(attncheck_kernel{ATTNCHECK_ABI_VERSION, info.name.c_str(), t.forward,
+                                      info.backward ? t.backward : nullptr, t.last_error});
+  }
+}
+
+ExecKernel::~ExecKernel() {
+  {
+    std::lock_guard lock(g_registry_mu);
+    for (const State::Info &info : state_->infos) g_slots[info.slot] = Slot{};
+  }
+  std::lock_guard lock(state_->mu);  // waits for a call in flight on another thread
+  state_->shutdown();
+  std::error_code ec;
+  fs::remove_all(state_->dir, ec);
+}
+
+std::span<const attncheck_kernel> ExecKernel::kernels() const { return state_->abi; }
+
+const attncheck_kernel &ExecKernel::find(std::string_view name) const {
+  std::string names;
+  for (const attncheck_kernel &k : state_->abi) {
+    if (name == k.name) return k;
+    names += (names.empty() ? "" : ", ") + std::string(k.name);
+  }
+  throw ExecError(state_->who() + " has no kernel named '" + clip(name) + "'; it offers: " + names);
+}
+
+const std::string &ExecKernel::command() const { return state_->command; }
+
+int ExecKernel::starts() const {
+  std::lock_guard lock(state_->mu);
+  return state_->starts;
+}
+
+long ExecKernel::pid() const {
+  std::lock_guard lock(state_->mu);
+  return state_->child ? static_cast<long>(state_->child->pid()) : -1;
+}
+
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out.push_back(c);
+  }
+  return out + "'";
+}
+
+}  // namespace attncheck
