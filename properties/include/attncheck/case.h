@@ -1,0 +1,109 @@
+// One generated test case of the property engine: a shape-level spec (dims, mask, layout, dtype, value family) and
+// the exact input values, as plain data. A Case is what generators draw, what shrinkers simplify, what a property
+// checks and what a failure reports; it converts to a Problem (spec/include/attncheck/problem.h) with NaN in every
+// padding element, so that a kernel reading padding produces NaN that the checks see.
+//
+// Example:
+//   attncheck::Case c;                                  // B=Hq=Hkv=Lq=Lk=D=Dv=1, f32, zeros
+//   c.spec.shape = {.Lq = 2, .Lk = 2, .D = 4, .Dv = 4};
+//   c.resize_values(/*backward=*/false);                 // zero-filled q, k, v of the shape
+//   attncheck::Problem p = c.problem();                  // scale 1/√D, layout c.spec.layout, NaN padding
+#pragma once
+
+#include "attncheck/dtype.h"
+#include "attncheck/problem.h"
+#include "attncheck/tensor.h"
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attncheck {
+
+/// How the entries of q and k are drawn (v and dout follow value_family_of_v). Every value is exactly
+/// representable in the storage dtype: draws are rounded once, at generation.
+enum class Family : std::uint8_t {
+  small_ints,    ///< integers in [−kSmallIntMax, kSmallIntMax]: exact everywhere, ties likely (simplest: shrinks go here)
+  uniform,       ///< U(−1, 1)
+  normal,        ///< i.i.d. N(0, 1): the setting of the 1/√D argument
+  large,         ///< N(0, σ²) with σ chosen so that |scale·q·k| reaches 10²…10⁴ (past float32's exp overflow at 88.7)
+  near_ties,     ///< k rows one ulp apart from a common row: logits equal to a few ulps
+  dominant_key,  ///< N(0, 1) plus one key per (batch, kv head) aligned with its queries: P close to one-hot
+  outliers,      ///< N(0, 1) with a few entries scaled by 10²…10³
+  extremes,      ///< N(0, 1) mixed with float16 extremes: ±65504, the smallest normal, subnormals (and the storage
+                 ///< dtype's own subnormals), all rounded to the storage dtype
+};
+inline constexpr int kFamilyCount = 8;
+/// "small_ints", "uniform", ...
+std::string_view family_name(Family f);
+/// The family v and dout are drawn from for q, k of family `f`: families that shape the logits (large,
+/// near_ties, dominant_key) draw v from N(0, 1); the others use their own distribution.
+Family value_family_of_v(Family f);
+
+/// Largest magnitude of Family::small_ints.
+inline constexpr int kSmallIntMax = 4;
+
+/// Shape-level description of a case: everything but the values.
+struct CaseSpec {
+  Shape shape;
+  Mask mask = Mask::none;
+  Layout layout = Layout::bhld;
+  Dtype dtype = Dtype::f32;
+  Family family = Family::normal;
+  friend bool operator==(const CaseSpec &, const CaseSpec &) = default;
+  /// "f32 B=1 Hq=1 Hkv=1 Lq=2 Lk=2 D=4 Dv=4 mask=none layout=bhld values=normal"
+  std::string describe() const;
+  /// B·Hq·Lq·Lk·(D + Dv): the reference's cost (and the kernel's) grows with it.
+  std::int64_t work() const;
+};
+
+/// Requirements a property places on the cases it is given (CaseSpec fields it fixes, tensors it needs).
+struct CaseOptions {
+  Dtype dtype = Dtype::f32;
+  bool backward = false;         ///< draw dout
+  bool draw_v = true;            ///< false: v is all zeros (the property replaces it; zeros never shrink)
+  bool dv_equals_lk = false;     ///< Dv = Lk (e.g. v = identity); kept while shrinking
+  std::optional<Mask> mask;      ///< fixed mask (default: drawn, and shrunk toward none)
+  std::optional<Family> family;  ///< fixed value family (default: drawn, and shrunk toward small_ints)
+  std::optional<Layout> layout;  ///< fixed layout (default: drawn, and shrunk toward bhld)
+  std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()
+  /// ≈ 30 ms of MPFR reference per case at the cap: boundary shapes stay affordable.
+  static constexpr std::int64_t kDefaultMaxWork = 600'000;
+};
+
+/// A case: spec and exact values, row-major over the logical shapes
+/// q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv], dout [B,Hq,Lq,Dv] (empty when not drawn).
+struct Case {
+  CaseSpec spec;
+  std::vector<double> q, k, v, dout;
+
+  /// The problem: tensors in spec.layout with kInputPad elements of padding around them (and between rows for
+  /// Layout::padded), every padding element NaN; scale 1/√D; dout contiguous when present.
+  Problem problem() const;
+  /// Resizes q, k, v (and dout when `backward`, else clears it) to the spec's shape, zero-filling new entries.
+  void resize_values(bool backward);
+  /// q, k, v, dout concatenated (the order shrinkers see the values in).
+  std::vector<double> flat() const;
+  /// Inverse of flat(): splits `values` (of the same total size) back into q, k, v, dout.
+  void set_flat(const std::vector<double> &values);
+  /// Equal specs and bit-identical values (NaN equals the same NaN bits, +0 differs from −0).
+  bool same_as(const Case &o) const;
+  /// Spec line and every value as hex and decimal, at most `max_values_per_tensor` per tensor (then "… N more").
+  std::string describe(std::size_t max_values_per_tensor = kPrintedValues) const;
+  static constexpr std::size_t kPrintedValues = 256;
+  /// Padding elements around every input tensor.
+  static constexpr std::int64_t kInputPad = 3;
+};
+
+/// For RapidCheck's counterexample printing (found by ADL): the spec line.
+void showValue(const Case &c, std::ostream &os);
+
+/// Poisons the keys hidden from query row `row` by the causal mask — k and v of keys j > row + Lk − Lq, every
+/// batch and kv head — with `poison` (NaN or ±Inf). Rows 0..row of a correct causal kernel do not change.
+/// Requires spec.mask == Mask::causal; throws std::invalid_argument otherwise.
+Case with_hidden_poison(const Case &c, std::int64_t row, double poison);
+
+}  // namespace attncheck

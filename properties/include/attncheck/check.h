@@ -1,0 +1,55 @@
+// The property engine's entry point: check a kernel against registered properties (property.h) on generated cases
+// (gen.h), every failure shrunk to a minimal counterexample (report.h).
+//
+// RapidCheck is driven directly (rc::detail::checkProperty), not through its Catch2/gtest adapters, so that every
+// failure keeps its seed and a reproduce string, and check() can replay one.
+//
+// Example:
+//   attncheck::CheckOptions opt;
+//   opt.dtype = attncheck::Dtype::f16;
+//   opt.properties = {"accuracy", "sum_to_one"};
+//   attncheck::Report r = attncheck::check(kernel, opt);
+//   if (r.verdict() == attncheck::Verdict::fail) std::puts(r.text().c_str());
+//   opt.reproduce = r.find("accuracy")->counterexample->reproduce;   // replays the minimal case only
+#pragma once
+
+#include "attncheck/error_model.h"
+#include "attncheck/kernel_abi.h"
+#include "attncheck/report.h"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attncheck {
+
+struct CheckOptions {
+  Dtype dtype = Dtype::f32;                ///< storage dtype of every case
+  std::vector<std::string> properties;     ///< property ids, in this order; empty = every registered property
+  int cases = kDefaultCases;               ///< target cases per property (RapidCheck's maxSuccess)
+  std::uint64_t seed = 1;                  ///< same seed ⇒ same cases ⇒ same report
+  /// Wall-clock budget for the whole check, shared evenly by the properties (unused time carries over); no new
+  /// case starts once a property's share is spent. 0 = none.
+  std::chrono::milliseconds time_budget{0};
+  std::optional<PrecisionProfile> profile;  ///< the kernel's declared precision; default for_storage(dtype)
+  /// Fewer decided cases than this ⇒ verdict undecided (e.g. the budget ran out, or the kernel declined most).
+  int min_cases = kDefaultMinCases;
+  int max_shrinks = kDefaultMaxShrinks;  ///< candidate shrinks evaluated per failure before settling
+  /// A reproduce string from a Counterexample: replays the recorded case (searching and shrinking nothing) for
+  /// the properties it names. Empty = search.
+  std::string reproduce;
+
+  static constexpr int kDefaultCases = 100;
+  static constexpr int kDefaultMinCases = 10;
+  static constexpr int kDefaultMaxShrinks = 3000;
+};
+
+/// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
+/// reproduce string that does not parse.
+Report check(const attncheck_kernel &kernel, const CheckOptions &options);
+/// check() on a single property; the report has one line.
+Report check_property(const attncheck_kernel &kernel, std::string_view id, CheckOptions options);
+
+}  // namespace attncheck

@@ -1,0 +1,78 @@
+// Generators of the property engine (RapidCheck), in three layers:
+//   draws        — random bits (rc::Random) → a CaseSpec, a Case's values (deterministic for the Random and size);
+//   shrinkables  — a value → its rc::Shrinkable tree, built from the pure shrinkers of shrink.h (shrinkRecur);
+//   generators   — rc::Gen = draw + shrinkable; gen_case binds the spec to its values with gen::mapcat, so a
+//                  failure shrinks its spec first (values redrawn for each smaller spec), then its shape again
+//                  keeping the values that fail (slices), then the values themselves.
+//
+// Shapes come from three regimes drawn at fixed rates, so that most cases stay cheap for the MPFR reference while
+// tiling edges and long rows are still reached:
+//   small    (1 − kBoundaryRate − kLongRowRate): every dim small, growing with RapidCheck's size;
+//   boundary (kBoundaryRate): Lq, Lk (one or both) or D or Dv at a tiling boundary (kTileBoundaries, kOddHeadDims);
+//   long     (kLongRowRate): Lk in [kLongRowMin, kLongRowMin + kLongRowSpan), Lq ≤ kLongRowMaxLq, small heads, D.
+// Every spec respects CaseOptions::max_work (B·Hq·Lq·Lk·(D + Dv)).
+//
+// Example:
+//   attncheck::CaseOptions opts{.dtype = attncheck::Dtype::f16, .backward = true};
+//   rc::Gen<attncheck::Case> g = attncheck::gen_case(opts);
+//   attncheck::Case c = g(rc::Random(42), /*size=*/50).value();
+#pragma once
+
+#include "attncheck/case.h"
+
+#include <rapidcheck/Gen.h>
+#include <rapidcheck/Random.h>
+#include <rapidcheck/Shrinkable.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace attncheck {
+
+// ---- shape regimes ----
+/// Tiling boundaries of common kernels: 16, 32, 64, 128, 256 and ±1 around each.
+inline constexpr std::array<std::int64_t, 15> kTileBoundaries{15, 16, 17, 31, 32, 33, 63, 64, 65,
+                                                              127, 128, 129, 255, 256, 257};
+/// Odd head dims that break vector-width assumptions.
+inline constexpr std::array<std::int64_t, 2> kOddHeadDims{59, 111};
+inline constexpr double kBoundaryRate = 0.25;  ///< share of cases in the boundary regime
+inline constexpr double kLongRowRate = 0.05;   ///< share of cases in the long-row regime
+inline constexpr std::int64_t kLongRowMin = 1024, kLongRowSpan = 64, kLongRowMaxLq = 2;
+/// Largest Lq, Lk and D, Dv of the small regime (reached at RapidCheck size ≥ rc::kNominalSize).
+inline constexpr std::int64_t kSmallMaxLength = 12, kSmallMaxHeadDim = 16;
+/// Largest B, Hkv and query-head group (Hq / Hkv) drawn.
+inline constexpr std::int64_t kMaxBatch = 2, kMaxKvHeads = 2, kMaxGroup = 4;
+
+// ---- draws ----
+/// A spec drawn from `random` at RapidCheck size `size` (0 … rc::kNominalSize), honouring `opts`.
+CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts);
+/// A case of `spec` with values drawn from `random` (family spec.family; v and dout per value_family_of_v; v all
+/// zero without opts.draw_v; dout only with opts.backward).
+Case draw_case(const rc::Random &random, const CaseSpec &spec, const CaseOptions &opts);
+/// One value of `family` in dtype `dt` (families that need several values to mean anything, near_ties and
+/// dominant_key, draw as normal here).
+double draw_value(rc::Random &random, Family family, Dtype dt);
+
+// ---- shrinkables ----
+/// `s` with the shrink tree of shrink::spec_shrinks.
+rc::Shrinkable<CaseSpec> shrinkable_spec(CaseSpec s, const CaseOptions &opts);
+/// One value with the shrink tree of shrink::value_shrinks.
+rc::Shrinkable<double> shrinkable_value(double x, Dtype dt);
+/// A vector of values: whole-vector simplifications first (shrink::all_values_shrinks), then one element at a
+/// time (shrink::value_shrinks).
+rc::Shrinkable<std::vector<double>> shrinkable_values(std::vector<double> values, Dtype dt);
+
+/// A case: slices first (smaller shapes that keep the surviving values, shrink::slices), then mask and layout
+/// relabels, then its values (as shrinkable_values, over Case::flat()).
+rc::Shrinkable<Case> shrinkable_case(Case c, const CaseOptions &opts);
+
+// ---- generators ----
+rc::Gen<CaseSpec> gen_spec(const CaseOptions &opts);
+/// A case of a given spec, drawn, shrinking as shrinkable_case.
+rc::Gen<Case> gen_values(const CaseSpec &spec, const CaseOptions &opts);
+/// A full case: gen::mapcat(gen_spec, gen_values).
+rc::Gen<Case> gen_case(const CaseOptions &opts);
+rc::Gen<double> gen_value(Family family, Dtype dt);
+
+}  // namespace attncheck

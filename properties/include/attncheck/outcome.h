@@ -1,0 +1,101 @@
+// The outcome of checking one case, and the ladder that produces it.
+//
+// Checks run as an ordered ladder (as in Alive2): shape → finite → mask → sums → values. A property climbs it in
+// that order; the first failing step ends the climb and is recorded, so a report says what kind of wrong the kernel
+// got first (it declined or wrote outside its outputs; produced NaN/Inf; broke a contract-fixed value; broke a sum;
+// or merely a value out of its bound).
+//
+// Verdicts keep three things apart: "fail" (a counterexample: the kernel is wrong), "undecided" (the checks could
+// not decide, e.g. a bound is infinite or the reference is not finite) and "unsupported" (the kernel declined).
+//
+// Example (inside a property):
+//   Ladder L;
+//   if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O")) return L.outcome();
+//   L.finite("O", fr.out, exact.out);
+//   L.within(Step::values, "O", fr.out, exact.out, bounds.out);
+//   return L.outcome();
+#pragma once
+
+#include "attncheck/compare.h"
+#include "attncheck/kernel_call.h"
+#include "attncheck/tensor.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attncheck {
+
+enum class Verdict : std::uint8_t { pass, fail, undecided, unsupported };
+/// "pass", "FAIL", "undecided", "unsupported".
+std::string_view verdict_name(Verdict v);
+
+/// The steps of the ladder, in order.
+enum class Step : std::uint8_t {
+  shape,   ///< "shape": the call returned OK and wrote nothing outside its outputs
+  finite,  ///< "finite": results are finite wherever the exact values are (NaN also marks unwritten output)
+  mask,    ///< "mask": values the contract fixes (rows that see no key, keys no query sees) are exact
+  sums,    ///< "sums": sums the math fixes (softmax rows sum to 1, LSE = log of the row sum) hold within bounds
+  values,  ///< "values": every element within its error bound
+};
+/// The short id: "shape", "finite", "mask", "sums", "values".
+std::string_view step_id(Step s);
+
+/// The result of one case.
+struct Outcome {
+  Verdict verdict = Verdict::pass;
+  std::optional<Step> step;  ///< fail: the first failing step; undecided: the step that could not decide
+  std::string detail;        ///< fail/undecided/unsupported: what and where, floats as hex and decimal
+  double worst_ratio = 0;    ///< worst error ÷ bound over the decided elements (+∞ for NaN or a broken exact value)
+  std::string worst;         ///< where worst_ratio was found: "O[0,0,1,2]: got …, exact …, bound …"
+};
+
+/// Runs a property's checks in ladder order and accumulates an Outcome. Every check returns false once the case
+/// has failed (or turned out unsupported), so a property can stop at the first false.
+class Ladder {
+ public:
+  /// Step shape: the kernel call returned OK. ATTNCHECK_UNSUPPORTED makes the case unsupported; any other status
+  /// is a failure. `what` names the call ("forward", "backward").
+  bool call(const CallResult &r, std::string_view what);
+  /// Step shape: the padding of an output tensor (filled with NaN before the call) is still NaN.
+  bool intact(const Tensor &t, std::string_view name);
+  /// Step finite: `got` is finite wherever `exact` is finite, and equal to it where `exact` is ±∞ (an exact −∞
+  /// LSE must come back −∞). A NaN exact value makes the case undecided.
+  bool finite(std::string_view name, const Tensor &got, const std::vector<double> &exact);
+  /// Step mask: every element whose bound is 0 (a value the contract fixes) equals the exact value.
+  bool masked(std::string_view name, const Tensor &got, const std::vector<double> &exact,
+              const std::vector<double> &bound);
+  /// Any step: |got − exact| ≤ bound element-wise. An element whose bound or exact value is not finite is not
+  /// decided (the case becomes undecided unless it fails elsewhere).
+  bool within(Step step, std::string_view name, const Tensor &got, const std::vector<double> &exact,
+              const std::vector<double> &bound);
+  /// Same on plain values of a row-major `shape`: `got[x]` against `exact[x]` and `bound[x]`.
+  bool within(Step step, std::string_view name, const std::vector<double> &got, const std::vector<double> &exact,
+              const std::vector<double> &bound, const std::vector<std::int64_t> &shape);
+  /// Any step: a failure the property detected itself.
+  bool fail(Step step, std::string detail);
+  /// Any step: the case cannot be decided (kept unless a later check fails).
+  void undecided(Step step, std::string detail);
+  /// Records a ratio into worst_ratio / worst (for checks that compute their own ratios).
+  void note(double ratio, std::string where);
+
+  bool failed() const { return out_.verdict == Verdict::fail || out_.verdict == Verdict::unsupported; }
+  /// The outcome so far: fail if a check failed; else unsupported if a call was declined; else undecided if
+  /// some element could not be decided; else pass.
+  Outcome outcome() const;
+
+ private:
+  bool check_order(Step s);
+  Outcome out_;
+  std::optional<Step> last_;
+  bool undecided_ = false;
+  std::optional<Step> undecided_step_;
+  std::string undecided_detail_;
+};
+
+/// "name[0,1,2,3]": the multi-index of row-major element `index` of a tensor of `shape`.
+std::string element_name(std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t index);
+
+}  // namespace attncheck

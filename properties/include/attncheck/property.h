@@ -1,0 +1,94 @@
+// Properties: what any attention kernel (reached through the ABI) must satisfy, one per file, each a PropertyDef
+// in the registry. The engine (check.h) generates cases for a property, runs it, and shrinks its failures.
+//
+// HOW TO ADD A PROPERTY (one new file plus one registry line):
+//   1. Create properties/src/props/<id>.cpp (the CMake build picks up every file there):
+//
+//        #include "attncheck/property.h"
+//        namespace attncheck::props {
+//        namespace {
+//        Outcome run(const Env &env, const Case &c) {
+//          const Problem p = c.problem();                      // NaN in every input padding element
+//          ForwardRun fr = run_forward(env, p);                // NaN-filled outputs, padding checked by L.intact
+//          Ladder L;                                           // shape → finite → mask → sums → values
+//          if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
+//          ... L.finite(...), L.masked(...), L.within(Step::sums, ...), L.within(Step::values, ...) ...
+//          return L.outcome();
+//        }
+//        }  // namespace
+//        const PropertyDef &my_id_property() {
+//          static const PropertyDef def{
+//              .id = "my_id",                                  // stable; the file is props/my_id.cpp
+//              .formula = "O(q, k + c) = O(q, k)  …",          // one line of math
+//              .summary = "…",                                 // one sentence
+//              .run = &run,
+//          };
+//          return def;
+//        }
+//        }  // namespace attncheck::props
+//
+//   2. Add one line `ATTNCHECK_PROPERTY(my_id)` to properties/src/props/registry.def, at the place the property
+//      should appear in reports.
+//
+// A property gets a generated Case and returns an Outcome; it must be deterministic (same case ⇒ same outcome) and
+// must not keep state between calls. Use `require` to narrow the cases it receives (fixed mask, dout, Dv = Lk …);
+// set needs_backward when it calls the kernel's backward (the property is then unsupported for kernels without
+// one). Bounds come from the error model (error_model.h) under env.profile; floats in details are printed with
+// hex_and_decimal (compare.h).
+#pragma once
+
+#include "attncheck/case.h"
+#include "attncheck/error_model.h"
+#include "attncheck/kernel_abi.h"
+#include "attncheck/kernel_call.h"
+#include "attncheck/outcome.h"
+#include "attncheck/problem.h"
+#include "attncheck/tensor.h"
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace attncheck {
+
+/// What a property runs against: the kernel and the precision it declares.
+struct Env {
+  const attncheck_kernel &kernel;
+  PrecisionProfile profile;
+};
+
+/// Output padding elements around every kernel output (checked untouched by Ladder::intact).
+inline constexpr std::int64_t kOutputPad = 3;
+
+/// A forward call: out (in the problem's layout) and lse, both NaN-filled (padding included) before the call.
+struct ForwardRun {
+  CallResult call;
+  Tensor out, lse;
+};
+/// kernel.forward on `p`; the outputs are NaN before the call so that unwritten elements show.
+ForwardRun run_forward(const Env &env, const Problem &p);
+
+/// A backward call: dq, dk, dv in the layouts of q, k, v, NaN-filled (padding included) before the call.
+struct BackwardRun {
+  CallResult call;
+  Tensor dq, dk, dv;
+};
+/// kernel.backward on `p` (p.dout required) given the forward's own out and lse.
+BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd);
+
+/// One property: a stable id, its formula, and the check of one case.
+struct PropertyDef {
+  std::string_view id;       ///< stable, lowercase, named after the math; the file is props/<id>.cpp
+  std::string_view formula;  ///< one line
+  std::string_view summary;  ///< one sentence: what a failure means
+  bool needs_backward = false;               ///< calls the backward: unsupported for kernels without one
+  void (*require)(CaseOptions &) = nullptr;  ///< narrows the generated cases (called after the engine's defaults)
+  Outcome (*run)(const Env &env, const Case &c) = nullptr;
+};
+
+/// Every registered property, in registry order (properties/src/props/registry.def).
+std::span<const PropertyDef *const> all_properties();
+/// The property with this id, or nullptr.
+const PropertyDef *find_property(std::string_view id);
+
+}  // namespace attncheck

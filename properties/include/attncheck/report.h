@@ -1,0 +1,65 @@
+// The result of attncheck::check as plain data: per property the cases run, skipped and undecided, the verdict,
+// the worst error ÷ bound, and for a failure the shrunk counterexample with its exact inputs, seed and reproduce
+// string. Same kernel, options and seed ⇒ the same Report (nothing time-dependent is kept, except whether the time
+// budget ran out).
+#pragma once
+
+#include "attncheck/case.h"
+#include "attncheck/error_model.h"
+#include "attncheck/outcome.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attncheck {
+
+/// A failure, shrunk: the minimal case found, what it fails, and how to get it back.
+struct Counterexample {
+  Case minimal;              ///< exact inputs of the minimal failing case
+  Outcome outcome;           ///< its outcome (verdict fail, the failing step, the element)
+  CaseSpec original;         ///< spec of the case that failed first, before shrinking
+  int found_after = 0;       ///< cases run (1-based) when the first failure appeared
+  int shrink_steps = 0;      ///< accepted shrinks between the original and the minimal case
+  int shrinks_tried = 0;     ///< candidate shrinks evaluated
+  std::uint64_t seed = 0;    ///< the RapidCheck seed of this property's run
+  /// RapidCheck configuration string that replays this exact case: pass it as CheckOptions::reproduce (with the
+  /// same dtype and options) to get the same minimal counterexample back without searching or shrinking.
+  std::string reproduce;
+};
+
+/// One property's line of the report.
+struct PropertyReport {
+  std::string id, formula;
+  Verdict verdict = Verdict::undecided;
+  int cases = 0;        ///< cases run: the kernel was called and the checks ran
+  int unsupported = 0;  ///< cases skipped because the kernel declined them
+  int undecided = 0;    ///< cases run that could not be decided (e.g. an infinite bound)
+  double worst_ratio = 0;   ///< worst error ÷ bound over the decided cases of the search
+  std::string worst;        ///< the case and element of worst_ratio
+  bool budget_exhausted = false;  ///< the time budget stopped the search before `cases` reached the target
+  std::uint64_t seed = 0;         ///< the RapidCheck seed of this property's run
+  std::string note;               ///< why the verdict is unsupported or undecided, or what a reproduce run found
+  std::optional<Counterexample> counterexample;  ///< present exactly when verdict == fail
+};
+
+struct Report {
+  std::string kernel;
+  Dtype dtype = Dtype::f32;
+  PrecisionProfile profile;
+  std::uint64_t seed = 0;
+  int cases = 0;  ///< target cases per property
+  std::vector<PropertyReport> properties;
+
+  /// fail if any property failed; else undecided if any is undecided; else unsupported if every property is;
+  /// else pass (unsupported properties do not spoil a pass).
+  Verdict verdict() const;
+  const PropertyReport *find(std::string_view id) const;
+  /// The full report: a header, one line per property, and every counterexample with its inputs (hex and
+  /// decimal), failing step and element, seed and reproduce string.
+  std::string text() const;
+};
+
+}  // namespace attncheck

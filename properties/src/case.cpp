@@ -1,0 +1,163 @@
+#include "attncheck/case.h"
+
+#include "attncheck/compare.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <stdexcept>
+
+namespace attncheck {
+
+std::string_view family_name(Family f) {
+  switch (f) {
+    case Family::small_ints: return "small_ints";
+    case Family::uniform: return "uniform";
+    case Family::normal: return "normal";
+    case Family::large: return "large";
+    case Family::near_ties: return "near_ties";
+    case Family::dominant_key: return "dominant_key";
+    case Family::outliers: return "outliers";
+    case Family::extremes: return "extremes";
+  }
+  return "?";
+}
+
+Family value_family_of_v(Family f) {
+  switch (f) {
+    case Family::large:
+    case Family::near_ties:
+    case Family::dominant_key: return Family::normal;
+    default: return f;
+  }
+}
+
+std::string CaseSpec::describe() const {
+  return std::string(dtype_name(dtype)) + " " + shape.describe() + " mask=" + std::string(mask_name(mask)) +
+         " layout=" + std::string(layout_name(layout)) + " values=" + std::string(family_name(family));
+}
+
+std::int64_t CaseSpec::work() const { return shape.B * shape.Hq * shape.Lq * shape.Lk * (shape.D + shape.Dv); }
+
+namespace {
+std::vector<std::int64_t> q_shape(const Shape &s) { return {s.B, s.Hq, s.Lq, s.D}; }
+std::vector<std::int64_t> k_shape(const Shape &s) { return {s.B, s.Hkv, s.Lk, s.D}; }
+std::vector<std::int64_t> v_shape(const Shape &s) { return {s.B, s.Hkv, s.Lk, s.Dv}; }
+std::vector<std::int64_t> o_shape(const Shape &s) { return {s.B, s.Hq, s.Lq, s.Dv}; }
+std::size_t count(const std::vector<std::int64_t> &shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return static_cast<std::size_t>(n);
+}
+
+Tensor input(Dtype dt, std::vector<std::int64_t> shape, Layout layout, const std::vector<double> &values) {
+  Tensor t = Tensor::with_layout(dt, std::move(shape), layout, Case::kInputPad);
+  t.fill_storage(std::numeric_limits<double>::quiet_NaN());  // padding stays NaN: reads of it become visible
+  t.assign(values);
+  return t;
+}
+
+bool same_bits(const std::vector<double> &a, const std::vector<double> &b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+void print_tensor(std::string &out, const char *name, const std::vector<std::int64_t> &shape,
+                  const std::vector<double> &values, std::size_t max_values) {
+  out += "  ";
+  out += name;
+  out += " [";
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (d) out += ",";
+    out += std::to_string(shape[d]);
+  }
+  out += "]:";
+  const std::size_t shown = std::min(values.size(), max_values);
+  for (std::size_t x = 0; x < shown; ++x) {
+    out += (x % static_cast<std::size_t>(shape.back()) == 0) ? "\n    " : "  ";
+    out += hex_and_decimal(values[x]);
+  }
+  if (shown < values.size()) out += "\n    … " + std::to_string(values.size() - shown) + " more";
+  out += "\n";
+}
+}  // namespace
+
+Problem Case::problem() const {
+  const Shape &s = spec.shape;
+  s.validate();
+  Problem p;
+  p.shape = s;
+  p.params.scale = default_scale(s.D);
+  p.params.mask = spec.mask;
+  p.q = input(spec.dtype, q_shape(s), spec.layout, q);
+  p.k = input(spec.dtype, k_shape(s), spec.layout, k);
+  p.v = input(spec.dtype, v_shape(s), spec.layout, v);
+  if (!dout.empty()) {
+    p.dout = Tensor::contiguous(spec.dtype, o_shape(s));
+    p.dout->assign(dout);
+  }
+  return p;
+}
+
+void Case::resize_values(bool backward) {
+  const Shape &s = spec.shape;
+  q.resize(count(q_shape(s)));
+  k.resize(count(k_shape(s)));
+  v.resize(count(v_shape(s)));
+  if (backward)
+    dout.resize(count(o_shape(s)));
+  else
+    dout.clear();
+}
+
+std::vector<double> Case::flat() const {
+  std::vector<double> all;
+  all.reserve(q.size() + k.size() + v.size() + dout.size());
+  for (const auto *t : {&q, &k, &v, &dout}) all.insert(all.end(), t->begin(), t->end());
+  return all;
+}
+
+void Case::set_flat(const std::vector<double> &values) {
+  if (values.size() != q.size() + k.size() + v.size() + dout.size())
+    throw std::invalid_argument("Case::set_flat: size differs");
+  auto at = values.begin();
+  for (auto *t : {&q, &k, &v, &dout}) {
+    std::copy(at, at + static_cast<std::ptrdiff_t>(t->size()), t->begin());
+    at += static_cast<std::ptrdiff_t>(t->size());
+  }
+}
+
+bool Case::same_as(const Case &o) const {
+  return spec == o.spec && same_bits(q, o.q) && same_bits(k, o.k) && same_bits(v, o.v) && same_bits(dout, o.dout);
+}
+
+std::string Case::describe(std::size_t max_values_per_tensor) const {
+  const Shape &s = spec.shape;
+  std::string out = spec.describe() + " scale=" + hex_and_decimal(default_scale(s.D)) + "\n";
+  print_tensor(out, "q", q_shape(s), q, max_values_per_tensor);
+  print_tensor(out, "k", k_shape(s), k, max_values_per_tensor);
+  print_tensor(out, "v", v_shape(s), v, max_values_per_tensor);
+  if (!dout.empty()) print_tensor(out, "dout", o_shape(s), dout, max_values_per_tensor);
+  return out;
+}
+
+void showValue(const Case &c, std::ostream &os) { os << c.spec.describe(); }
+
+Case with_hidden_poison(const Case &c, std::int64_t row, double poison) {
+  if (c.spec.mask != Mask::causal) throw std::invalid_argument("with_hidden_poison: the case is not causal");
+  const Shape &s = c.spec.shape;
+  if (row < 0 || row >= s.Lq) throw std::invalid_argument("with_hidden_poison: row out of range");
+  Case out = c;
+  const std::int64_t first_hidden = row + s.Lk - s.Lq + 1;  // rows ≤ row see keys j ≤ row + Lk − Lq
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hkv; ++h)
+      for (std::int64_t j = std::max<std::int64_t>(first_hidden, 0); j < s.Lk; ++j) {
+        for (std::int64_t d = 0; d < s.D; ++d)
+          out.k[static_cast<std::size_t>(((b * s.Hkv + h) * s.Lk + j) * s.D + d)] = poison;
+        for (std::int64_t d = 0; d < s.Dv; ++d)
+          out.v[static_cast<std::size_t>(((b * s.Hkv + h) * s.Lk + j) * s.Dv + d)] = poison;
+      }
+  return out;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,46 @@
+// Calling the kernel for a property: outputs NaN-filled (padding included) before every call.
+#include "attncheck/property.h"
+
+#include <array>
+#include <limits>
+
+namespace attncheck {
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// The layout whose strides `t` has (with Case::kInputPad), so outputs mirror the inputs; bhld if none matches.
+Layout layout_of(const Tensor &t) {
+  for (Layout l : {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded})
+    if (Tensor::with_layout(t.dtype(), t.shape(), l, Case::kInputPad).strides() == t.strides()) return l;
+  return Layout::bhld;
+}
+
+Tensor poisoned(Dtype dt, std::vector<std::int64_t> shape, Layout layout) {
+  Tensor t = Tensor::with_layout(dt, std::move(shape), layout, kOutputPad);
+  t.fill_storage(kNaN);
+  return t;
+}
+}  // namespace
+
+ForwardRun run_forward(const Env &env, const Problem &p) {
+  const Shape &s = p.shape;
+  ForwardRun r;
+  r.out = poisoned(p.dtype(), {s.B, s.Hq, s.Lq, s.Dv}, layout_of(p.q));
+  r.lse = Tensor(Dtype::f32, {s.B, s.Hq, s.Lq}, {s.Hq * s.Lq, s.Lq, 1}, kOutputPad,
+                 s.B * s.Hq * s.Lq + 2 * kOutputPad);
+  r.lse.fill_storage(kNaN);
+  r.call = call_forward(env.kernel, p, r.out, &r.lse);
+  return r;
+}
+
+BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd) {
+  BackwardRun r;
+  r.dq = poisoned(p.dtype(), p.q.shape(), layout_of(p.q));
+  r.dk = poisoned(p.dtype(), p.k.shape(), layout_of(p.k));
+  r.dv = poisoned(p.dtype(), p.v.shape(), layout_of(p.v));
+  r.call = call_backward(env.kernel, p, fwd.out, &fwd.lse, r.dq, r.dk, r.dv);
+  return r;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,190 @@
+#include "attncheck/outcome.h"
+
+#include "attncheck/error_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+
+namespace attncheck {
+
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::pass: return "pass";
+    case Verdict::fail: return "FAIL";
+    case Verdict::undecided: return "undecided";
+    case Verdict::unsupported: return "unsupported";
+  }
+  return "?";
+}
+
+std::string_view step_id(Step s) {
+  switch (s) {
+    case Step::shape: return "shape";
+    case Step::finite: return "finite";
+    case Step::mask: return "mask";
+    case Step::sums: return "sums";
+    case Step::values: return "values";
+  }
+  return "?";
+}
+
+std::string element_name(std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t index) {
+  std::vector<std::int64_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = index % shape[d];
+    index /= shape[d];
+  }
+  std::string out(name);
+  out += "[";
+  for (std::size_t d = 0; d < idx.size(); ++d) {
+    if (d) out += ",";
+    out += std::to_string(idx[d]);
+  }
+  return out + "]";
+}
+
+namespace {
+std::string ratio_text(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", r);
+  return buf;
+}
+
+std::string element_text(std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t x, double got,
+                         double exact, double bound) {
+  return element_name(name, shape, x) + ": got " + hex_and_decimal(got) + ", exact " + hex_and_decimal(exact) +
+         ", bound " + hex_and_decimal(bound);
+}
+}  // namespace
+
+bool Ladder::check_order(Step s) {
+  if (last_ && s < *last_)
+    throw std::logic_error("ladder: step '" + std::string(step_id(s)) + "' after '" +
+                           std::string(step_id(*last_)) + "'");
+  last_ = s;
+  return !failed();
+}
+
+bool Ladder::fail(Step step, std::string detail) {
+  if (!check_order(step)) return false;
+  out_.verdict = Verdict::fail;
+  out_.step = step;
+  out_.detail = std::move(detail);
+  return false;
+}
+
+void Ladder::undecided(Step step, std::string detail) {
+  if (undecided_) return;  // the first reason is the one reported
+  undecided_ = true;
+  undecided_step_ = step;
+  undecided_detail_ = std::move(detail);
+}
+
+void Ladder::note(double ratio, std::string where) {
+  if (std::isnan(ratio)) ratio = std::numeric_limits<double>::infinity();
+  if (out_.worst.empty() || ratio > out_.worst_ratio) {
+    out_.worst_ratio = ratio;
+    out_.worst = std::move(where);
+  }
+}
+
+bool Ladder::call(const CallResult &r, std::string_view what) {
+  if (!check_order(Step::shape)) return false;
+  if (r.ok()) return true;
+  if (r.status == ATTNCHECK_UNSUPPORTED) {
+    out_.verdict = Verdict::unsupported;
+    out_.detail = std::string(what) + " declined" + (r.message.empty() ? "" : ": " + r.message);
+    return false;
+  }
+  return fail(Step::shape, std::string(what) + " returned status " + std::to_string(r.status) +
+                               (r.message.empty() ? "" : ": " + r.message));
+}
+
+bool Ladder::intact(const Tensor &t, std::string_view name) {
+  if (!check_order(Step::shape)) return false;
+  const std::vector<bool> elem = t.element_mask();
+  for (std::int64_t x = 0; x < t.storage_elems(); ++x)
+    if (!elem[static_cast<std::size_t>(x)] && !std::isnan(t.get_storage(x)))
+      return fail(Step::shape, std::string(name) + ": padding element at storage offset " + std::to_string(x) +
+                                   " was written (" + hex_and_decimal(t.get_storage(x)) + ")");
+  return true;
+}
+
+bool Ladder::finite(std::string_view name, const Tensor &got, const std::vector<double> &exact) {
+  if (!check_order(Step::finite)) return false;
+  const std::vector<double> g = got.to_vector();
+  for (std::size_t x = 0; x < g.size(); ++x) {
+    const auto ix = static_cast<std::int64_t>(x);
+    if (std::isnan(exact[x])) {
+      undecided(Step::finite, element_name(name, got.shape(), ix) + ": the exact value is NaN");
+      continue;
+    }
+    const bool ok = std::isfinite(exact[x]) ? std::isfinite(g[x]) : g[x] == exact[x];
+    if (!ok) {
+      note(std::numeric_limits<double>::infinity(), element_text(name, got.shape(), ix, g[x], exact[x], 0));
+      return fail(Step::finite, element_text(name, got.shape(), ix, g[x], exact[x], 0) +
+                                    (std::isnan(g[x]) ? " (NaN: produced, or the element was never written)" : ""));
+    }
+  }
+  return true;
+}
+
+bool Ladder::masked(std::string_view name, const Tensor &got, const std::vector<double> &exact,
+                    const std::vector<double> &bound) {
+  if (!check_order(Step::mask)) return false;
+  const std::vector<double> g = got.to_vector();
+  for (std::size_t x = 0; x < g.size(); ++x)
+    if (bound[x] == 0 && !(g[x] == exact[x])) {
+      const std::string where = element_text(name, got.shape(), static_cast<std::int64_t>(x), g[x], exact[x], 0);
+      note(std::numeric_limits<double>::infinity(), where);
+      return fail(Step::mask, where + " (the contract fixes this value)");
+    }
+  return true;
+}
+
+bool Ladder::within(Step step, std::string_view name, const Tensor &got, const std::vector<double> &exact,
+                    const std::vector<double> &bound) {
+  if (failed()) return false;
+  return within(step, name, got.to_vector(), exact, bound, got.shape());
+}
+
+bool Ladder::within(Step step, std::string_view name, const std::vector<double> &got,
+                    const std::vector<double> &exact, const std::vector<double> &bound,
+                    const std::vector<std::int64_t> &shape) {
+  if (!check_order(step)) return false;
+  if (got.size() != exact.size() || got.size() != bound.size())
+    throw std::invalid_argument("ladder: sizes differ for " + std::string(name));
+  std::int64_t worst = -1;
+  double worst_ratio = -1;
+  for (std::size_t x = 0; x < got.size(); ++x) {
+    const auto ix = static_cast<std::int64_t>(x);
+    if (!std::isfinite(bound[x]) || std::isnan(exact[x])) {
+      if (got[x] != exact[x])
+        undecided(step, element_text(name, shape, ix, got[x], exact[x], bound[x]) + ": no finite bound");
+      continue;
+    }
+    double r = error_ratio(got[x], exact[x], bound[x]);
+    if (std::isnan(r)) r = std::numeric_limits<double>::infinity();
+    if (r > worst_ratio) worst_ratio = r, worst = ix;
+  }
+  if (worst < 0) return true;
+  const auto w = static_cast<std::size_t>(worst);
+  const std::string where = element_text(name, shape, worst, got[w], exact[w], bound[w]);
+  note(worst_ratio, where);
+  if (worst_ratio > 1) return fail(step, where + ", error ÷ bound " + ratio_text(worst_ratio));
+  return true;
+}
+
+Outcome Ladder::outcome() const {
+  Outcome o = out_;
+  if (o.verdict == Verdict::pass && undecided_) {
+    o.verdict = Verdict::undecided;
+    o.step = undecided_step_;
+    o.detail = undecided_detail_;
+  }
+  return o;
+}
+
+}  // namespace attncheck

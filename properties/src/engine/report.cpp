@@ -1,0 +1,68 @@
+// Report: verdict roll-up and the text form (no RapidCheck here).
+#include "attncheck/report.h"
+
+#include <cstdio>
+
+namespace attncheck {
+
+namespace {
+std::string ratio_text(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", r);
+  return buf;
+}
+}  // namespace
+
+
+Verdict Report::verdict() const {
+  bool any_undecided = false, all_unsupported = !properties.empty();
+  for (const PropertyReport &p : properties) {
+    if (p.verdict == Verdict::fail) return Verdict::fail;
+    any_undecided |= p.verdict == Verdict::undecided;
+    all_unsupported &= p.verdict == Verdict::unsupported;
+  }
+  if (any_undecided) return Verdict::undecided;
+  return all_unsupported ? Verdict::unsupported : Verdict::pass;
+}
+
+const PropertyReport *Report::find(std::string_view id) const {
+  for (const PropertyReport &p : properties)
+    if (p.id == id) return &p;
+  return nullptr;
+}
+
+std::string Report::text() const {
+  std::string out = "attncheck properties: kernel " + kernel + ", " + std::string(dtype_name(dtype)) + " (" +
+                    profile.describe() + "), seed " + std::to_string(seed) + ", " + std::to_string(cases) +
+                    " cases per property\n";
+  char line[160];
+  for (const PropertyReport &p : properties) {
+    std::snprintf(line, sizeof line, "  %-22s %-11s %4d cases, %d unsupported, %d undecided, worst %s x bound",
+                  p.id.c_str(), std::string(verdict_name(p.verdict)).c_str(), p.cases, p.unsupported, p.undecided,
+                  ratio_text(p.worst_ratio).c_str());
+    out += line;
+    if (p.budget_exhausted) out += " [time budget spent]";
+    if (!p.note.empty()) out += " — " + p.note;
+    out += "\n";
+  }
+  out += "verdict: " + std::string(verdict_name(verdict())) + "\n";
+  for (const PropertyReport &p : properties) {
+    if (!p.worst.empty() && p.verdict != Verdict::fail) out += "\n" + p.id + " worst: " + p.worst + "\n";
+    if (!p.counterexample) continue;
+    const Counterexample &c = *p.counterexample;
+    out += "\ncounterexample for " + p.id + ": " + p.formula + "\n";
+    if (c.found_after > 0)
+      out += "  found after " + std::to_string(c.found_after) + " cases; shrunk in " +
+             std::to_string(c.shrink_steps) + " steps (" + std::to_string(c.shrinks_tried) +
+             " candidates tried) from " + c.original.describe() + "\n";
+    out += "  failing step: " + std::string(c.outcome.step ? step_id(*c.outcome.step) : "?") + " — " +
+           c.outcome.detail + "\n";
+    out += "  inputs: " + c.minimal.describe();
+    out += "  seed: " + std::to_string(c.seed) + "\n";
+    out += "  reproduce: " + c.reproduce + "   (CheckOptions::reproduce, dtype " + std::string(dtype_name(dtype)) +
+           ")\n";
+  }
+  return out;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,231 @@
+// Draws: random bits (rc::Random) → specs and values. Deterministic for a Random and a size; no shrinking here.
+#include "attncheck/gen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace attncheck {
+
+namespace {
+constexpr int kPercent = rc::kNominalSize;  // RapidCheck sizes run 0 … kNominalSize
+constexpr double kCausalRate = 0.5, kDvEqualsDRate = 0.5;
+constexpr std::array<Layout, 4> kLayouts{Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded};
+/// Family::large: target logit magnitudes log-uniform in [10^kLargeMinLog10, 10^kLargeMaxLog10].
+constexpr double kLargeMinLog10 = 2, kLargeMaxLog10 = 4;
+/// Family::outliers: share of entries scaled, and their scale 10^[kOutlierMinLog10, kOutlierMaxLog10].
+constexpr double kOutlierRate = 0.03, kOutlierMinLog10 = 2, kOutlierMaxLog10 = 3;
+/// Family::extremes: share of entries taken from the extremes list.
+constexpr double kExtremeRate = 0.5;
+/// Family::near_ties: chance that an entry of a key moves one ulp off the common row (each direction).
+constexpr double kTieNudgeRate = 0.25;
+/// Family::dominant_key: the dominant key is kDominance × the normalized sum of its queries.
+constexpr double kDominance = 4;
+constexpr double kF16Max = 65504, kF16MinNormal = 0x1p-14, kF16MinSubnormal = 0x1p-24;
+constexpr std::int64_t kF16SubnormalSteps = 1023, kSubnormalMultiples = 8;
+
+/// Random bits as the draws need them.
+class Bits {
+ public:
+  explicit Bits(const rc::Random &r) : r_(r) {}
+  std::uint64_t next() { return r_.next(); }
+  /// Uniform in [0, 1) with 53 bits.
+  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+  /// Uniform integer in [lo, hi].
+  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
+    return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
+  }
+  bool chance(double p) { return unit() < p; }
+  /// N(0, 1) by Box–Muller: identical on every platform.
+  double normal() {
+    const double u1 = 1.0 - unit(), u2 = unit();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  }
+  template <class C>
+  auto pick(const C &c) {
+    return c[static_cast<std::size_t>(next() % c.size())];
+  }
+
+ private:
+  rc::Random r_;
+};
+
+/// Grows linearly from 1 at size 0 to `max` at size kPercent.
+std::int64_t size_scaled(int size, std::int64_t max) {
+  const std::int64_t s = std::clamp(size, 0, kPercent);
+  return 1 + (max - 1) * s / kPercent;
+}
+
+/// Significand bits of the dtype: 24, 11, 8.
+int precision_bits(Dtype dt) { return -std::ilogb(unit_roundoff(dt)); }
+/// Spacing of the dtype's values around x.
+double ulp_in(Dtype dt, double x) {
+  if (x == 0) return min_subnormal(dt);
+  return std::max(std::ldexp(1.0, std::ilogb(x) - precision_bits(dt) + 1), min_subnormal(dt));
+}
+
+double extreme(Bits &b, Dtype dt) {
+  const double sign = b.chance(0.5) ? -1.0 : 1.0;
+  switch (b.uniform(0, 3)) {
+    case 0: return sign * kF16Max;
+    case 1: return sign * kF16MinNormal;
+    case 2: return sign * kF16MinSubnormal * static_cast<double>(b.uniform(1, kF16SubnormalSteps));
+    default: return sign * min_subnormal(dt) * static_cast<double>(b.uniform(1, kSubnormalMultiples));
+  }
+}
+
+/// One entry of `family` before rounding; `sigma` scales the normal draws of Family::large.
+double entry(Bits &b, Family family, Dtype dt, double sigma) {
+  switch (family) {
+    case Family::small_ints: return static_cast<double>(b.uniform(-kSmallIntMax, kSmallIntMax));
+    case Family::uniform: return 2 * b.unit() - 1;
+    case Family::large: return sigma * b.normal();
+    case Family::outliers: {
+      const double x = b.normal();
+      if (!b.chance(kOutlierRate)) return x;
+      return x * std::pow(10.0, kOutlierMinLog10 + (kOutlierMaxLog10 - kOutlierMinLog10) * b.unit());
+    }
+    case Family::extremes: return b.chance(kExtremeRate) ? extreme(b, dt) : b.normal();
+    default: return b.normal();
+  }
+}
+
+/// Shrinks dims until spec.work() ≤ max_work: batches, then heads, then the largest unprotected length or head
+/// dim, and only then the protected (boundary or long-row) dim.
+void fit_work(CaseSpec &s, const CaseOptions &opts, std::int64_t Shape::*protect) {
+  Shape &sh = s.shape;
+  auto sync = [&] {
+    if (opts.dv_equals_lk) sh.Dv = sh.Lk;
+  };
+  sync();
+  while (s.work() > opts.max_work) {
+    if (sh.B > 1) {
+      sh.B = 1;
+    } else if (sh.Hq > 1) {
+      sh.Hq = sh.Hkv = 1;
+    } else {
+      std::int64_t Shape::*largest = nullptr;
+      for (auto m : {&Shape::Lq, &Shape::Lk, &Shape::D, &Shape::Dv}) {
+        if (m == protect || (opts.dv_equals_lk && m == &Shape::Dv) || sh.*m == 1) continue;
+        if (!largest || sh.*m > sh.*largest) largest = m;
+      }
+      if (!largest) largest = protect ? protect : &Shape::Lk;
+      if (sh.*largest == 1) break;  // nothing left to shrink
+      sh.*largest = (sh.*largest + 1) / 2;
+    }
+    sync();
+  }
+}
+}  // namespace
+
+CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) {
+  Bits b(random);
+  CaseSpec s;
+  s.dtype = opts.dtype;
+  Shape &sh = s.shape;
+  const std::int64_t len_max = size_scaled(size, kSmallMaxLength), dim_max = size_scaled(size, kSmallMaxHeadDim);
+  sh.B = b.uniform(1, kMaxBatch);
+  sh.Hkv = b.uniform(1, kMaxKvHeads);
+  sh.Hq = sh.Hkv * b.uniform(1, kMaxGroup);
+  sh.Lq = b.uniform(1, len_max);
+  sh.Lk = b.uniform(1, len_max);
+  sh.D = b.uniform(1, dim_max);
+  sh.Dv = b.chance(kDvEqualsDRate) ? sh.D : b.uniform(1, dim_max);
+
+  std::int64_t Shape::*protect = nullptr;
+  const double regime = b.unit();
+  if (regime < kLongRowRate) {
+    sh.B = sh.Hkv = 1;
+    sh.Hq = b.uniform(1, kMaxKvHeads);
+    sh.Lk = kLongRowMin + b.uniform(0, kLongRowSpan - 1);
+    sh.Lq = b.uniform(1, kLongRowMaxLq);
+    protect = &Shape::Lk;
+  } else if (regime < kLongRowRate + kBoundaryRate) {
+    enum Axis { kLq, kLk, kBothL, kD, kDv, kAxes };
+    switch (b.uniform(0, kAxes - 1)) {
+      case kLq: sh.Lq = b.pick(kTileBoundaries), protect = &Shape::Lq; break;
+      case kLk: sh.Lk = b.pick(kTileBoundaries), protect = &Shape::Lk; break;
+      case kBothL: sh.Lq = sh.Lk = b.pick(kTileBoundaries), protect = &Shape::Lk; break;
+      case kD: {
+        const std::int64_t n = b.uniform(0, kTileBoundaries.size() + kOddHeadDims.size() - 1);
+        sh.D = n < static_cast<std::int64_t>(kTileBoundaries.size())
+                   ? kTileBoundaries[static_cast<std::size_t>(n)]
+                   : kOddHeadDims[static_cast<std::size_t>(n) - kTileBoundaries.size()];
+        if (b.chance(kDvEqualsDRate)) sh.Dv = sh.D;
+        protect = &Shape::D;
+        break;
+      }
+      default: sh.Dv = b.pick(kTileBoundaries), protect = &Shape::Dv; break;
+    }
+  }
+  s.mask = opts.mask.value_or(b.chance(kCausalRate) ? Mask::causal : Mask::none);
+  s.layout = opts.layout.value_or(b.pick(kLayouts));
+  s.family = opts.family.value_or(static_cast<Family>(b.uniform(0, kFamilyCount - 1)));
+  fit_work(s, opts, protect);
+  return s;
+}
+
+double draw_value(rc::Random &random, Family family, Dtype dt) {
+  Bits b(random.split());
+  const double sigma = std::sqrt(std::pow(10.0, kLargeMinLog10 + (kLargeMaxLog10 - kLargeMinLog10) * b.unit()));
+  return round_to(dt, entry(b, family, dt, sigma));
+}
+
+Case draw_case(const rc::Random &random, const CaseSpec &spec, const CaseOptions &opts) {
+  Bits b(random);
+  Case c;
+  c.spec = spec;
+  c.resize_values(opts.backward);
+  const Shape &s = spec.shape;
+  const Dtype dt = spec.dtype;
+  const Family fv = value_family_of_v(spec.family);
+
+  // Family::large: N(0, σ²) entries give |scale·q·k| ≈ σ²·scale·√D = σ² at the default scale.
+  double sigma = 1;
+  if (spec.family == Family::large) {
+    const double target = std::pow(10.0, kLargeMinLog10 + (kLargeMaxLog10 - kLargeMinLog10) * b.unit());
+    sigma = std::min(std::sqrt(target / (default_scale(s.D) * std::sqrt(static_cast<double>(s.D)))),
+                     max_finite(dt) / 8);
+  }
+  auto fill = [&](std::vector<double> &t, Family f) {
+    for (double &x : t) x = round_to(dt, entry(b, f, dt, sigma));
+  };
+  fill(c.q, spec.family);
+  fill(c.k, spec.family);
+  if (opts.draw_v) fill(c.v, fv);
+  fill(c.dout, fv);
+
+  auto kidx = [&](std::int64_t bb, std::int64_t h, std::int64_t j, std::int64_t d) {
+    return static_cast<std::size_t>(((bb * s.Hkv + h) * s.Lk + j) * s.D + d);
+  };
+  if (spec.family == Family::near_ties) {
+    // Every key of a (batch, kv head) is the first key moved by at most one ulp per entry: logits tie to ulps.
+    for (std::int64_t bb = 0; bb < s.B; ++bb)
+      for (std::int64_t h = 0; h < s.Hkv; ++h)
+        for (std::int64_t j = 1; j < s.Lk; ++j)
+          for (std::int64_t d = 0; d < s.D; ++d) {
+            const double base = c.k[kidx(bb, h, 0, d)];
+            const double u = b.unit();
+            const double nudge = u < kTieNudgeRate ? -1 : (u < 2 * kTieNudgeRate ? 1 : 0);
+            c.k[kidx(bb, h, j, d)] = round_to(dt, base + nudge * ulp_in(dt, base));
+          }
+  }
+  if (spec.family == Family::dominant_key) {
+    // Key j* of each (batch, kv head) points along the sum of its queries: one logit per row dominates.
+    for (std::int64_t bb = 0; bb < s.B; ++bb)
+      for (std::int64_t h = 0; h < s.Hkv; ++h) {
+        const std::int64_t jstar = b.uniform(0, s.Lk - 1);
+        const std::int64_t n = s.Lq * s.group();
+        for (std::int64_t d = 0; d < s.D; ++d) {
+          double acc = 0;
+          for (std::int64_t hq = h * s.group(); hq < (h + 1) * s.group(); ++hq)
+            for (std::int64_t i = 0; i < s.Lq; ++i)
+              acc += c.q[static_cast<std::size_t>(((bb * s.Hq + hq) * s.Lq + i) * s.D + d)];
+          c.k[kidx(bb, h, jstar, d)] = round_to(dt, kDominance * acc / std::sqrt(static_cast<double>(n)));
+        }
+      }
+  }
+  return c;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,54 @@
+// Shrinkables: values with their (lazy) rc::Shrinkable trees, built from the pure shrinkers of shrink.h.
+#include "attncheck/gen.h"
+#include "attncheck/shrink.h"
+
+#include <rapidcheck/Seq.h>
+#include <rapidcheck/seq/Create.h>
+#include <rapidcheck/seq/Transform.h>
+#include <rapidcheck/shrink/Shrink.h>
+#include <rapidcheck/shrinkable/Create.h>
+
+namespace attncheck {
+
+rc::Shrinkable<CaseSpec> shrinkable_spec(CaseSpec s, const CaseOptions &opts) {
+  return rc::shrinkable::shrinkRecur(std::move(s), [opts](const CaseSpec &x) {
+    return rc::seq::fromContainer(shrink::spec_shrinks(x, opts));
+  });
+}
+
+rc::Shrinkable<double> shrinkable_value(double x, Dtype dt) {
+  return rc::shrinkable::shrinkRecur(x, [dt](double y) { return rc::seq::fromContainer(shrink::value_shrinks(y, dt)); });
+}
+
+rc::Shrinkable<std::vector<double>> shrinkable_values(std::vector<double> values, Dtype dt) {
+  return rc::shrinkable::shrinkRecur(std::move(values), [dt](const std::vector<double> &v) {
+    // Whole-vector steps first (few candidates, big simplifications), then one element at a time (lazily: a
+    // long vector has many candidates and the first failing one ends the scan).
+    return rc::seq::concat(
+        rc::seq::fromContainer(shrink::all_values_shrinks(v, dt)),
+        rc::shrink::eachElement(v, [dt](double x) { return rc::seq::fromContainer(shrink::value_shrinks(x, dt)); }));
+  });
+}
+
+rc::Shrinkable<Case> shrinkable_case(Case c, const CaseOptions &opts) {
+  return rc::shrinkable::shrinkRecur(std::move(c), [opts](const Case &x) {
+    const Dtype dt = x.spec.dtype;
+    auto with_values = [x](std::vector<double> values) {
+      Case y = x;
+      y.set_flat(values);
+      return y;
+    };
+    const std::vector<double> flat = x.flat();
+    return rc::seq::concat(
+        rc::seq::map(rc::seq::fromContainer(shrink::slices(x, opts)),
+                     [x](const shrink::Slice &s) { return shrink::apply(x, s); }),
+        rc::seq::fromContainer(shrink::relabel_shrinks(x, opts)),
+        rc::seq::map(rc::seq::fromContainer(shrink::all_values_shrinks(flat, dt)), with_values),
+        rc::seq::map(rc::shrink::eachElement(flat, [dt](double v) {
+                       return rc::seq::fromContainer(shrink::value_shrinks(v, dt));
+                     }),
+                     with_values));
+  });
+}
+
+}  // namespace attncheck

@@ -1,0 +1,40 @@
+// Shared helpers of the property-engine tests: kernels (correct variants, planted bugs) and shape assertions.
+#pragma once
+
+#include "attncheck/check.h"
+#include "variant_kernels.h"
+
+#include <string>
+#include <vector>
+
+namespace attncheck::test {
+
+/// A few correct variants of different summation orders and tilings, all float32 arithmetic (the default
+/// profile's accumulation): per-key online, blocked 7 reversed, two-pass split-KV, exp2 folding with wide tiles,
+/// FlashAttention-2-like, D from P·dP.
+inline std::vector<support::Variant> summation_orders() {
+  std::vector<support::Variant> out;
+  for (const support::Variant &v : support::correct_variants())
+    if (v.accumulate == Dtype::f32) out.push_back(v);
+  // Every other one keeps the suite fast while still spanning blocks, reversal, splits, exp2 and D from P.
+  std::vector<support::Variant> picked;
+  for (std::size_t n = 0; n < out.size(); n += 3) picked.push_back(out[n]);
+  return picked;
+}
+
+inline const attncheck_kernel &bug(support::Bug b) { return support::variant_kernel(support::bug_variant(b)); }
+
+inline CheckOptions options(Dtype dt = Dtype::f32, std::uint64_t seed = 1) {
+  CheckOptions o;
+  o.dtype = dt;
+  o.seed = seed;
+  return o;
+}
+
+/// The shrunk counterexample of `id` in `r` (nullptr when there is none).
+inline const Counterexample *counterexample(const Report &r, std::string_view id) {
+  const PropertyReport *p = r.find(id);
+  return p && p->counterexample ? &*p->counterexample : nullptr;
+}
+
+}  // namespace attncheck::test
