@@ -155,8 +155,8 @@ void store_rows(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, 
   for (std::int64_t r = 0; r < nl; ++r) {
     const std::int64_t base = t.offset(b, h, l0 + r, 0);
     const float *s = src + r * ld;
-    if (t.s[3] == 1 && t.dtype == Dtype::f32) {
-      std::memcpy(t.data + base * 4, s, static_cast<std::size_t>(X) * sizeof(float));
+    if (t.s[3] == 1) {
+      simd::narrow(s, t.dtype, X, t.data + base * dtype_size(t.dtype));
     } else {
       for (std::int64_t x = 0; x < X; ++x) store_elem(t.data, t.dtype, base + x * t.s[3], s[x]);
     }

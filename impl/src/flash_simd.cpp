@@ -286,6 +286,61 @@ void Widen(const std::byte *HWY_RESTRICT src, Dtype dt, std::int64_t n, float *H
   }
 }
 
+/// dst[x] = round_to_nearest_even(src[x]) in 16-bit storage T, whole vectors then a scalar tail.
+template <class T, class Round, class Scalar>
+HWY_INLINE void Narrow16(const float *HWY_RESTRICT src, std::int64_t n, std::byte *HWY_RESTRICT dst, Round round,
+                         Scalar scalar) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t x = 0;
+  for (; x + N <= n; x += N) round(hn::LoadU(d, src + x), reinterpret_cast<T *>(dst) + x);
+  for (; x < n; ++x) {
+    const std::uint16_t bits = scalar(src[x]);
+    std::memcpy(dst + 2 * x, &bits, sizeof bits);
+  }
+}
+
+void Narrow(const float *HWY_RESTRICT src, Dtype dt, std::int64_t n, std::byte *HWY_RESTRICT dst) {
+  switch (dt) {
+    case Dtype::f32: std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float)); return;
+    case Dtype::f16: {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+      const hn::Rebind<hwy::float16_t, DF> d16;
+      // vcvtps2ph (F16C / AVX-512) rounds to nearest even, overflow to ±Inf, subnormals exact. Highway's emulation
+      // on the other targets does not round correctly: they take the scalar path.
+      Narrow16<hwy::float16_t>(
+          src, n, dst, [&](VF v, hwy::float16_t *p) { hn::StoreU(hn::DemoteTo(d16, v), d16, p); },
+          float_to_f16_bits);
+#else
+      for (std::int64_t x = 0; x < n; ++x) {
+        const std::uint16_t bits = float_to_f16_bits(src[x]);
+        std::memcpy(dst + 2 * x, &bits, sizeof bits);
+      }
+#endif
+      return;
+    }
+    case Dtype::bf16: {
+      // Round to nearest even on the low 16 bits as float_to_bf16_bits does (Highway's DemoteTo truncates);
+      // NaN keeps its high bits and is made quiet.
+      const hn::RebindToUnsigned<DF> du;
+      const hn::RebindToSigned<DF> di;
+      const hn::Rebind<std::uint16_t, DF> d16;
+      Narrow16<std::uint16_t>(
+          src, n, dst,
+          [&](VF v, std::uint16_t *p) {
+            const auto x = hn::BitCast(du, v);
+            const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(x, hn::Set(du, 0x7fffu)),
+                                                            hn::And(hn::ShiftRight<16>(x), hn::Set(du, 1u))));
+            const auto nan = hn::Or(hn::ShiftRight<16>(x), hn::Set(du, 0x40u));
+            const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
+            hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, p);
+          },
+          float_to_bf16_bits);
+      return;
+    }
+  }
+}
+
 const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -306,6 +361,7 @@ HWY_EXPORT(ScaleRows);
 HWY_EXPORT(DivideRows);
 HWY_EXPORT(RowDots);
 HWY_EXPORT(Widen);
+HWY_EXPORT(Narrow);
 HWY_EXPORT(TargetName);
 
 void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
@@ -343,6 +399,9 @@ void row_dots(const float *A, std::int64_t lda, const float *B, std::int64_t ldb
   HWY_DYNAMIC_DISPATCH(RowDots)(A, lda, B, ldb, rows, n, out);
 }
 void widen(const std::byte *src, Dtype dt, std::int64_t n, float *dst) { HWY_DYNAMIC_DISPATCH(Widen)(src, dt, n, dst); }
+void narrow(const float *src, Dtype dt, std::int64_t n, std::byte *dst) {
+  HWY_DYNAMIC_DISPATCH(Narrow)(src, dt, n, dst);
+}
 const char *target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 
 }  // namespace attncheck::builtin::simd

@@ -65,6 +65,10 @@ void row_dots(const float *A, std::int64_t lda, const float *B, std::int64_t ldb
 /// dst needs no padding.
 void widen(const std::byte *src, Dtype dt, std::int64_t n, float *dst);
 
+/// dst[x] = src[x] rounded to nearest even to dtype dt (as float_to_f16_bits / float_to_bf16_bits do), for
+/// x < n; dst is contiguous storage of dtype dt (any alignment), written only at [0, n).
+void narrow(const float *src, Dtype dt, std::int64_t n, std::byte *dst);
+
 /// Name of the instruction set the dispatch chose on this CPU (e.g. "AVX2"), for benchmarks and reports.
 const char *target_name();
 
