@@ -1,0 +1,283 @@
+/* A plugin of misbehaving kernels for the sandbox tests, and one well-behaved kernel ("naive": float32 attention,
+ * forward and backward, any strides) that the misbehaving ones build on. Every kernel is float32 only. */
+#include "attncheck/kernel_abi.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- strided access ---- */
+
+static int64_t stride(const DLTensor *t, int d) {
+  if (t->strides) return t->strides[d];
+  int64_t s = 1;
+  for (int e = t->ndim - 1; e > d; --e) s *= t->shape[e];
+  return s;
+}
+static float *at4(const DLTensor *t, int64_t b, int64_t h, int64_t i, int64_t c) {
+  return (float *)((char *)t->data + t->byte_offset) + b * stride(t, 0) + h * stride(t, 1) + i * stride(t, 2) +
+         c * stride(t, 3);
+}
+static float *at3(const DLTensor *t, int64_t b, int64_t h, int64_t i) {
+  return (float *)((char *)t->data + t->byte_offset) + b * stride(t, 0) + h * stride(t, 1) + i * stride(t, 2);
+}
+/* Storage offset (elements) of the highest element. */
+static int64_t last_offset(const DLTensor *t) {
+  int64_t off = 0;
+  for (int d = 0; d < t->ndim; ++d) off += (t->shape[d] - 1) * stride(t, d);
+  return off;
+}
+static float *base(const DLTensor *t) { return (float *)((char *)t->data + t->byte_offset); }
+
+static int is_f32(const DLTensor *t) { return t->dtype.code == kDLFloat && t->dtype.bits == 32; }
+
+static const char *g_error = NULL;
+static const char *last_error(void) { return g_error; }
+
+/* ---- the well-behaved kernel ---- */
+
+static int visible(const attncheck_params *p, int64_t i, int64_t j, int64_t Lq, int64_t Lk) {
+  return p->mask == ATTNCHECK_MASK_NONE || j <= i + Lk - Lq;
+}
+
+/* Logit of query i against key j, and the row's log-sum-exp (float accumulation, fixed order). */
+static float logit(const attncheck_params *p, const DLTensor *q, const DLTensor *k, int64_t b, int64_t h,
+                   int64_t hk, int64_t i, int64_t j) {
+  float s = 0;
+  for (int64_t c = 0; c < q->shape[3]; ++c) s += *at4(q, b, h, i, c) * *at4(k, b, hk, j, c);
+  return (float)p->scale * s;
+}
+static float row_lse(const attncheck_params *p, const DLTensor *q, const DLTensor *k, int64_t b, int64_t h,
+                     int64_t hk, int64_t i) {
+  const int64_t Lq = q->shape[2], Lk = k->shape[2];
+  float m = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < Lk; ++j)
+    if (visible(p, i, j, Lq, Lk)) m = fmaxf(m, logit(p, q, k, b, h, hk, i, j));
+  if (m == -INFINITY) return -INFINITY;
+  for (int64_t j = 0; j < Lk; ++j)
+    if (visible(p, i, j, Lq, Lk)) sum += expf(logit(p, q, k, b, h, hk, i, j) - m);
+  return m + logf(sum);
+}
+
+static int naive_forward(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                         DLTensor *out, DLTensor *lse) {
+  if (!is_f32(q)) {
+    g_error = "naive: float32 only";
+    return ATTNCHECK_UNSUPPORTED;
+  }
+  const int64_t B = q->shape[0], Hq = q->shape[1], Lq = q->shape[2], Hkv = k->shape[1], Lk = k->shape[2];
+  const int64_t Dv = v->shape[3];
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t hk = h / (Hq / Hkv);
+      for (int64_t i = 0; i < Lq; ++i) {
+        const float l = row_lse(p, q, k, b, h, hk, i);
+        for (int64_t c = 0; c < Dv; ++c) *at4(out, b, h, i, c) = 0;
+        if (lse) *at3(lse, b, h, i) = l;
+        if (l == -INFINITY) continue;
+        for (int64_t j = 0; j < Lk; ++j) {
+          if (!visible(p, i, j, Lq, Lk)) continue;
+          const float pij = expf(logit(p, q, k, b, h, hk, i, j) - l);
+          for (int64_t c = 0; c < Dv; ++c) *at4(out, b, h, i, c) += pij * *at4(v, b, hk, j, c);
+        }
+      }
+    }
+  return ATTNCHECK_OK;
+}
+
+static int naive_backward(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                          const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq,
+                          DLTensor *dk, DLTensor *dv) {
+  (void)lse;
+  if (!is_f32(q)) {
+    g_error = "naive: float32 only";
+    return ATTNCHECK_UNSUPPORTED;
+  }
+  const int64_t B = q->shape[0], Hq = q->shape[1], Lq = q->shape[2], D = q->shape[3];
+  const int64_t Hkv = k->shape[1], Lk = k->shape[2], Dv = v->shape[3];
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t hk = 0; hk < Hkv; ++hk)
+      for (int64_t j = 0; j < Lk; ++j) {
+        for (int64_t c = 0; c < D; ++c) *at4(dk, b, hk, j, c) = 0;
+        for (int64_t c = 0; c < Dv; ++c) *at4(dv, b, hk, j, c) = 0;
+      }
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t hk = h / (Hq / Hkv);
+      for (int64_t i = 0; i < Lq; ++i) {
+        for (int64_t c = 0; c < D; ++c) *at4(dq, b, h, i, c) = 0;
+        const float l = row_lse(p, q, k, b, h, hk, i);
+        if (l == -INFINITY) continue;
+        float di = 0; /* D_i = dO_i · O_i */
+        for (int64_t c = 0; c < Dv; ++c) di += *at4(dout, b, h, i, c) * *at4(out, b, h, i, c);
+        for (int64_t j = 0; j < Lk; ++j) {
+          if (!visible(p, i, j, Lq, Lk)) continue;
+          const float pij = expf(logit(p, q, k, b, h, hk, i, j) - l);
+          float dp = 0;
+          for (int64_t c = 0; c < Dv; ++c) {
+            dp += *at4(dout, b, h, i, c) * *at4(v, b, hk, j, c);
+            *at4(dv, b, hk, j, c) += pij * *at4(dout, b, h, i, c);
+          }
+          const float ds = pij * (dp - di) * (float)p->scale;
+          for (int64_t c = 0; c < D; ++c) {
+            *at4(dq, b, h, i, c) += ds * *at4(k, b, hk, j, c);
+            *at4(dk, b, hk, j, c) += ds * *at4(q, b, h, i, c);
+          }
+        }
+      }
+    }
+  }
+  return ATTNCHECK_OK;
+}
+
+/* ---- misbehaving kernels ---- */
+
+#define FORWARD(name) \
+  static int name(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v, \
+                  DLTensor *out, DLTensor *lse)
+
+FORWARD(fails_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  g_error = "fails: this kernel always fails";
+  return ATTNCHECK_ERROR;
+}
+
+FORWARD(segfault_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  *(volatile float *)NULL = 1.0f;
+  return ATTNCHECK_OK;
+}
+
+FORWARD(abort_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  abort();
+}
+
+FORWARD(hang_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  for (volatile unsigned long spin = 0;; spin = spin + 1) {
+  }
+  return ATTNCHECK_OK;
+}
+
+FORWARD(exit_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  exit(3);
+}
+
+/* Correct results, then one more element right after out's last one. */
+FORWARD(write_past_end_forward) {
+  const int r = naive_forward(p, q, k, v, out, lse);
+  base(out)[last_offset(out) + 1] = 0.0f;
+  return r;
+}
+
+/* Correct results, then two elements right before out's first one. */
+FORWARD(write_before_start_forward) {
+  const int r = naive_forward(p, q, k, v, out, lse);
+  base(out)[-1] = 0.0f;
+  base(out)[-2] = 0.0f;
+  return r;
+}
+
+/* Reads v three elements past its last one. */
+FORWARD(read_past_end_forward) {
+  const int r = naive_forward(p, q, k, v, out, lse);
+  volatile float x = base(v)[last_offset(v) + 3];
+  (void)x;
+  return r;
+}
+
+/* Correct results, then scribbles on input k at storage offset 17. */
+FORWARD(write_input_forward) {
+  const int r = naive_forward(p, q, k, v, out, lse);
+  base(k)[17] = 42.0f;
+  return r;
+}
+
+/* Returns OK without writing anything. */
+FORWARD(no_write_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  return ATTNCHECK_OK;
+}
+
+/* Correct results plus a different perturbation on every call. */
+FORWARD(nondeterministic_forward) {
+  static int calls = 0;
+  const int r = naive_forward(p, q, k, v, out, lse);
+  *at4(out, 0, 0, 0, 0) += 0.001f * (float)++calls;
+  return r;
+}
+
+FORWARD(nan_forward) {
+  const int r = naive_forward(p, q, k, v, out, lse);
+  for (int64_t b = 0; b < out->shape[0]; ++b)
+    for (int64_t h = 0; h < out->shape[1]; ++h)
+      for (int64_t i = 0; i < out->shape[2]; ++i)
+        for (int64_t c = 0; c < out->shape[3]; ++c) *at4(out, b, h, i, c) = NAN;
+  return r;
+}
+
+/* 64 GiB, every page touched, no check of malloc's result. */
+FORWARD(huge_alloc_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  const size_t n = (size_t)64 << 30;
+  volatile char *mem = malloc(n);
+  for (size_t i = 0; i < n; i += 4096) mem[i] = 1;
+  free((void *)mem);
+  return ATTNCHECK_OK;
+}
+
+/* 16 MiB blocks, touched, until malloc fails (at most 2 GiB); then a polite error. */
+FORWARD(alloc_loop_forward) {
+  enum { kBlock = 16 << 20, kMaxBlocks = 128 };
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  void *blocks[kMaxBlocks];
+  int n = 0;
+  int failed = 0;
+  while (n < kMaxBlocks) {
+    void *b = malloc(kBlock);
+    if (!b) {
+      failed = 1;
+      break;
+    }
+    memset(b, 1, kBlock);
+    blocks[n++] = b;
+  }
+  while (n > 0) free(blocks[--n]);
+  if (!failed) return ATTNCHECK_OK;
+  g_error = "alloc_loop: out of memory";
+  return ATTNCHECK_ERROR;
+}
+
+/* A correct forward, and a backward that writes its input dout. */
+static int write_dout_backward(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                               const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq,
+                               DLTensor *dk, DLTensor *dv) {
+  const int r = naive_backward(p, q, k, v, out, lse, dout, dq, dk, dv);
+  *at4(dout, 0, 0, 0, 1) = 0.0f;
+  return r;
+}
+
+static const attncheck_kernel kKernels[] = {
+    {ATTNCHECK_ABI_VERSION, "naive", naive_forward, naive_backward, last_error},
+    {ATTNCHECK_ABI_VERSION, "fails", fails_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "segfault", segfault_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "abort", abort_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "hang", hang_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "exit", exit_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "write_past_end", write_past_end_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "write_before_start", write_before_start_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "read_past_end", read_past_end_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "write_input", write_input_forward, write_dout_backward, last_error},
+    {ATTNCHECK_ABI_VERSION, "no_write", no_write_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "nondeterministic", nondeterministic_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "nan", nan_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "huge_alloc", huge_alloc_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "alloc_loop", alloc_loop_forward, NULL, last_error},
+};
+
+const attncheck_kernel *attncheck_kernels(int32_t *count) {
+  *count = (int32_t)(sizeof kKernels / sizeof kKernels[0]);
+  return kKernels;
+}

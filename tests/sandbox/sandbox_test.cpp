@@ -1,0 +1,346 @@
+// The sandbox: misbehaving kernels (misbehaving_plugin.c) become failing calls with clear messages and never take
+// the test process down; a well-behaved kernel gives the same bits as in-process, whatever the layout.
+#include "attncheck/kernel_call.h"
+#include "attncheck/sandbox.h"
+
+#include <catch2/catch.hpp>
+#include <dlfcn.h>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+using namespace attncheck;
+using namespace attncheck::sandbox;
+
+namespace {
+
+constexpr auto kTestTimeout = std::chrono::milliseconds(1000);
+constexpr std::uint64_t kTestMemoryMiB = 128;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+/// What the caller's padding holds; the sandbox must leave it alone.
+constexpr double kCallerPadding = 7.0;
+constexpr std::int64_t kPad = 3;
+constexpr Layout kLayouts[] = {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded};
+
+SandboxedPlugin &plugin() {
+  static SandboxedPlugin p = SandboxedPlugin::load(MISBEHAVING_PLUGIN, {kTestTimeout, kTestMemoryMiB});
+  return p;
+}
+const attncheck_kernel &sandboxed(const std::string &name) { return plugin().find(name); }
+
+/// The same plugin dlopen()ed into the test process.
+const attncheck_kernel &in_process(const char *path, const std::string &name) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw std::runtime_error(dlerror());
+  auto fn = reinterpret_cast<attncheck_kernels_fn>(dlsym(h, ATTNCHECK_KERNELS_SYMBOL));
+  std::int32_t n = 0;
+  const attncheck_kernel *ks = fn(&n);
+  for (std::int32_t i = 0; i < n; ++i)
+    if (name == ks[i].name) return ks[i];
+  throw std::runtime_error("no kernel " + name);
+}
+
+Tensor tensor(std::mt19937_64 &rng, Dtype dt, std::vector<std::int64_t> shape, Layout l, bool random) {
+  Tensor t = Tensor::with_layout(dt, std::move(shape), l, kPad);
+  t.fill_storage(kCallerPadding);
+  std::normal_distribution<double> nd;
+  std::vector<double> v(static_cast<std::size_t>(t.numel()), kNaN);
+  if (random)
+    for (double &x : v) x = nd(rng);
+  t.assign(v);
+  return t;
+}
+
+Problem problem(std::mt19937_64 &rng, Layout l, Mask mask = Mask::none, Dtype dt = Dtype::f32) {
+  const Shape s{1, 4, 2, 5, 7, 4, 3};
+  Problem p;
+  p.shape = s;
+  p.params = Params{default_scale(s.D), mask};
+  p.q = tensor(rng, dt, {s.B, s.Hq, s.Lq, s.D}, l, true);
+  p.k = tensor(rng, dt, {s.B, s.Hkv, s.Lk, s.D}, l, true);
+  p.v = tensor(rng, dt, {s.B, s.Hkv, s.Lk, s.Dv}, l, true);
+  p.dout = tensor(rng, dt, {s.B, s.Hq, s.Lq, s.Dv}, l, true);
+  return p;
+}
+
+/// Outputs prefilled with NaN elements and kCallerPadding padding.
+struct Outputs {
+  Tensor out, lse;
+  Outputs(std::mt19937_64 &rng, const Problem &p, Layout l) {
+    const Shape &s = p.shape;
+    out = tensor(rng, p.dtype(), {s.B, s.Hq, s.Lq, s.Dv}, l, false);
+    lse = make_lse(s);
+    lse.fill_storage(kNaN);
+  }
+};
+
+CallResult forward(const attncheck_kernel &k, const Problem &p, Outputs &o) { return call_forward(k, p, o.out, &o.lse); }
+
+bool same_bytes(const Tensor &a, const Tensor &b) {
+  return a.bytes().size() == b.bytes().size() && std::memcmp(a.bytes().data(), b.bytes().data(), a.bytes().size()) == 0;
+}
+
+bool all_nan(const Tensor &t) {
+  for (double x : t.to_vector())
+    if (!std::isnan(x)) return false;
+  return true;
+}
+
+/// Runs a kernel that must fault; returns the fault after checking that the call failed with its message.
+CallFault faulting(const std::string &name) {
+  std::mt19937_64 rng(1);
+  const Problem p = problem(rng, Layout::bhld);
+  Outputs o(rng, p, Layout::bhld);
+  const CallResult r = forward(sandboxed(name), p, o);
+  const CallFault *f = last_fault(sandboxed(name));
+  REQUIRE(f);
+  INFO(name << ": " << r.message);
+  CHECK(r.status == ATTNCHECK_ERROR);
+  CHECK(r.message == f->message);
+  CHECK(all_nan(o.out));  // nothing copied back from a faulting call
+  return *f;
+}
+
+/// After a fault, the well-behaved kernel still works (in a fresh server when the fault killed the last one).
+void next_call_works() {
+  std::mt19937_64 rng(2);
+  const Problem p = problem(rng, Layout::bhld);
+  Outputs o(rng, p, Layout::bhld);
+  REQUIRE(forward(sandboxed("naive"), p, o).ok());
+  CHECK(!all_nan(o.out));
+}
+
+}  // namespace
+
+TEST_CASE("a sandboxed plugin presents its kernels as ordinary ABI kernels", "[sandbox]") {
+  const auto ks = plugin().kernels();
+  REQUIRE(ks.size() == 15);
+  for (const attncheck_kernel &k : ks) {
+    INFO(k.name);
+    CHECK(k.abi_version == ATTNCHECK_ABI_VERSION);
+    CHECK(k.forward != nullptr);
+    CHECK(k.last_error != nullptr);
+    CHECK((k.backward != nullptr) == (std::string(k.name) == "naive" || std::string(k.name) == "write_input"));
+    REQUIRE(last_fault(k) != nullptr);
+  }
+  CHECK(std::string(ks[0].name) == "naive");
+  CHECK(last_fault(in_process(MISBEHAVING_PLUGIN, "naive")) == nullptr);
+  CHECK_THROWS_WITH(plugin().find("nope"), Catch::Contains("it has: naive, fails, segfault"));
+}
+
+TEST_CASE("the well-behaved kernel's forward is bit-identical to an in-process call, in every layout", "[sandbox]") {
+  for (Layout l : kLayouts)
+    for (Mask mask : {Mask::none, Mask::causal}) {
+      INFO(layout_name(l) << " " << mask_name(mask));
+      std::mt19937_64 rng(static_cast<unsigned>(l) * 2 + static_cast<unsigned>(mask));
+      const Problem p = problem(rng, l, mask);
+      Outputs direct(rng, p, l), boxed(rng, p, l);
+      REQUIRE(forward(in_process(MISBEHAVING_PLUGIN, "naive"), p, direct).ok());
+      REQUIRE(forward(sandboxed("naive"), p, boxed).ok());
+      CHECK(!all_nan(boxed.out));
+      CHECK(same_bytes(direct.out, boxed.out));  // elements equal, the caller's padding untouched
+      CHECK(same_bytes(direct.lse, boxed.lse));
+      CHECK(!last_fault(sandboxed("naive"))->operator bool());
+    }
+}
+
+TEST_CASE("the well-behaved kernel's backward is bit-identical to an in-process call, in every layout", "[sandbox]") {
+  for (Layout l : kLayouts) {
+    INFO(layout_name(l));
+    std::mt19937_64 rng(10 + static_cast<unsigned>(l));
+    const Problem p = problem(rng, l, Mask::causal);
+    Outputs fw(rng, p, l);
+    REQUIRE(forward(in_process(MISBEHAVING_PLUGIN, "naive"), p, fw).ok());
+    const Shape &s = p.shape;
+    auto grads = [&] {
+      return std::array<Tensor, 3>{tensor(rng, Dtype::f32, {s.B, s.Hq, s.Lq, s.D}, l, false),
+                                   tensor(rng, Dtype::f32, {s.B, s.Hkv, s.Lk, s.D}, l, false),
+                                   tensor(rng, Dtype::f32, {s.B, s.Hkv, s.Lk, s.Dv}, l, false)};
+    };
+    auto direct = grads(), boxed = grads();
+    REQUIRE(call_backward(in_process(MISBEHAVING_PLUGIN, "naive"), p, fw.out, &fw.lse, direct[0], direct[1],
+                          direct[2]).ok());
+    REQUIRE(call_backward(sandboxed("naive"), p, fw.out, &fw.lse, boxed[0], boxed[1], boxed[2]).ok());
+    for (int i = 0; i < 3; ++i) {
+      CHECK(!all_nan(boxed[static_cast<std::size_t>(i)]));
+      CHECK(same_bytes(direct[static_cast<std::size_t>(i)], boxed[static_cast<std::size_t>(i)]));
+    }
+  }
+}
+
+TEST_CASE("a kernel's own error keeps its message and unsupported stays unsupported", "[sandbox]") {
+  std::mt19937_64 rng(3);
+  const Problem p = problem(rng, Layout::bhld);
+  Outputs o(rng, p, Layout::bhld);
+  const CallResult r = forward(sandboxed("fails"), p, o);
+  CHECK(r.status == ATTNCHECK_ERROR);
+  CHECK(r.message == "fails: this kernel always fails");
+  CHECK(last_fault(sandboxed("fails"))->kind == CallFault::none);
+
+  const Problem h = problem(rng, Layout::bhld, Mask::none, Dtype::f16);
+  Outputs oh(rng, h, Layout::bhld);
+  const CallResult u = forward(sandboxed("naive"), h, oh);
+  CHECK(u.status == ATTNCHECK_UNSUPPORTED);
+  CHECK(u.message == "naive: float32 only");
+  CHECK(call_backward(sandboxed("fails"), p, o.out, &o.lse, o.out, o.out, o.out).status == ATTNCHECK_UNSUPPORTED);
+}
+
+TEST_CASE("a segfaulting kernel is a failing call naming SIGSEGV, and the next call runs in a fresh server",
+          "[sandbox]") {
+  const int starts = plugin().server_starts();
+  const CallFault f = faulting("segfault");
+  CHECK(f.kind == CallFault::signal);
+  CHECK(f.signal_number == SIGSEGV);
+  CHECK_THAT(f.message, Catch::StartsWith("crashed with SIGSEGV (segmentation fault) at address 0x0"));
+  next_call_works();
+  CHECK(plugin().server_starts() == starts + 1);
+}
+
+TEST_CASE("an aborting kernel is a failing call naming SIGABRT", "[sandbox]") {
+  const CallFault f = faulting("abort");
+  CHECK(f.kind == CallFault::signal);
+  CHECK(f.message == "crashed with SIGABRT (aborted)");
+  next_call_works();
+}
+
+TEST_CASE("a hanging kernel is killed after the timeout", "[sandbox]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  const CallFault f = faulting("hang");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(f.kind == CallFault::timeout);
+  CHECK(f.message == "did not return within 1000 ms (a hang?); the sandbox killed it");
+  CHECK(took >= kTestTimeout);
+  CHECK(took < 3 * kTestTimeout);
+  next_call_works();
+}
+
+TEST_CASE("a kernel that exits the process is a failing call", "[sandbox]") {
+  const CallFault f = faulting("exit");
+  CHECK(f.kind == CallFault::protocol);
+  CHECK(f.message == "the kernel ended the sandbox process (exit status 3)");
+  next_call_works();
+}
+
+TEST_CASE("a write one element past the end of out hits the guard page and is attributed to out", "[sandbox]") {
+  const CallFault f = faulting("write_past_end");
+  CHECK(f.kind == CallFault::signal);
+  CHECK(f.tensor == "out");
+  CHECK_THAT(f.message, Catch::Matches("read or wrote outside a tensor \\(SIGSEGV at address 0x[0-9a-f]+ = "
+                                       "0 bytes past the end of out\\)"));
+  next_call_works();
+}
+
+TEST_CASE("a read three elements past the end of v is attributed to v", "[sandbox]") {
+  const CallFault f = faulting("read_past_end");
+  CHECK(f.kind == CallFault::signal);
+  CHECK_THAT(f.message, Catch::EndsWith("= 8 bytes past the end of v)"));
+}
+
+TEST_CASE("writes before out's first element are reported with their count and first offset", "[sandbox]") {
+  const CallFault f = faulting("write_before_start");
+  CHECK(f.kind == CallFault::wrote_outside);
+  CHECK(f.message == "wrote 2 elements outside out, first at element -2 (before the first)");
+  CHECK(f.tensor == "out");
+  CHECK(f.element == -2);
+}
+
+TEST_CASE("a write to an input is reported naming the input and the element", "[sandbox]") {
+  const CallFault f = faulting("write_input");
+  CHECK(f.kind == CallFault::wrote_input);
+  CHECK(f.message == "wrote input k at element 17");
+
+  std::mt19937_64 rng(4);
+  const Problem p = problem(rng, Layout::bhld);
+  Outputs o(rng, p, Layout::bhld);
+  REQUIRE(forward(sandboxed("naive"), p, o).ok());
+  Tensor dq = Tensor::with_layout(Dtype::f32, {1, 4, 5, 4}, Layout::bhld), dk = p.k, dv = p.v;
+  const CallResult r = call_backward(sandboxed("write_input"), p, o.out, &o.lse, dq, dk, dv);
+  CHECK(r.status == ATTNCHECK_ERROR);
+  CHECK(r.message == "wrote input dout at element 1");
+}
+
+TEST_CASE("a kernel that returns OK without writing leaves out's NaN prefill for the property engine to catch",
+          "[sandbox]") {
+  std::mt19937_64 rng(5);
+  const Problem p = problem(rng, Layout::padded);
+  Outputs o(rng, p, Layout::padded);
+  const Tensor before = o.out;
+  REQUIRE(forward(sandboxed("no_write"), p, o).ok());
+  CHECK(all_nan(o.out));
+  CHECK(same_bytes(before, o.out));
+}
+
+TEST_CASE("nondeterministic results are passed through call by call, never hidden", "[sandbox]") {
+  std::mt19937_64 rng(6);
+  const Problem p = problem(rng, Layout::bhld);
+  Outputs a(rng, p, Layout::bhld), b(rng, p, Layout::bhld);
+  REQUIRE(forward(sandboxed("nondeterministic"), p, a).ok());
+  REQUIRE(forward(sandboxed("nondeterministic"), p, b).ok());
+  CHECK(a.out.get({0, 0, 0, 0}) != b.out.get({0, 0, 0, 0}));
+  CHECK(a.out.get({0, 0, 0, 1}) == b.out.get({0, 0, 0, 1}));
+}
+
+TEST_CASE("NaN results are passed through", "[sandbox]") {
+  std::mt19937_64 rng(7);
+  const Problem p = problem(rng, Layout::blhd);
+  Outputs o(rng, p, Layout::blhd);
+  o.out.assign(std::vector<double>(static_cast<std::size_t>(o.out.numel()), 0.0));
+  REQUIRE(forward(sandboxed("nan"), p, o).ok());
+  CHECK(all_nan(o.out));
+  CHECK(!all_nan(o.lse));
+}
+
+TEST_CASE("a 64 GiB allocation is reported as exceeding the memory limit", "[sandbox]") {
+  const CallFault f = faulting("huge_alloc");
+  CHECK(f.kind == CallFault::memory);
+  CHECK(f.message == "exceeded the memory limit of 128 MiB (an allocation failed, then SIGSEGV (segmentation fault))");
+  next_call_works();
+}
+
+TEST_CASE("a loop of allocations is reported as exceeding the memory limit, with the kernel's message",
+          "[sandbox]") {
+  const CallFault f = faulting("alloc_loop");
+  CHECK(f.kind == CallFault::memory);
+  CHECK(f.message == "exceeded the memory limit of 128 MiB (an allocation failed; the kernel returned "
+                     "ATTNCHECK_ERROR: alloc_loop: out of memory)");
+  next_call_works();
+}
+
+TEST_CASE("a tensor the sandbox cannot carry is a failing call, not a crash", "[sandbox]") {
+  std::mt19937_64 rng(8);
+  const Problem p = problem(rng, Layout::bhld);
+  Outputs o(rng, p, Layout::bhld);
+  const attncheck_params params = p.params.to_abi();
+  DLTensor q = p.q.dl(), k = p.k.dl(), v = p.v.dl(), out = o.out.dl();
+  q.device.device_type = kDLCUDA;
+  CHECK(sandboxed("naive").forward(&params, &q, &k, &v, &out, nullptr) == ATTNCHECK_ERROR);
+  CHECK(std::string(sandboxed("naive").last_error()) == "sandbox: tensor q is not on kDLCPU");
+  CHECK(last_fault(sandboxed("naive"))->kind == CallFault::protocol);
+}
+
+TEST_CASE("a plugin that cannot be loaded is a SandboxError saying why", "[sandbox]") {
+  CHECK_THROWS_WITH(SandboxedPlugin::load("/nonexistent/plugin.so", {kTestTimeout, kTestMemoryMiB}),
+                    Catch::Contains("cannot load plugin '/nonexistent/plugin.so'"));
+  CHECK_THROWS_AS(SandboxedPlugin::load("/proc/self/status", {kTestTimeout, kTestMemoryMiB}), SandboxError);
+}
+
+TEST_CASE("the bundled flash kernel runs in the sandbox after the parent process used OpenMP", "[sandbox]") {
+  std::mt19937_64 rng(9);
+  const Problem p = problem(rng, Layout::blhd, Mask::causal);
+  Outputs direct(rng, p, Layout::blhd), boxed(rng, p, Layout::blhd);
+  const attncheck_kernel &flash = in_process(BUILTIN_PLUGIN, "flash");
+  REQUIRE(forward(flash, p, direct).ok());  // starts the parent's OpenMP threads before the fork
+  SandboxedPlugin builtin = SandboxedPlugin::load(BUILTIN_PLUGIN, {std::chrono::milliseconds(10'000), 4096});
+  const CallResult r = forward(builtin.find("flash"), p, boxed);
+  INFO(r.message);
+  REQUIRE(r.ok());
+  CHECK(same_bytes(direct.out, boxed.out));
+  CHECK(same_bytes(direct.lse, boxed.lse));
+}
