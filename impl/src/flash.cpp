@@ -165,18 +165,6 @@ void store_rows(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, 
 
 // ---- tile arithmetic (row-major float32 tiles; the innermost loops are contiguous axpys) ----
 
-/// C (+)= A·B on row-major tiles (A is m × k, leading dimension lda).
-void gemm_nn(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, float *C, std::int64_t ldc,
-             std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate) {
-  simd::gemm(A, lda, 1, B, ldb, C, ldc, m, n, k, accumulate);
-}
-
-/// C += Aᵀ·B on row-major tiles (A is k × m, leading dimension lda).
-void gemm_tn_acc(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, float *C, std::int64_t ldc,
-                 std::int64_t m, std::int64_t n, std::int64_t k) {
-  simd::gemm(A, 1, lda, B, ldb, C, ldc, m, n, k, true);
-}
-
 /// Visibility of the tile rows [i0, i0 + nq) × keys [j0, j0 + nk).
 enum class TileMask { all_visible, partial, none_visible };
 TileMask tile_mask(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk) {
@@ -235,12 +223,12 @@ struct ForwardTiles {
         stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {}
 };
 
-/// Sets Sᵀ[j][c] = −∞ for the keys j0 + j that query i0 + c (column c) does not see.
+/// Sets Sᵀ[j][c] = fill for the keys j0 + j that query i0 + c (column c) does not see.
 void mask_tile_t(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk, float *St,
-                 std::int64_t lds) {
+                 std::int64_t lds, float fill) {
   for (std::int64_t c = 0; c < nq; ++c) {
     const std::int64_t first_hidden = std::clamp<std::int64_t>(visible_keys(o, i0 + c) - j0, 0, nk);
-    for (std::int64_t j = first_hidden; j < nk; ++j) St[j * lds + c] = kMinusInf;
+    for (std::int64_t j = first_hidden; j < nk; ++j) St[j * lds + c] = fill;
   }
 }
 
@@ -262,7 +250,7 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
     const std::int64_t nk = std::min(kBlockK, key_end - j0);
     const KeyTile kt = key_tile(o.k, b, hk, j0, nk, t.k, ld.d), vt = key_tile(o.v, b, hk, j0, nk, t.v, ld.dv);
     simd::gemm(kt.a, kt.row, kt.col, t.qt, kBlockQ, t.s, kBlockQ, nk, nq, s.D, false);  // Sᵀ = K·(scale·Qᵀ)
-    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile_t(o, i0, nq, j0, nk, t.s, kBlockQ);
+    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile_t(o, i0, nq, j0, nk, t.s, kBlockQ, kMinusInf);
     simd::online_softmax_cols(t.s, kBlockQ, nk, nq, t.m, t.l, t.alpha);
     // Oᵀ = Oᵀ·diag(alpha) + Vᵀ·Pᵀ (Vᵀ(x, j) = V[j][x]); the first block overwrites.
     simd::gemm(vt.a, vt.col, vt.row, t.s, kBlockQ, t.ot, kBlockQ, s.Dv, nq, nk, !first, t.alpha);
@@ -296,43 +284,37 @@ void probabilities(const Operands &o, std::int64_t i0, std::int64_t nq, std::int
   if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile(o, i0, nq, j0, nk, S, kBlockK, 0.0f);
 }
 
-/// Tiles of one (query block, key block) step shared by both passes.
-struct StepTiles {
-  float *q, *dout, *kt, *vt, *p, *ds, *lse, *delta, *stage;
-};
+// Pass 1 (dQ) works on transposed tiles like the forward: Qᵀ·scale and dOᵀ are packed once per query block, K and V
+// are read in place per key block:  Sᵀ = K·Qᵀ, Pᵀ = exp(Sᵀ − LSE), dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ⊙ (dPᵀ − D), dQᵀ += Kᵀ·dSᵀ.
+// Pass 2 (dK, dV) is its mirror: Kᵀ·scale and Vᵀ are packed once per key block, Q and dO are read in place per
+// query block:  S = Q·Kᵀ, P, dP = dO·Vᵀ, dS,  dVᵀ += dOᵀ·P,  dKᵀ += Qᵀ·dS.
 
-/// S, P, dP, dS of one tile: q, dout, kt, vt, lse, delta loaded; writes p and ds.
-void backward_step(const Operands &o, const Lds &ld, const StepTiles &t, std::int64_t i0, std::int64_t nq,
-                   std::int64_t j0, std::int64_t nk) {
-  const Shape &s = o.shape;
-  gemm_nn(t.q, ld.d, t.kt, kBlockK, t.p, kBlockK, nq, nk, s.D, false);
-  const float scale = static_cast<float>(o.scale);
-  simd::scale(t.p, kBlockK, nq, nk, scale);
-  probabilities(o, i0, nq, j0, nk, t.lse, t.p);
-  gemm_nn(t.dout, ld.dv, t.vt, kBlockK, t.ds, kBlockK, nq, nk, s.Dv, false);
-  simd::score_gradient(t.p, t.ds, kBlockK, nq, nk, t.delta);  // dS = P ⊙ (dP − D) in place of dP
+/// Transposes the first `cols` columns of a (rows × cols, ld ldt) tile into rows of `dst` (ld ldd) and stores
+/// them as t[b, h, l0 + c, ·] for c < cols.
+void store_transposed(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, std::int64_t cols,
+                      const float *tile, std::int64_t ldt, std::int64_t rows, float *dst, std::int64_t ldd) {
+  for (std::int64_t x = 0; x < rows; ++x)
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * ldd + x] = tile[x * ldt + c];
+  store_rows(t, b, h, l0, cols, dst, ldd);
 }
 
-/// Loads Q, dO, LSE of a query block; computes D_i = Σ_c dO_ic O_ic into t.delta (o_scratch: kBlockQ × ld.dv).
-void load_query_block(const Operands &o, const Lds &ld, const StepTiles &t, float *o_scratch, std::int64_t b,
-                      std::int64_t h, std::int64_t i0, std::int64_t nq) {
-  load_rows(o.q, b, h, i0, nq, t.q, ld.d);
-  load_rows(o.dout, b, h, i0, nq, t.dout, ld.dv);
-  for (std::int64_t r = 0; r < nq; ++r) t.lse[r] = o.lse.at(b, h, i0 + r);
-  if (o_scratch) {
-    load_rows(o.out, b, h, i0, nq, o_scratch, ld.dv);
-    simd::row_dots(t.dout, ld.dv, o_scratch, ld.dv, nq, o.shape.Dv, t.delta);
-  }
+/// Transposed tile of `n` ≤ kBlockQ columns (rows × kBlockQ), its columns n.. zeroed, then scaled by `scale`.
+void load_packed_t(const View &t, std::int64_t b, std::int64_t h, std::int64_t l0, std::int64_t n, float *dst,
+                   float *stage, float scale) {
+  const std::int64_t rows = t.n[3];
+  load_rows_t(t, b, h, l0, n, dst, kBlockQ, stage);
+  if (n < kBlockQ)
+    for (std::int64_t x = 0; x < rows; ++x) std::fill(dst + x * kBlockQ + n, dst + (x + 1) * kBlockQ, 0.0f);
+  if (scale != 1.0f) simd::scale(dst, kBlockQ, rows, n, scale);
 }
 
 struct DqTiles {
-  StepTiles step;
-  float *k, *o, *dq;
+  float *qt, *dot, *s, *dp, *dqt, *k, *v, *orows, *dorows, *lse, *delta, *stage;
   DqTiles(Arena &a, const Shape &sh, const Lds &ld)
-      : step{a.take(kBlockQ * ld.d), a.take(kBlockQ * ld.dv), a.take(sh.D * kBlockK), a.take(sh.Dv * kBlockK),
-             a.take(kBlockQ * kBlockK), a.take(kBlockQ * kBlockK), a.take(kBlockQ), a.take(kBlockQ),
-             a.take(kTransposeRows * std::max(ld.d, ld.dv))},
-        k(a.take(kBlockK * ld.d)), o(a.take(kBlockQ * ld.dv)), dq(a.take(kBlockQ * ld.d)) {}
+      : qt(a.take(sh.D * kBlockQ)), dot(a.take(sh.Dv * kBlockQ)), s(a.take(kBlockK * kBlockQ)),
+        dp(a.take(kBlockK * kBlockQ)), dqt(a.take(sh.D * kBlockQ)), k(a.take(kBlockK * ld.d)),
+        v(a.take(kBlockK * ld.dv)), orows(a.take(kBlockQ * std::max(ld.d, ld.dv))), dorows(a.take(kBlockQ * ld.dv)),
+        lse(a.take(kBlockQ)), delta(a.take(kBlockQ)), stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {}
 };
 
 /// Pass 1 task: D for query block qb of head h (saved to `delta_out`, [B,Hq,Lq]) and its dQ.
@@ -340,59 +322,75 @@ void dq_task(const Operands &o, const Lds &ld, const DqTiles &t, float *delta_ou
              std::int64_t qb) {
   const Shape &s = o.shape;
   const std::int64_t hk = s.kv_head(h), i0 = qb * kBlockQ, nq = std::min(kBlockQ, s.Lq - i0);
-  load_query_block(o, ld, t.step, t.o, b, h, i0, nq);
-  std::copy(t.step.delta, t.step.delta + nq, delta_out + lse_offset(s, b, h, i0));
-  for (std::int64_t r = 0; r < nq; ++r) std::fill(t.dq + r * ld.d, t.dq + r * ld.d + s.D, 0.0f);
+  const float scale = static_cast<float>(o.scale);
+  load_packed_t(o.q, b, h, i0, nq, t.qt, t.stage, scale);
+  load_packed_t(o.dout, b, h, i0, nq, t.dot, t.stage, 1.0f);
+  load_rows(o.dout, b, h, i0, nq, t.dorows, ld.dv);
+  load_rows(o.out, b, h, i0, nq, t.orows, ld.dv);
+  simd::row_dots(t.dorows, ld.dv, t.orows, ld.dv, nq, s.Dv, t.delta);
+  std::copy(t.delta, t.delta + nq, delta_out + lse_offset(s, b, h, i0));
+  for (std::int64_t c = 0; c < kBlockQ; ++c) t.lse[c] = c < nq ? o.lse.at(b, h, i0 + c) : 0.0f;
+  std::fill(t.delta + nq, t.delta + kBlockQ, 0.0f);
   const std::int64_t key_end = visible_keys(o, i0 + nq - 1);
+  bool first = true;
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
     const std::int64_t nk = std::min(kBlockK, key_end - j0);
-    load_rows_t(o.k, b, hk, j0, nk, t.step.kt, kBlockK, t.step.stage);
-    load_rows_t(o.v, b, hk, j0, nk, t.step.vt, kBlockK, t.step.stage);
-    load_rows(o.k, b, hk, j0, nk, t.k, ld.d);
-    backward_step(o, ld, t.step, i0, nq, j0, nk);
-    gemm_nn(t.step.ds, kBlockK, t.k, ld.d, t.dq, ld.d, nq, s.D, nk, true);
+    const KeyTile kt = key_tile(o.k, b, hk, j0, nk, t.k, ld.d), vt = key_tile(o.v, b, hk, j0, nk, t.v, ld.dv);
+    simd::gemm(kt.a, kt.row, kt.col, t.qt, kBlockQ, t.s, kBlockQ, nk, nq, s.D, false);  // Sᵀ = K·(scale·Qᵀ)
+    simd::exp_minus_lse_cols(t.s, kBlockQ, nk, nq, t.lse);
+    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile_t(o, i0, nq, j0, nk, t.s, kBlockQ, 0.0f);
+    simd::gemm(vt.a, vt.row, vt.col, t.dot, kBlockQ, t.dp, kBlockQ, nk, nq, s.Dv, false);  // dPᵀ = V·dOᵀ
+    simd::score_gradient_cols(t.s, t.dp, kBlockQ, nk, nq, t.delta);
+    simd::gemm(kt.a, kt.col, kt.row, t.dp, kBlockQ, t.dqt, kBlockQ, s.D, nq, nk, !first);  // dQᵀ += Kᵀ·dSᵀ
+    first = false;
   }
-  const float scale = static_cast<float>(o.scale);
-  simd::scale(t.dq, ld.d, nq, s.D, scale);
-  store_rows(o.dq, b, h, i0, nq, t.dq, ld.d);
+  if (first) std::fill(t.dqt, t.dqt + s.D * kBlockQ, 0.0f);
+  simd::scale(t.dqt, kBlockQ, s.D, nq, scale);
+  store_transposed(o.dq, b, h, i0, nq, t.dqt, kBlockQ, s.D, t.orows, ld.d);
 }
 
 struct DkvTiles {
-  StepTiles step;
-  float *dk, *dv;
+  float *kt, *vt, *s, *dp, *dkt, *dvt, *q, *dout, *rows, *lse, *delta, *stage;
   DkvTiles(Arena &a, const Shape &sh, const Lds &ld)
-      : step{a.take(kBlockQ * ld.d), a.take(kBlockQ * ld.dv), a.take(sh.D * kBlockK), a.take(sh.Dv * kBlockK),
-             a.take(kBlockQ * kBlockK), a.take(kBlockQ * kBlockK), a.take(kBlockQ), a.take(kBlockQ),
-             a.take(kTransposeRows * std::max(ld.d, ld.dv))},
-        dk(a.take(kBlockK * ld.d)), dv(a.take(kBlockK * ld.dv)) {}
+      : kt(a.take(sh.D * kBlockK)), vt(a.take(sh.Dv * kBlockK)), s(a.take(kBlockQ * kBlockK)),
+        dp(a.take(kBlockQ * kBlockK)), dkt(a.take(sh.D * kBlockK)), dvt(a.take(sh.Dv * kBlockK)),
+        q(a.take(kBlockQ * ld.d)), dout(a.take(kBlockQ * ld.dv)), rows(a.take(kBlockK * std::max(ld.d, ld.dv))),
+        lse(a.take(kBlockQ)), delta(a.take(kBlockQ)), stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {}
 };
+static_assert(kBlockQ == kBlockK, "load_packed_t packs key tiles with kBlockQ columns");
 
 /// Pass 2 task: dK and dV of key block kb of kv head hk, summed over the query heads of its group.
 void dkv_task(const Operands &o, const Lds &ld, const DkvTiles &t, const float *delta, std::int64_t b,
               std::int64_t hk, std::int64_t kb) {
   const Shape &s = o.shape;
   const std::int64_t j0 = kb * kBlockK, nk = std::min(kBlockK, s.Lk - j0);
-  load_rows_t(o.k, b, hk, j0, nk, t.step.kt, kBlockK, t.step.stage);
-  load_rows_t(o.v, b, hk, j0, nk, t.step.vt, kBlockK, t.step.stage);
-  for (std::int64_t j = 0; j < nk; ++j) {
-    std::fill(t.dk + j * ld.d, t.dk + j * ld.d + s.D, 0.0f);
-    std::fill(t.dv + j * ld.dv, t.dv + j * ld.dv + s.Dv, 0.0f);
-  }
+  const float scale = static_cast<float>(o.scale);
+  load_packed_t(o.k, b, hk, j0, nk, t.kt, t.stage, scale);
+  load_packed_t(o.v, b, hk, j0, nk, t.vt, t.stage, 1.0f);
   // Causal: query i sees key j0 iff i ≥ j0 − (Lk − Lq); earlier query rows contribute nothing.
   const std::int64_t i_first = o.mask == Mask::none ? 0 : std::max<std::int64_t>(0, j0 - (s.Lk - s.Lq));
+  bool first = true;
   for (std::int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
     for (std::int64_t i0 = i_first; i0 < s.Lq; i0 += kBlockQ) {
       const std::int64_t nq = std::min(kBlockQ, s.Lq - i0);
-      load_query_block(o, ld, t.step, nullptr, b, h, i0, nq);
-      std::copy(delta + lse_offset(s, b, h, i0), delta + lse_offset(s, b, h, i0) + nq, t.step.delta);
-      backward_step(o, ld, t.step, i0, nq, j0, nk);
-      gemm_tn_acc(t.step.p, kBlockK, t.step.dout, ld.dv, t.dv, ld.dv, nk, s.Dv, nq);
-      gemm_tn_acc(t.step.ds, kBlockK, t.step.q, ld.d, t.dk, ld.d, nk, s.D, nq);
+      const KeyTile qa = key_tile(o.q, b, h, i0, nq, t.q, ld.d), da = key_tile(o.dout, b, h, i0, nq, t.dout, ld.dv);
+      for (std::int64_t r = 0; r < nq; ++r) t.lse[r] = o.lse.at(b, h, i0 + r);
+      std::copy(delta + lse_offset(s, b, h, i0), delta + lse_offset(s, b, h, i0) + nq, t.delta);
+      simd::gemm(qa.a, qa.row, qa.col, t.kt, kBlockK, t.s, kBlockK, nq, nk, s.D, false);  // S = Q·(scale·Kᵀ)
+      probabilities(o, i0, nq, j0, nk, t.lse, t.s);
+      simd::gemm(da.a, da.row, da.col, t.vt, kBlockK, t.dp, kBlockK, nq, nk, s.Dv, false);  // dP = dO·Vᵀ
+      simd::score_gradient(t.s, t.dp, kBlockK, nq, nk, t.delta);
+      simd::gemm(da.a, da.col, da.row, t.s, kBlockK, t.dvt, kBlockK, s.Dv, nk, nq, !first);  // dVᵀ += dOᵀ·P
+      simd::gemm(qa.a, qa.col, qa.row, t.dp, kBlockK, t.dkt, kBlockK, s.D, nk, nq, !first);  // dKᵀ += Qᵀ·dS
+      first = false;
     }
-  const float scale = static_cast<float>(o.scale);
-  simd::scale(t.dk, ld.d, nk, s.D, scale);
-  store_rows(o.dk, b, hk, j0, nk, t.dk, ld.d);
-  store_rows(o.dv, b, hk, j0, nk, t.dv, ld.dv);
+  if (first) {  // no query sees this key block
+    std::fill(t.dkt, t.dkt + s.D * kBlockK, 0.0f);
+    std::fill(t.dvt, t.dvt + s.Dv * kBlockK, 0.0f);
+  }
+  simd::scale(t.dkt, kBlockK, s.D, nk, scale);
+  store_transposed(o.dk, b, hk, j0, nk, t.dkt, kBlockK, s.D, t.rows, ld.d);
+  store_transposed(o.dv, b, hk, j0, nk, t.dvt, kBlockK, s.Dv, t.rows, ld.dv);
 }
 }  // namespace
 

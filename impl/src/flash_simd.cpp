@@ -207,6 +207,33 @@ void ExpMinusLse(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t rows, std
   }
 }
 
+void ExpMinusLseCols(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t rows, std::int64_t n,
+                     const float *HWY_RESTRICT lse) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t c = 0; c < n; c += N) {
+    const VF shift = hn::LoadU(d, lse + c);
+    const auto empty = hn::Eq(shift, hn::Set(d, kMinusInf));  // a row without keys: exp(S + ∞) would be +∞
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float *s = S + r * lds + c;
+      hn::StoreU(hn::IfThenZeroElse(empty, hn::Exp(d, hn::Sub(hn::LoadU(d, s), shift))), d, s);
+    }
+  }
+}
+
+void ScoreGradientCols(const float *HWY_RESTRICT P, float *HWY_RESTRICT dP, std::int64_t ld, std::int64_t rows,
+                       std::int64_t n, const float *HWY_RESTRICT delta) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t c = 0; c < n; c += N) {
+    const VF dc = hn::LoadU(d, delta + c);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float *g = dP + r * ld + c;
+      hn::StoreU(hn::Mul(hn::LoadU(d, P + r * ld + c), hn::Sub(hn::LoadU(d, g), dc)), d, g);
+    }
+  }
+}
+
 void ScoreGradient(const float *HWY_RESTRICT P, float *HWY_RESTRICT dP, std::int64_t ld, std::int64_t rows,
                    std::int64_t n, const float *HWY_RESTRICT delta) {
   const DF d;
@@ -353,6 +380,8 @@ namespace attncheck::builtin::simd {
 HWY_EXPORT(Gemm);
 HWY_EXPORT(OnlineSoftmax);
 HWY_EXPORT(ExpMinusLse);
+HWY_EXPORT(ExpMinusLseCols);
+HWY_EXPORT(ScoreGradientCols);
 HWY_EXPORT(OnlineSoftmaxCols);
 HWY_EXPORT(DivideCols);
 HWY_EXPORT(ScoreGradient);
@@ -380,6 +409,13 @@ void online_softmax(float *S, std::int64_t lds, std::int64_t rows, std::int64_t 
 }
 void exp_minus_lse(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, const float *lse) {
   HWY_DYNAMIC_DISPATCH(ExpMinusLse)(S, lds, rows, n, lse);
+}
+void exp_minus_lse_cols(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, const float *lse) {
+  HWY_DYNAMIC_DISPATCH(ExpMinusLseCols)(S, lds, rows, n, lse);
+}
+void score_gradient_cols(const float *P, float *dP, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                         const float *delta) {
+  HWY_DYNAMIC_DISPATCH(ScoreGradientCols)(P, dP, ld, rows, n, delta);
 }
 void score_gradient(const float *P, float *dP, std::int64_t ld, std::int64_t rows, std::int64_t n,
                     const float *delta) {

@@ -46,6 +46,13 @@ void online_softmax(float *S, std::int64_t lds, std::int64_t rows, std::int64_t 
 /// P[r][j] = exp(S[r][j] − lse[r]) in place, for r < rows, j < n; 0 for a row with lse = −∞.
 void exp_minus_lse(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, const float *lse);
 
+/// The same on a transposed tile (one query per column, lse padded like a row): P[r][c] = exp(S[r][c] − lse[c]).
+void exp_minus_lse_cols(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, const float *lse);
+
+/// dP[r][c] ← P[r][c]·(dP[r][c] − delta[c]) on transposed tiles (delta padded like a row).
+void score_gradient_cols(const float *P, float *dP, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                         const float *delta);
+
 /// dP[r][j] ← P[r][j]·(dP[r][j] − delta[r]) for r < rows, j < n (dS of the FlashAttention backward).
 void score_gradient(const float *P, float *dP, std::int64_t ld, std::int64_t rows, std::int64_t n,
                     const float *delta);
