@@ -1,274 +1,51 @@
 #include "server.h"
 
-#include <dlfcn.h>
+#include "io.h"
+#include "serve.h"
+
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <set>
+#include <filesystem>
 #include <thread>
 
 namespace attncheck::sandbox {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr std::uint64_t kMiB = 1024 * 1024;
 /// How long a child that reported a fatal signal, or asked to quit, may take to exit before it is killed.
 constexpr int kExitGraceMs = 2000;
-/// Signals that end a kernel's call; the child reports them (with the fault address) before dying.
-constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
-/// Stack for the fatal-signal handler, so that a stack overflow is reported too.
-constexpr std::size_t kAltStackBytes = 64 * 1024;
+/// The server executable's file name, and the variable that overrides where it is.
+constexpr const char *kServerName = "attncheck-sandbox-server";
+constexpr const char *kServerEnv = "ATTNCHECK_SANDBOX_SERVER";
+/// Exit status of a child whose exec() of the server failed.
+constexpr int kExecFailed = 127;
 
-// ---- both sides ----
-
-bool send_all(int fd, const void *buf, std::size_t n) {
-  const char *p = static_cast<const char *>(buf);
-  while (n > 0) {
-    // MSG_NOSIGNAL: a dead child must not raise SIGPIPE in the parent.
-    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-enum class Read { ok, eof, timeout, error };
-
-/// Reads exactly n bytes; deadline == nullptr blocks.
-Read recv_all(int fd, void *buf, std::size_t n, const Clock::time_point *deadline) {
-  char *p = static_cast<char *>(buf);
-  while (n > 0) {
-    if (deadline) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      if (left <= 0) return Read::timeout;
-      pollfd pfd{fd, POLLIN, 0};
-      const int r = poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Read::error;
-      if (r == 0) return Read::timeout;
-    }
-    const ssize_t got = recv(fd, p, n, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return Read::error;
-    if (got == 0) return Read::eof;
-    p += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return Read::ok;
-}
-
-void copy_message(char (&dst)[wire::kMessageBytes], const char *src) {
-  std::snprintf(dst, sizeof dst, "%s", src ? src : "");
-}
-
-// ---- the child ----
-
-// Read by the fatal-signal handler.
-volatile int g_sock = -1;
-volatile std::uintptr_t g_shm_base = 0;
-volatile std::size_t g_shm_bytes = 0;
-alignas(16) char g_alt_stack[kAltStackBytes];
-
-/// Reports the signal (and whether an allocation had just failed) to the parent, then dies of it. Only
-/// async-signal-safe calls.
-void on_fatal_signal(int signo, siginfo_t *info, void *) {
-  const int saved_errno = errno;  // errno is per thread: the faulting thread's
-  wire::Reply r;
-  std::memset(&r, 0, sizeof r);
-  r.magic = wire::kMagic;
-  r.type = wire::kSignalled;
-  r.signo = signo;
-  r.enomem = saved_errno == ENOMEM;
-  if (signo == SIGSEGV || signo == SIGBUS) {
-    const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
-    r.addr_valid = 1;
-    r.addr = addr;
-    if (g_shm_base && addr >= g_shm_base && addr < g_shm_base + g_shm_bytes) {
-      r.in_shm = 1;
-      r.shm_offset = addr - g_shm_base;
-    }
-  }
-  const char *p = reinterpret_cast<const char *>(&r);
-  std::size_t n = sizeof r;
-  while (n > 0) {
-    const ssize_t w = write(g_sock, p, n);
-    if (w <= 0) break;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  // SA_RESETHAND made the action the default: the re-raised signal (or the faulting instruction, re-executed on
-  // return) kills the process.
-  raise(signo);
-}
-
-void install_child_signals() {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  stack_t ss{};
-  ss.ss_sp = g_alt_stack;
-  ss.ss_size = sizeof g_alt_stack;
-  sigaltstack(&ss, nullptr);
-  struct sigaction sa{};
-  sa.sa_sigaction = on_fatal_signal;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
-  sigemptyset(&sa.sa_mask);
-  for (int s : kFatalSignals) sigaction(s, &sa, nullptr);
-  signal(SIGPIPE, SIG_DFL);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-}
-
-/// Closes every inherited descriptor but stdio and ours (other plugins' sockets would keep them from seeing EOF).
-void close_other_fds(int a, int b) {
-  if (a > b) std::swap(a, b);
-  const auto ua = static_cast<unsigned>(a), ub = static_cast<unsigned>(b);
-  if (ua > 3) close_range(3, ua - 1, 0);
-  if (ub > ua + 1) close_range(ua + 1, ub - 1, 0);
-  close_range(ub + 1, ~0U, 0);
-}
-
-/// The process's mapped address space in bytes (VmSize).
-std::uint64_t address_space_bytes() {
-  FILE *f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  unsigned long long pages = 0;
-  if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
-  std::fclose(f);
-  return pages * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
-void set_soft_as_limit(rlim_t soft) {
-  rlimit lim{};
-  getrlimit(RLIMIT_AS, &lim);
-  lim.rlim_cur = std::min(soft, lim.rlim_max);
-  setrlimit(RLIMIT_AS, &lim);
-}
-
-/// Runs one request; the reply is a kReturned one (a fatal signal never gets here).
-wire::Reply serve_call(const wire::Request &req, const attncheck_kernel &k, int memfd) {
-  wire::Reply rep;
-  std::memset(&rep, 0, sizeof rep);
-  rep.magic = wire::kMagic;
-  rep.type = wire::kReturned;
-  set_soft_as_limit(RLIM_INFINITY);  // the previous call's limit must not stop this mapping
-  void *mem = mmap(nullptr, req.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (mem == MAP_FAILED) {
-    rep.status = ATTNCHECK_ERROR;
-    std::snprintf(rep.message, sizeof rep.message, "sandbox: the child cannot map %llu bytes of tensors: %s",
-                  static_cast<unsigned long long>(req.shm_bytes), std::strerror(errno));
-    return rep;
-  }
-  auto *base = static_cast<std::byte *>(mem);
-  DLTensor t[wire::kMaxTensors];
-  std::int64_t shapes[wire::kMaxTensors][wire::kMaxRank], strides[wire::kMaxTensors][wire::kMaxRank];
-  DLTensor *arg[wire::kMaxTensors];
-  for (int i = 0; i < wire::kMaxTensors; ++i) {
-    const wire::Tensor &w = req.tensors[i];
-    arg[i] = nullptr;
-    if (!w.present) continue;
-    mprotect(base + w.lead_guard, req.page, PROT_NONE);
-    mprotect(base + w.trail_guard, req.page, PROT_NONE);
-    std::memcpy(shapes[i], w.shape, sizeof w.shape);
-    std::memcpy(strides[i], w.strides, sizeof w.strides);
-    t[i] = DLTensor{base + w.elem0, w.device, w.ndim, w.dtype, shapes[i], strides[i], 0};
-    arg[i] = &t[i];
-  }
-  g_shm_base = reinterpret_cast<std::uintptr_t>(base);
-  g_shm_bytes = req.shm_bytes;
-  set_soft_as_limit(static_cast<rlim_t>(address_space_bytes() + req.memory_limit_bytes));
-  errno = 0;  // so that ENOMEM afterwards means an allocation of this call failed
-  if (req.op == wire::kForward)
-    rep.status = k.forward(&req.params, arg[0], arg[1], arg[2], arg[3], arg[4]);
-  else
-    rep.status = k.backward(&req.params, arg[0], arg[1], arg[2], arg[3], arg[4], arg[5], arg[6], arg[7], arg[8]);
-  rep.enomem = errno == ENOMEM;
-  if (rep.status != ATTNCHECK_OK && k.last_error) copy_message(rep.message, k.last_error());
-  set_soft_as_limit(RLIM_INFINITY);
-  g_shm_base = 0;
-  munmap(mem, req.shm_bytes);
-  std::fflush(nullptr);  // the kernel's prints, before the parent goes on
-  return rep;
-}
-
-[[noreturn]] void serve(int sock, int memfd, const std::string &path, pid_t parent) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the parent
-  if (getppid() != parent) _exit(0);
-  close_other_fds(sock, memfd);
-  g_sock = sock;
-  install_child_signals();
-
-  wire::Hello hello;
-  std::memset(&hello, 0, sizeof hello);
-  hello.magic = wire::kMagic;
-  // dlopen needs a slash to load a file rather than search the library path.
-  const std::string open_path = path.find('/') == std::string::npos ? "./" + path : path;
-  void *handle = dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  const attncheck_kernel *ks = nullptr;
-  std::int32_t n = 0;
-  if (!handle) {
-    const char *why = dlerror();
-    hello.count = -1;
-    std::snprintf(hello.error, sizeof hello.error, "cannot load plugin '%s': %s (is it a shared object built for "
-                  "this machine?)", path.c_str(), why ? why : "dlopen failed");
-  } else if (auto fn = reinterpret_cast<attncheck_kernels_fn>(dlsym(handle, ATTNCHECK_KERNELS_SYMBOL)); !fn) {
-    hello.count = -1;
-    std::snprintf(hello.error, sizeof hello.error, "plugin '%s' does not export '" ATTNCHECK_KERNELS_SYMBOL
-                  "': define `const attncheck_kernel *attncheck_kernels(int32_t *count)` with C linkage",
-                  path.c_str());
-  } else {
-    ks = fn(&n);
-    hello.count = ks ? n : 0;
-  }
-  if (!send_all(sock, &hello, sizeof hello)) _exit(0);
-  if (hello.count <= 0) _exit(0);
-  for (std::int32_t i = 0; i < n; ++i) {
-    wire::KernelInfo info;
-    std::memset(&info, 0, sizeof info);
-    info.abi_version = ks[i].abi_version;
-    info.has_forward = ks[i].forward != nullptr;
-    info.has_backward = ks[i].backward != nullptr;
-    info.has_last_error = ks[i].last_error != nullptr;
-    const char *name = ks[i].name ? ks[i].name : "";
-    std::snprintf(info.name, sizeof info.name, "%s", name);
-    info.full_name_len = static_cast<std::int32_t>(std::strlen(name));
-    if (!send_all(sock, &info, sizeof info)) _exit(0);
-  }
-
-  while (true) {
-    wire::Request req;
-    if (recv_all(sock, &req, sizeof req, nullptr) != Read::ok || req.magic != wire::kMagic || req.op == wire::kQuit)
-      _exit(0);
-    wire::Reply rep;
-    if (req.kernel < 0 || req.kernel >= n || (req.op == wire::kForward ? !ks[req.kernel].forward
-                                                                        : !ks[req.kernel].backward)) {
-      std::memset(&rep, 0, sizeof rep);
-      rep.magic = wire::kMagic;
-      rep.type = wire::kReturned;
-      rep.status = ATTNCHECK_ERROR;
-      copy_message(rep.message, "sandbox: request for a kernel function the plugin does not have");
-    } else {
-      rep = serve_call(req, ks[req.kernel], memfd);
-    }
-    if (!send_all(sock, &rep, sizeof rep)) _exit(0);
-  }
+/// The server executable: the option, $ATTNCHECK_SANDBOX_SERVER, beside the running executable, or where the build
+/// put it; "" when there is none (the forked child then serves without exec).
+std::string server_executable(const std::string &option) {
+  if (!option.empty()) return option;
+  if (const char *env = std::getenv(kServerEnv); env && *env) return env;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && access((exe.parent_path() / kServerName).c_str(), X_OK) == 0)
+    return (exe.parent_path() / kServerName).string();
+#ifdef ATTNCHECK_SANDBOX_SERVER
+  if (access(ATTNCHECK_SANDBOX_SERVER, X_OK) == 0) return ATTNCHECK_SANDBOX_SERVER;
+#endif
+  return "";
 }
 
 std::string hex(std::uint64_t x) {
@@ -342,6 +119,10 @@ std::vector<KernelDesc> Server::start() {
   }
   std::fflush(nullptr);  // or the child would print the parent's buffered output again
   const pid_t parent = getpid();
+  // A fresh process rather than a copy of this one: libgomp's thread pool, say, does not survive fork().
+  std::string exe = server_executable(options_.server_executable), parent_arg = std::to_string(parent);
+  std::string path_arg = path_;
+  char *argv[] = {exe.data(), path_arg.data(), parent_arg.data(), nullptr};
   const pid_t pid = fork();
   if (pid < 0) {
     close(sv[0]);
@@ -351,6 +132,17 @@ std::vector<KernelDesc> Server::start() {
   }
   if (pid == 0) {
     close(sv[0]);
+    if (!exe.empty()) {
+      // Only async-signal-safe calls until exec (the parent may have threads). dup2 onto the fixed descriptors
+      // clears close-on-exec; the detour through high numbers keeps the two from overwriting each other.
+      const int s = fcntl(sv[1], F_DUPFD_CLOEXEC, kServerMemFd + 1);
+      const int m = fcntl(memfd, F_DUPFD_CLOEXEC, kServerMemFd + 1);
+      if (s >= 0 && m >= 0 && dup2(s, kServerSocketFd) >= 0 && dup2(m, kServerMemFd) >= 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execv(exe.c_str(), argv);
+      }
+      _exit(kExecFailed);
+    }
     serve(sv[1], memfd, path_, parent);
   }
   close(sv[1]);
@@ -373,6 +165,9 @@ std::vector<KernelDesc> Server::start() {
                  std::to_string(options_.timeout.count()) + " ms (a hang in its initialisation?)");
     default: {
       const int status = reap(kExitGraceMs);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == kExecFailed)
+        throw SandboxError("sandbox: cannot run the server '" + exe + "' (set " + kServerEnv +
+                           " to the path of " + kServerName + ")");
       throw SandboxError("plugin '" + path_ + "' crashed while loading: " +
                          (WIFSIGNALED(status) ? signal_name(WTERMSIG(status))
                                               : "exit status " + std::to_string(WEXITSTATUS(status))));

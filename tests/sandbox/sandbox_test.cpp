@@ -29,8 +29,15 @@ constexpr double kCallerPadding = 7.0;
 constexpr std::int64_t kPad = 3;
 constexpr Layout kLayouts[] = {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded};
 
+SandboxOptions test_options() {
+  SandboxOptions o;
+  o.timeout = kTestTimeout;
+  o.memory_limit_mib = kTestMemoryMiB;
+  return o;
+}
+
 SandboxedPlugin &plugin() {
-  static SandboxedPlugin p = SandboxedPlugin::load(MISBEHAVING_PLUGIN, {kTestTimeout, kTestMemoryMiB});
+  static SandboxedPlugin p = SandboxedPlugin::load(MISBEHAVING_PLUGIN, test_options());
   return p;
 }
 const attncheck_kernel &sandboxed(const std::string &name) { return plugin().find(name); }
@@ -326,9 +333,14 @@ TEST_CASE("a tensor the sandbox cannot carry is a failing call, not a crash", "[
 }
 
 TEST_CASE("a plugin that cannot be loaded is a SandboxError saying why", "[sandbox]") {
-  CHECK_THROWS_WITH(SandboxedPlugin::load("/nonexistent/plugin.so", {kTestTimeout, kTestMemoryMiB}),
+  CHECK_THROWS_WITH(SandboxedPlugin::load("/nonexistent/plugin.so", test_options()),
                     Catch::Contains("cannot load plugin '/nonexistent/plugin.so'"));
-  CHECK_THROWS_AS(SandboxedPlugin::load("/proc/self/status", {kTestTimeout, kTestMemoryMiB}), SandboxError);
+  CHECK_THROWS_AS(SandboxedPlugin::load("/proc/self/status", test_options()), SandboxError);
+  SandboxOptions no_server = test_options();
+  no_server.server_executable = "/nonexistent/attncheck-sandbox-server";
+  CHECK_THROWS_WITH(SandboxedPlugin::load(MISBEHAVING_PLUGIN, no_server),
+                    "sandbox: cannot run the server '/nonexistent/attncheck-sandbox-server' (set "
+                    "ATTNCHECK_SANDBOX_SERVER to the path of attncheck-sandbox-server)");
 }
 
 TEST_CASE("the bundled flash kernel runs in the sandbox after the parent process used OpenMP", "[sandbox]") {
@@ -337,7 +349,7 @@ TEST_CASE("the bundled flash kernel runs in the sandbox after the parent process
   Outputs direct(rng, p, Layout::blhd), boxed(rng, p, Layout::blhd);
   const attncheck_kernel &flash = in_process(BUILTIN_PLUGIN, "flash");
   REQUIRE(forward(flash, p, direct).ok());  // starts the parent's OpenMP threads before the fork
-  SandboxedPlugin builtin = SandboxedPlugin::load(BUILTIN_PLUGIN, {std::chrono::milliseconds(10'000), 4096});
+  SandboxedPlugin builtin = SandboxedPlugin::load(BUILTIN_PLUGIN);  // default limits: flash's threads need room
   const CallResult r = forward(builtin.find("flash"), p, boxed);
   INFO(r.message);
   REQUIRE(r.ok());

@@ -1,8 +1,9 @@
 // Isolation: every call of a plugin kernel runs in a child process, so a kernel that crashes, hangs, allocates
 // without bound or writes where it must not becomes one failing call with a clear message, and the caller goes on.
 //
-// A SandboxedPlugin loads a plugin in a fork server (one child process per plugin, which dlopen()s the plugin and
-// serves calls over a socket; tensors travel in shared memory) and presents each of its kernels as an ordinary
+// A SandboxedPlugin loads a plugin in a fork server (one child process per plugin, forked and exec()ing
+// attncheck-sandbox-server, which dlopen()s the plugin and serves calls over a socket; tensors travel in shared
+// memory; a call that kills it has the next call start a fresh one) and presents each of its kernels as an ordinary
 // attncheck_kernel: the same struct, whose forward/backward run the real kernel in the child and copy the results
 // back to the caller's tensors. A faulting call returns ATTNCHECK_ERROR and last_error() gives the one-line fault
 // description; last_fault() gives it structured. In the child every tensor sits between PROT_NONE guard pages, its
@@ -27,6 +28,11 @@ struct SandboxOptions {
   /// Address space the kernel may add to the child during a call, above what the child maps for the tensors.
   /// Counted as RLIMIT_AS, so thread stacks and malloc arenas a kernel creates count too.
   std::uint64_t memory_limit_mib = 4096;
+  /// The server executable (attncheck-sandbox-server) the forked child exec()s, so that each server is a fresh
+  /// process; "" looks in $ATTNCHECK_SANDBOX_SERVER, beside the running executable, then in the build. When none is
+  /// found the forked child serves without exec (fine unless this process ran OpenMP and the plugin uses it too:
+  /// libgomp's thread pool does not survive fork()).
+  std::string server_executable;
 };
 
 /// What went wrong in a sandboxed call, beyond what the kernel itself returned.
