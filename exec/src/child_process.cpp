@@ -116,8 +116,10 @@ bool ChildProcess::pump(Clock::time_point deadline) {
   if (out_ < 0) return false;
   pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
   const nfds_t n = err_ >= 0 ? 2 : 1;
-  const int rc = ::poll(fds, n, ms_until(deadline));
-  if (rc < 0) return errno == EINTR ? true : (throw_errno("poll"), false);
+  if (::poll(fds, n, ms_until(deadline)) < 0) {
+    if (errno == EINTR) return true;
+    throw_errno("poll");
+  }
   char buf[kReadChunk];
   if (n == 2 && fds[1].revents) {
     const ssize_t r = ::read(err_, buf, sizeof buf);

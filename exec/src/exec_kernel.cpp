@@ -269,7 +269,8 @@ void ExecKernel::State::start() {
                    std::string(kProtocolRef) + " §3)");
       if (version != kExecProtocolVersion)
         throw fail("speaks exec protocol version " + f[1] + ", this attncheck speaks version " +
-                   std::to_string(kExecProtocolVersion) + ": use a kernel and an attncheck of the same protocol version");
+                   std::to_string(kExecProtocolVersion) +
+                   ": use a kernel and an attncheck of the same protocol version");
       have_version = true;
       continue;
     }
@@ -350,13 +351,17 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   std::snprintf(scale, sizeof scale, "%.17g", p.scale);
   const std::string request = std::string(verb) + " " + info.name + " " + std::string(protocol_dtype(dt)) + " " +
                               scale + " " + mask + " " + dir;
-  const auto describe_exit = [&] {
+  // The child went away: collect its exit status and the rest of its stderr for the message.
+  const auto describe_exit = [&](const char *what) {
     std::string line;
-    c.read_line(line, Clock::now());  // collects the exit status and the rest of stderr
-    return broke(who_call + ": the child " + (c.exited() ? c.exit_description() : "closed its stdout") +
-                 " during the call" + stderr_note(c) + "; it restarts on the next call");
+    const auto grace = Clock::now() + kQuitGrace;
+    while (c.read_line(line, grace) == ChildProcess::Read::line) {
+    }
+    c.wait_exit(grace);
+    return broke(who_call + ": the child " + (c.exited() ? c.exit_description() : what) + " during the call" +
+                 stderr_note(c) + "; it restarts on the next call");
   };
-  if (!c.write_line(request)) return describe_exit();
+  if (!c.write_line(request)) return describe_exit("stopped reading its stdin");
 
   std::string answer;
   switch (c.read_line(answer, Clock::now() + options.call_timeout)) {
@@ -365,7 +370,7 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
       return broke(who_call + ": no answer within " + seconds_text(options.call_timeout) + stderr_note(c) +
                    ": the child was stopped and restarts on the next call; raise the exec timeout if the kernel is "
                    "just slow");
-    case ChildProcess::Read::eof: return describe_exit();
+    case ChildProcess::Read::eof: return describe_exit("closed its stdout");
     case ChildProcess::Read::too_long:
       return broke(who_call + ": garbled answer: a stdout line longer than 64 KiB; the child was stopped");
   }
@@ -380,7 +385,7 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   if (answer != "ok")
     return broke(who_call + ": garbled answer '" + clip(answer) +
                  "' (expected 'ok', 'unsupported <message>' or 'error <message>'; " + std::string(kProtocolRef) +
-                 " §4): the child was stopped and restarts on the next call");
+                 " §4; diagnostics belong on stderr): the child was stopped and restarts on the next call");
 
   for (std::size_t i = 0; i < n_out; ++i) {
     if (!out[i]) continue;  // lse not asked for
@@ -395,7 +400,8 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
       std::string msg = e.what();
       const std::string prefix = dir + "/";  // the directory is noise in the message
       if (msg.rfind(prefix, 0) == 0) msg.erase(0, prefix.size());
-      return {ATTNCHECK_ERROR, who_call + ": " + clip(msg) + " (" + std::string(kProtocolRef) + " §4-5)"};
+      return {ATTNCHECK_ERROR, who_call + ": " + clip(msg) + ": write each output in the shape and descr of " +
+                                   std::string(kProtocolRef) + " §4-5"};
     }
   }
   return {ATTNCHECK_OK, ""};

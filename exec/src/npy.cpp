@@ -72,7 +72,8 @@ struct FileCloser {
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
 std::string header_for(std::string_view descr, const std::vector<std::int64_t> &shape) {
-  std::string h = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
+  std::string h =
+      "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
   // magic + 2 version bytes + 2 length bytes + header + '\n', padded with spaces to the alignment.
   const std::size_t prefix = kMagicLen + 4;
   const std::size_t total = (prefix + h.size() + 1 + kHeaderAlign - 1) / kHeaderAlign * kHeaderAlign;

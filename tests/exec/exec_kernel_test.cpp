@@ -294,7 +294,8 @@ TEST_CASE("call: out.npy of the wrong shape") {
   const CallResult r = small_forward(exec.find("peer"));
   CHECK(r.status == ATTNCHECK_ERROR);
   CHECK(one_line(r.message));
-  CHECK_THAT(r.message, Contains("exec kernel 'peer' (forward): out.npy has shape (1, 2, 3, 5), expected (1, 2, 3, 4)"));
+  CHECK_THAT(r.message, Contains("exec kernel 'peer' (forward): out.npy has shape (1, 2, 3, 5), expected "
+                                 "(1, 2, 3, 4): write each output in the shape and descr of"));
 }
 
 TEST_CASE("call: a call that hangs times out, and the child restarts on the next call") {
@@ -309,6 +310,8 @@ TEST_CASE("call: a call that hangs times out, and the child restarts on the next
                                  "restarts on the next call; raise the exec timeout if the kernel is just slow"));
   CHECK(exec.pid() == -1);
   CHECK(exec.starts() == 1);
+  CHECK(small_forward(exec.find("peer")).status == ATTNCHECK_ERROR);  // a fresh child, hanging again
+  CHECK(exec.starts() == 2);
 }
 
 TEST_CASE("call: a child that dies during a call is reported with its stderr and restarted") {
@@ -350,7 +353,7 @@ TEST_CASE("call: 'unsupported' and 'error' answers carry the child's message") {
   CHECK(exec.starts() == 1);
 }
 
-TEST_CASE("closing an ExecKernel stops its child; its ABI structs then fail cleanly") {
+TEST_CASE("closing an ExecKernel stops its child and its ABI structs then fail cleanly") {
   attncheck_kernel copy{};
   long pid = -1;
   {
