@@ -308,7 +308,18 @@ HWY_INLINE void Widen16(const std::byte *HWY_RESTRICT src, std::int64_t n, float
 void Widen(const std::byte *HWY_RESTRICT src, Dtype dt, std::int64_t n, float *HWY_RESTRICT dst) {
   switch (dt) {
     case Dtype::f32: std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float)); return;
-    case Dtype::f16: Widen16<hwy::float16_t>(src, n, dst, f16_bits_to_float); return;
+    case Dtype::f16:
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+      Widen16<hwy::float16_t>(src, n, dst, f16_bits_to_float);  // vcvtph2ps: exact, subnormals included
+#else
+      // Highway's emulated float16 promotion on the other targets mis-widens subnormals: scalar, exact.
+      for (std::int64_t x = 0; x < n; ++x) {
+        std::uint16_t bits;
+        std::memcpy(&bits, src + 2 * x, sizeof bits);
+        dst[x] = f16_bits_to_float(bits);
+      }
+#endif
+      return;
     case Dtype::bf16: Widen16<hwy::bfloat16_t>(src, n, dst, bf16_bits_to_float); return;
   }
 }
