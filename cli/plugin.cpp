@@ -37,36 +37,33 @@ Plugin::Plugin(const std::string &path) : path_(path == "builtin" ? builtin_plug
                       " (is it a shared object built for this machine?)");
   }
   dlerror();
-  auto fn = reinterpret_cast<attncheck_kernels_fn>(dlsym(handle_, ATTNCHECK_KERNELS_SYMBOL));
-  if (!fn) {
+  // The message is built before dlclose: it may quote the plugin's own strings.
+  auto fail = [&](const std::string &msg) {
     dlclose(handle_);
-    throw PluginError("plugin '" + path_ + "' does not export '" ATTNCHECK_KERNELS_SYMBOL
-                      "': define `const attncheck_kernel *attncheck_kernels(int32_t *count)` with C linkage");
-  }
+    handle_ = nullptr;
+    throw PluginError(msg);
+  };
+  auto fn = reinterpret_cast<attncheck_kernels_fn>(dlsym(handle_, ATTNCHECK_KERNELS_SYMBOL));
+  if (!fn)
+    fail("plugin '" + path_ + "' does not export '" ATTNCHECK_KERNELS_SYMBOL
+         "': define `const attncheck_kernel *attncheck_kernels(int32_t *count)` with C linkage");
   std::int32_t n = 0;
   const attncheck_kernel *ks = fn(&n);
-  if (!ks || n <= 0) {
-    dlclose(handle_);
-    throw PluginError("plugin '" + path_ + "' exports no kernels (attncheck_kernels returned " +
-                      std::to_string(n) + " kernels)");
-  }
+  if (!ks || n <= 0)
+    fail("plugin '" + path_ + "' exports no kernels (attncheck_kernels returned " + std::to_string(n) + " kernels)");
   std::set<std::string> names;
   for (std::int32_t i = 0; i < n; ++i) {
     const attncheck_kernel &k = ks[i];
     const std::string name = k.name ? k.name : "";
-    if (k.abi_version != ATTNCHECK_ABI_VERSION) {
-      dlclose(handle_);
-      throw PluginError("plugin '" + path_ + "': kernel '" + name + "' has ABI version " +
-                        std::to_string(k.abi_version) + ", this attncheck speaks version " +
-                        std::to_string(ATTNCHECK_ABI_VERSION) + ": rebuild the plugin against this kernel_abi.h");
-    }
-    if (name.empty() || !k.forward || !names.insert(name).second) {
-      dlclose(handle_);
-      throw PluginError("plugin '" + path_ + "': kernel #" + std::to_string(i) +
-                        (name.empty() ? " has no name" : !k.forward ? " ('" + name + "') has no forward"
-                                                                    : " repeats the name '" + name + "'") +
-                        ": every kernel needs a unique name and a forward function");
-    }
+    if (k.abi_version != ATTNCHECK_ABI_VERSION)
+      fail("plugin '" + path_ + "': kernel '" + name + "' has ABI version " + std::to_string(k.abi_version) +
+           ", this attncheck speaks version " + std::to_string(ATTNCHECK_ABI_VERSION) +
+           ": rebuild the plugin against this kernel_abi.h");
+    if (name.empty() || !k.forward || !names.insert(name).second)
+      fail("plugin '" + path_ + "': kernel #" + std::to_string(i) +
+           (name.empty() ? " has no name" : !k.forward ? " ('" + name + "') has no forward"
+                                                       : " repeats the name '" + name + "'") +
+           ": every kernel needs a unique name and a forward function");
   }
   kernels_ = ks;
   count_ = static_cast<std::size_t>(n);
