@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 using namespace attncheck;
 using namespace attncheck::test;
 using support::Bug;
@@ -25,5 +27,49 @@ TEST_CASE("accuracy: a missing scale is found and shrinks to L ≤ 2, D ≤ 4 wi
   CHECK(s.Lq <= 2);
   CHECK(s.Lk <= 2);
   CHECK(s.D <= 4);
-  WARN(r.text());
+  for (double x : c.minimal.flat()) CHECK((std::trunc(x) == x && std::abs(x) <= kSmallIntMax));
+}
+
+TEST_CASE("accuracy: a correct kernel stays within the error bound in float16 and bfloat16 storage") {
+  // FlashAttention-like (P rounded to storage) and FlashDecoding-like (split-KV) kernels, under the default
+  // profile of the storage dtype.
+  for (Dtype dt : {Dtype::f16, Dtype::bf16})
+    for (const support::Variant &v : support::correct_variants())
+      if (v.round_p && v.accumulate == Dtype::f32) {
+        const Report r = check_property(support::variant_kernel(v), "accuracy", options(dt));
+        INFO(r.text());
+        CHECK(r.verdict() == Verdict::pass);
+      }
+}
+
+TEST_CASE("accuracy: a causal mask that lets each row see one future key is found on a two-row square") {
+  const Report r = check_property(bug(Bug::causal_off_by_one), "accuracy", options());
+  INFO(r.text());
+  REQUIRE(r.verdict() == Verdict::fail);
+  const Counterexample &c = *counterexample(r, "accuracy");
+  CHECK(c.minimal.spec.mask == Mask::causal);
+  const Shape &s = c.minimal.spec.shape;
+  CHECK(s.Lk == 2);  // the smallest row with a hidden key
+  CHECK(s.Lq <= 2);
+  CHECK(s.D * s.Dv * s.B * s.Hq == 1);
+}
+
+TEST_CASE("accuracy: query heads reading kv head h mod Hkv are found on the smallest GQA layout") {
+  const Report r = check_property(bug(Bug::gqa_head_mod), "accuracy", options());
+  INFO(r.text());
+  REQUIRE(r.verdict() == Verdict::fail);
+  const Shape &s = counterexample(r, "accuracy")->minimal.spec.shape;
+  CHECK(s.Hkv == 2);  // h / G and h mod Hkv differ only with two kv heads and a group of two
+  CHECK(s.Hq == 4);
+  CHECK(s.Lq * s.Lk * s.D * s.Dv * s.B == 1);
+}
+
+TEST_CASE("accuracy: q·k accumulated in float16 exceeds the float32-accumulation bound") {
+  const Report r = check_property(bug(Bug::f16_dot_accumulation), "accuracy", options());
+  INFO(r.text());
+  REQUIRE(r.verdict() == Verdict::fail);
+  const Shape &s = counterexample(r, "accuracy")->minimal.spec.shape;
+  CHECK(s.Lq <= 2);
+  CHECK(s.Lk <= 2);
+  CHECK(s.D <= 4);
 }

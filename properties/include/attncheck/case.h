@@ -33,8 +33,8 @@ enum class Family : std::uint8_t {
   near_ties,     ///< k rows one ulp apart from a common row: logits equal to a few ulps
   dominant_key,  ///< N(0, 1) plus one key per (batch, kv head) aligned with its queries: P close to one-hot
   outliers,      ///< N(0, 1) with a few entries scaled by 10²…10³
-  extremes,      ///< N(0, 1) mixed with float16 extremes: ±65504, the smallest normal, subnormals (and the storage
-                 ///< dtype's own subnormals), all rounded to the storage dtype
+  extremes,      ///< N(0, 1) mixed with float16 extremes: ±65504, the smallest normal, subnormals — rounded to the
+                 ///< storage dtype (65504 becomes 65536 in bfloat16; all are normal numbers in float32)
 };
 inline constexpr int kFamilyCount = 8;
 /// "small_ints", "uniform", ...

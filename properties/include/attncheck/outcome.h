@@ -64,11 +64,16 @@ class Ladder {
   /// Step finite: `got` is finite wherever `exact` is finite, and equal to it where `exact` is ±∞ (an exact −∞
   /// LSE must come back −∞). A NaN exact value makes the case undecided.
   bool finite(std::string_view name, const Tensor &got, const std::vector<double> &exact);
+  /// Same, but an infinite result is accepted where the bound lets the exact value round past the dtype's largest
+  /// finite value (|exact| + bound ≥ the overflow threshold, same sign): a correct kernel may overflow there.
+  bool finite(std::string_view name, const Tensor &got, const std::vector<double> &exact,
+              const std::vector<double> &bound);
   /// Step mask: every element whose bound is 0 (a value the contract fixes) equals the exact value.
   bool masked(std::string_view name, const Tensor &got, const std::vector<double> &exact,
               const std::vector<double> &bound);
   /// Any step: |got − exact| ≤ bound element-wise. An element whose bound or exact value is not finite is not
-  /// decided (the case becomes undecided unless it fails elsewhere).
+  /// decided (the case becomes undecided unless it fails elsewhere); an infinite result where the bound reaches
+  /// the overflow threshold (see finite) counts as within.
   bool within(Step step, std::string_view name, const Tensor &got, const std::vector<double> &exact,
               const std::vector<double> &bound);
   /// Same on plain values of a row-major `shape`: `got[x]` against `exact[x]` and `bound[x]`.
@@ -94,6 +99,10 @@ class Ladder {
   std::optional<Step> undecided_step_;
   std::string undecided_detail_;
 };
+
+/// True when `got` is the ±∞ that rounding a value within `bound` of `exact` to dtype `dt` can give: same sign,
+/// and |exact| + bound reaches the overflow threshold (largest finite value plus half an ulp).
+bool overflow_within_bound(double got, double exact, double bound, Dtype dt);
 
 /// "name[0,1,2,3]": the multi-index of row-major element `index` of a tensor of `shape`.
 std::string element_name(std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t index);

@@ -14,8 +14,8 @@ Outcome run(const Env &env, const Case &c) {
   const ExactForward exact = reference_forward(p);
   const ForwardBounds bound = forward_bounds(p, exact, env.profile);
   // Each check is a no-op once one has failed: the outcome names the first failing step.
-  L.finite("O", fr.out, exact.out);
-  L.finite("LSE", fr.lse, exact.lse);
+  L.finite("O", fr.out, exact.out, bound.out);
+  L.finite("LSE", fr.lse, exact.lse, bound.lse);
   L.masked("O", fr.out, exact.out, bound.out);
   L.masked("LSE", fr.lse, exact.lse, bound.lse);
   L.within(Step::sums, "LSE", fr.lse, exact.lse, bound.lse);  // LSE is the log of the row sum

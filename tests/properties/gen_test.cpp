@@ -1,0 +1,222 @@
+// The generators and shrinkers themselves: shapes reach the tiling boundaries and long rows at the intended rates,
+// values are exactly representable and every family appears, and shrinking moves toward smaller shapes and
+// simpler values.
+// RapidCheck's Maybe<Shrinkable<T>>, inlined into findLocalMin here, trips GCC's -Wmaybe-uninitialized: a false
+// positive (the storage is only destroyed when it was constructed).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "attncheck/gen.h"
+#include "attncheck/shrink.h"
+
+#include <rapidcheck/shrinkable/Operations.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+using namespace attncheck;
+
+namespace {
+constexpr int kSpecDraws = 4000;  ///< spec draws for the rate tests (specs are cheap: no values)
+constexpr int kCaseDraws = 400;   ///< case draws per dtype for the value tests
+/// Rates are binomial: with kSpecDraws draws, 4σ of a 5 % rate is ≈ 1.4 %; this tolerance is looser still.
+constexpr double kRateTolerance = 0.02;
+/// "Most cases stay small": at least this share of specs are in the small regime's cost range.
+constexpr double kMinSmallShare = 0.6;
+constexpr std::int64_t kSmallWork = 2 * kMaxBatch * kMaxKvHeads * kMaxGroup * kSmallMaxLength * kSmallMaxLength *
+                                    kSmallMaxHeadDim;
+constexpr int kSizes = rc::kNominalSize + 1;
+constexpr double kLargeLogit = 100;  ///< Family::large reaches |scale·q·k| ≥ this
+
+std::vector<CaseSpec> draw_specs(const CaseOptions &opts, int n, std::uint64_t seed) {
+  std::vector<CaseSpec> out;
+  rc::Random r(seed);
+  for (int x = 0; x < n; ++x) out.push_back(draw_spec(r.split(), x % kSizes, opts));
+  return out;
+}
+
+bool representable(Dtype dt, double x) { return std::isfinite(x) && round_to(dt, x) == x; }
+}  // namespace
+
+TEST_CASE("generated shapes reach every tiling boundary, odd head dim and long rows at the intended rates") {
+  const std::vector<CaseSpec> specs = draw_specs(CaseOptions{}, kSpecDraws, 1);
+  std::set<std::int64_t> lengths, head_dims;
+  int long_rows = 0, small = 0;
+  bool lq_gt_lk = false, lq_lt_lk = false, lq1 = false, lk1 = false, gqa = false, mqa = false, dv_ne_d = false;
+  std::set<Mask> masks;
+  std::set<Layout> layouts;
+  for (const CaseSpec &s : specs) {
+    const Shape &sh = s.shape;
+    REQUIRE_NOTHROW(sh.validate());
+    REQUIRE(s.work() <= CaseOptions::kDefaultMaxWork);
+    lengths.insert({sh.Lq, sh.Lk});
+    head_dims.insert({sh.D, sh.Dv});
+    long_rows += sh.Lk >= kLongRowMin;
+    small += s.work() <= kSmallWork;
+    lq_gt_lk |= sh.Lq > sh.Lk;
+    lq_lt_lk |= sh.Lq < sh.Lk;
+    lq1 |= sh.Lq == 1 && sh.Lk > 1;
+    lk1 |= sh.Lk == 1 && sh.Lq > 1;
+    gqa |= sh.Hkv > 1 && sh.Hq > sh.Hkv;
+    mqa |= sh.Hkv == 1 && sh.Hq > 1;
+    dv_ne_d |= sh.D != sh.Dv;
+    masks.insert(s.mask);
+    layouts.insert(s.layout);
+  }
+  for (std::int64_t b : kTileBoundaries) {
+    INFO("boundary " << b);
+    CHECK(lengths.count(b));
+    CHECK(head_dims.count(b));
+  }
+  for (std::int64_t d : kOddHeadDims) CHECK(head_dims.count(d));
+  const double long_share = static_cast<double>(long_rows) / kSpecDraws;
+  CHECK(long_share == Approx(kLongRowRate).margin(kRateTolerance));
+  CHECK(static_cast<double>(small) / kSpecDraws >= kMinSmallShare);
+  CHECK((lq_gt_lk && lq_lt_lk && lq1 && lk1 && gqa && mqa && dv_ne_d));
+  CHECK(masks.size() == 2);
+  CHECK(layouts.size() == 4);
+}
+
+TEST_CASE("generated values are exactly representable in the storage dtype and every family appears") {
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    INFO(dtype_name(dt));
+    CaseOptions opts;
+    opts.dtype = dt;
+    opts.backward = true;
+    const rc::Gen<Case> g = gen_case(opts);
+    rc::Random r(7);
+    std::map<Family, int> seen;
+    double max_logit = 0;
+    bool f16_max = false, subnormal = false, fraction_free_ints = true;
+    for (int x = 0; x < kCaseDraws; ++x) {
+      const Case c = g(r.split(), x % kSizes).value();
+      ++seen[c.spec.family];
+      REQUIRE(c.q.size() == static_cast<std::size_t>(c.spec.shape.B * c.spec.shape.Hq * c.spec.shape.Lq *
+                                                     c.spec.shape.D));
+      REQUIRE_FALSE(c.dout.empty());
+      for (double v : c.flat()) {
+        REQUIRE(representable(dt, v));
+        f16_max |= std::abs(v) == 65504;
+        subnormal |= v != 0 && std::abs(v) < 0x1p-14;
+      }
+      if (c.spec.family == Family::small_ints)
+        for (double v : c.flat()) fraction_free_ints &= std::trunc(v) == v && std::abs(v) <= kSmallIntMax;
+      if (c.spec.family == Family::large) {
+        const Shape &s = c.spec.shape;
+        for (std::int64_t d = 0; d < s.D; ++d)  // q_0 · k_0 of batch 0, head 0, spread over d
+          max_logit = std::max(max_logit, std::abs(c.q[static_cast<std::size_t>(d)] * c.k[static_cast<std::size_t>(d)]) *
+                                              default_scale(s.D));
+      }
+    }
+    CHECK(seen.size() == static_cast<std::size_t>(kFamilyCount));
+    CHECK(fraction_free_ints);
+    CHECK(max_logit >= kLargeLogit);
+    CHECK(subnormal);
+    if (dt != Dtype::bf16) CHECK(f16_max);  // 65504 is not a bfloat16 value (it rounds to 65536)
+  }
+}
+
+TEST_CASE("near-tie keys differ from the first key by at most one ulp per entry") {
+  CaseOptions opts;
+  opts.dtype = Dtype::f16;
+  opts.family = Family::near_ties;
+  rc::Random r(3);
+  for (int x = 0; x < 50; ++x) {
+    const Case c = draw_case(r.split(), draw_spec(r.split(), rc::kNominalSize, opts), opts);
+    const Shape &s = c.spec.shape;
+    for (std::int64_t j = 1; j < s.Lk; ++j)
+      for (std::int64_t d = 0; d < s.D; ++d) {
+        const double base = c.k[static_cast<std::size_t>(d)], kj = c.k[static_cast<std::size_t>(j * s.D + d)];
+        REQUIRE(std::abs(kj - base) <= std::max(std::abs(base) * 0x1p-10, 0x1p-24));
+      }
+  }
+}
+
+TEST_CASE("the same Random and size give the same case") {
+  CaseOptions opts;
+  opts.dtype = Dtype::bf16;
+  opts.backward = true;
+  const rc::Gen<Case> g = gen_case(opts);
+  for (std::uint64_t seed = 1; seed < 20; ++seed)
+    CHECK(g(rc::Random(seed), static_cast<int>(seed)).value().same_as(g(rc::Random(seed), static_cast<int>(seed)).value()));
+}
+
+TEST_CASE("shrinking a spec reaches the smallest spec that keeps the failure") {
+  CaseSpec big;
+  big.shape = Shape{2, 8, 2, 65, 129, 64, 32};
+  big.mask = Mask::causal;
+  big.layout = Layout::transposed;
+  big.family = Family::large;
+  // "Fails" while Lk ≥ 3, D ≥ 2 and some GQA group is left.
+  const auto [min, steps] = rc::shrinkable::findLocalMin(shrinkable_spec(big, CaseOptions{}), [](const CaseSpec &s) {
+    return s.shape.Lk >= 3 && s.shape.D >= 2 && s.shape.Hq > s.shape.Hkv;
+  });
+  CHECK(steps > 0);
+  CHECK(min.shape == Shape{1, 2, 1, 1, 3, 2, 1});
+  CHECK(min.mask == Mask::none);
+  CHECK(min.layout == Layout::bhld);
+  CHECK(min.family == Family::small_ints);
+}
+
+TEST_CASE("slicing a case keeps the values that fail") {
+  Case c;
+  c.spec.shape = Shape{2, 4, 2, 5, 6, 3, 2};
+  c.resize_values(true);
+  for (auto *t : {&c.q, &c.k, &c.v, &c.dout})
+    for (std::size_t x = 0; x < t->size(); ++x) (*t)[x] = static_cast<double>(x % 7);
+  // Plant one "bad" value: key 4 of batch 1, kv head 1, column 2.
+  constexpr double kBad = 1000;
+  const Shape &s = c.spec.shape;
+  c.k[static_cast<std::size_t>(((1 * s.Hkv + 1) * s.Lk + 4) * s.D + 2)] = kBad;
+  auto has_bad = [&](const Case &x) { return std::find(x.k.begin(), x.k.end(), kBad) != x.k.end(); };
+  const auto [min, steps] = rc::shrinkable::findLocalMin(shrinkable_case(c, CaseOptions{}), has_bad);
+  CHECK(steps > 0);
+  CHECK(min.spec.shape == Shape{1, 1, 1, 1, 1, 1, 1});
+  CHECK(min.k == std::vector<double>{kBad});
+  CHECK(min.q == std::vector<double>{0});
+}
+
+TEST_CASE("a value shrinks toward small integers and fewer significant bits") {
+  auto min_of = [](double x, Dtype dt, auto pred) {
+    return rc::shrinkable::findLocalMin(shrinkable_value(x, dt), pred).first;
+  };
+  CHECK(min_of(1234.5678, Dtype::f32, [](double x) { return x > 3; }) == 4);
+  CHECK(min_of(-987.5, Dtype::f16, [](double x) { return x < -2.5; }) == -3);
+  CHECK(min_of(0.123456789, Dtype::f32, [](double x) { return x > 0 && x < 0.2; }) == 0.125);
+  CHECK(min_of(65504, Dtype::f16, [](double x) { return x > 100; }) == 101);
+  CHECK(min_of(std::numeric_limits<double>::quiet_NaN(), Dtype::f16, [](double x) { return x != 0; }) == 1);
+  // A vector whose sum must stay above 10 ends as small integers.
+  const auto v = rc::shrinkable::findLocalMin(shrinkable_values({3.75, -12.5, 77.5, 9.5}, Dtype::bf16),
+                                              [](const std::vector<double> &x) {
+                                                double s = 0;
+                                                for (double y : x) s += y;
+                                                return s > 10;
+                                              })
+                     .first;
+  double sum = 0;
+  for (double y : v) {
+    CHECK(std::trunc(y) == y);
+    CHECK(std::abs(y) <= 11);
+    sum += y;
+  }
+  CHECK(sum == 11);
+}
+
+TEST_CASE("every shrink candidate is strictly simpler and exactly representable") {
+  rc::Random r(11);
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16})
+    for (int f = 0; f < kFamilyCount; ++f)
+      for (int x = 0; x < 50; ++x) {
+        const double v = draw_value(r, static_cast<Family>(f), dt);
+        for (double c : shrink::value_shrinks(v, dt)) {
+          INFO(dtype_name(dt) << " " << v << " -> " << c);
+          CHECK(shrink::simpler(c, v));
+          CHECK(representable(dt, c));
+        }
+      }
+}
