@@ -1,0 +1,33 @@
+// lse: the forward's LSE alone against the reference, within its bound (SPEC.md §4.3) — so that a wrong LSE is
+// caught even when O is right (O does not depend on the LSE; backward and split-KV combination do).
+#include "attncheck/property.h"
+#include "attncheck/reference.h"
+
+namespace attncheck::props {
+
+namespace {
+Outcome run(const Env &env, const Case &c) {
+  const Problem p = c.problem();
+  const ForwardRun fr = run_forward(env, p);
+  Ladder L;
+  if (!L.call(fr.call, "forward") || !L.intact(fr.lse, "LSE")) return L.outcome();
+  const ExactForward exact = reference_forward(p);
+  const ForwardBounds bound = forward_bounds(p, exact, env.profile);
+  L.finite("LSE", fr.lse, exact.lse, bound.lse);
+  L.masked("LSE", fr.lse, exact.lse, bound.lse);
+  L.within(Step::sums, "LSE", fr.lse, exact.lse, bound.lse);
+  return L.outcome();
+}
+}  // namespace
+
+const PropertyDef &lse_property() {
+  static const PropertyDef def{
+      .id = "lse",
+      .formula = "|L̂SE_i − log Σ_{j∈V(i)} exp(s_ij)| ≤ β_LSE,i; L̂SE_i = −∞ when V(i) = ∅ (SPEC §4.3)",
+      .summary = "the log-sum-exp the kernel returns is wrong (whatever its O)",
+      .run = &run,
+  };
+  return def;
+}
+
+}  // namespace attncheck::props

@@ -1,0 +1,105 @@
+// sum_to_one: softmax rows are probability vectors. With v = ones every visible row of O is 1; with v = identity
+// (Dv = Lk) row i of O is P_i itself, whose entries are ≥ 0 and sum to 1. Bounds are the error model's
+// (SPEC.md §4.2) on each modified problem; a row's sum may be off by at most the sum of its elements' bounds.
+#include "attncheck/property.h"
+#include "attncheck/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace attncheck::props {
+
+namespace {
+/// Dv = Lk makes work ≈ B·Hq·Lq·Lk², twice per case: room for long rows (Lk ≥ 1024, Lq = 1).
+constexpr std::int64_t kSumToOneMaxWork = 1'200'000;
+/// Relative rounding of summing a row of doubles here (the row sums are formed in double).
+constexpr double kDoubleRoundoff = 0x1p-53;
+
+void require(CaseOptions &o) {
+  o.draw_v = false;  // v is replaced by ones and the identity
+  o.dv_equals_lk = true;
+  o.max_work = kSumToOneMaxWork;
+}
+
+/// The problem with v[b, h, j, c] = f(j, c).
+template <class F>
+Problem with_v(const Case &c, F f) {
+  Problem p = c.problem();
+  const Shape &s = p.shape;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hkv; ++h)
+      for (std::int64_t j = 0; j < s.Lk; ++j)
+        for (std::int64_t x = 0; x < s.Dv; ++x) p.v.set({b, h, j, x}, f(j, x));
+  return p;
+}
+
+/// The exact O of the v = ones problem: 1 in rows that see a key, 0 in rows that see none.
+std::vector<double> ones_exact(const Problem &p) {
+  const Shape &s = p.shape;
+  std::vector<double> e(static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Dv));
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        const double row = visible_count(p.params.mask, i, s.Lq, s.Lk) > 0 ? 1 : 0;
+        for (std::int64_t x = 0; x < s.Dv; ++x) e[static_cast<std::size_t>(out_offset(s, b, h, i, x))] = row;
+      }
+  return e;
+}
+
+Outcome run(const Env &env, const Case &c) {
+  const Problem ones = with_v(c, [](std::int64_t, std::int64_t) { return 1.0; });
+  const Problem ident = with_v(c, [](std::int64_t j, std::int64_t x) { return j == x ? 1.0 : 0.0; });
+  const Shape &s = ones.shape;
+  const ForwardRun f1 = run_forward(env, ones), f2 = run_forward(env, ident);
+  Ladder L;
+  if (!L.call(f1.call, "forward (v = ones)") || !L.call(f2.call, "forward (v = identity)") ||
+      !L.intact(f1.out, "O(v=1)") || !L.intact(f2.out, "O(v=I)"))
+    return L.outcome();
+  const ExactForward e1 = reference_forward(ones), e2 = reference_forward(ident);
+  const ForwardBounds b1 = forward_bounds(ones, e1, env.profile), b2 = forward_bounds(ident, e2, env.profile);
+  const std::vector<double> one = ones_exact(ones);
+
+  // Row sums of O(v=I) and their bounds: |Σ_c Ô_ic − 1| ≤ Σ_c β_ic (+ the rounding of summing here).
+  const std::vector<double> p_hat = f2.out.to_vector();
+  const std::size_t rows = static_cast<std::size_t>(s.B * s.Hq * s.Lq), width = static_cast<std::size_t>(s.Dv);
+  std::vector<double> sum(rows), sum_exact(rows), sum_bound(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double acc = 0, mag = 0, bound = 0;
+    for (std::size_t x = 0; x < width; ++x) {
+      acc += p_hat[r * width + x];
+      mag += std::abs(p_hat[r * width + x]);
+      bound += b2.out[r * width + x];
+    }
+    sum[r] = acc;
+    sum_exact[r] = one[r * width];  // 1, or 0 for a row that sees no key
+    sum_bound[r] = bound + static_cast<double>(width) * kDoubleRoundoff * mag;
+  }
+  // Non-negativity of O(v=I): the negative part against 0, within the element's bound.
+  std::vector<double> negative(p_hat.size()), zero(p_hat.size(), 0.0);
+  for (std::size_t x = 0; x < p_hat.size(); ++x) negative[x] = std::min(p_hat[x], 0.0);
+
+  // Each check is a no-op once one has failed: the outcome names the first failing step.
+  L.finite("O(v=1)", f1.out, one, b1.out);
+  L.finite("O(v=I)", f2.out, e2.out, b2.out);
+  L.masked("O(v=1)", f1.out, one, b1.out);
+  L.masked("O(v=I)", f2.out, e2.out, b2.out);
+  L.within(Step::sums, "O(v=1)", f1.out, one, b1.out);
+  L.within(Step::sums, "Σ_c O(v=I)", sum, sum_exact, sum_bound, {s.B, s.Hq, s.Lq});
+  L.within(Step::values, "min(O(v=I), 0)", negative, zero, b2.out, f2.out.shape());
+  return L.outcome();
+}
+}  // namespace
+
+const PropertyDef &sum_to_one_property() {
+  static const PropertyDef def{
+      .id = "sum_to_one",
+      .formula = "v = 1 ⇒ O_ic = 1;  v = I (Dv = Lk) ⇒ O_ij = P_ij ≥ 0 and Σ_j O_ij = 1, each within its bound",
+      .summary = "the softmax weights do not form a probability vector (lost rescale, dropped or doubled weight)",
+      .require = &require,
+      .run = &run,
+  };
+  return def;
+}
+
+}  // namespace attncheck::props
