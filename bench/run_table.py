@@ -69,6 +69,10 @@ def run_binary(binary, extra, save):
     with tempfile.TemporaryDirectory() as tmp:
         out = save or os.path.join(tmp, "run.json")
         cmd = [binary, "--benchmark_out=" + out, "--benchmark_out_format=json", *extra]
+        # Repetitions of different rows run in random order: a neighbour's burst on a shared machine then lowers
+        # one repetition of several rows instead of every repetition of one row (each row reports its best).
+        if not any(a.startswith("--benchmark_enable_random_interleaving") for a in extra):
+            cmd.append("--benchmark_enable_random_interleaving=true")
         # The console report goes to stderr as progress; stdout carries only the table.
         subprocess.run(cmd, stdout=sys.stderr, check=True)
         with open(out) as f:
