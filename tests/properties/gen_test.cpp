@@ -8,7 +8,9 @@
 #endif
 
 #include "attncheck/gen.h"
+#include "attncheck/property.h"
 #include "attncheck/shrink.h"
+#include "variant_kernels.h"
 
 #include <rapidcheck/shrinkable/Operations.h>
 
@@ -16,6 +18,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -219,4 +223,36 @@ TEST_CASE("every shrink candidate is strictly simpler and exactly representable"
           CHECK(representable(dt, c));
         }
       }
+}
+
+TEST_CASE("poison in the keys the causal mask hides leaves a correct kernel's earlier rows unchanged") {
+  CaseOptions opts;
+  opts.mask = Mask::causal;
+  const rc::Gen<Case> g = gen_case(opts);
+  const Env env{support::variant_kernel(support::Variant{}), PrecisionProfile::for_storage(Dtype::f32)};
+  rc::Random r(5);
+  constexpr double kPoison = std::numeric_limits<double>::quiet_NaN();
+  int poisoned_cases = 0;
+  for (int x = 0; x < 40; ++x) {
+    const Case c = g(r.split(), x).value();
+    const Shape &s = c.spec.shape;
+    if (c.spec.work() > CaseOptions::kDefaultMaxWork / 10) continue;  // keep it quick
+    const std::int64_t row = s.Lq / 2, first_hidden = row + s.Lk - s.Lq + 1;
+    const Case p = with_hidden_poison(c, row, kPoison);
+    for (std::int64_t j = 0; j < s.Lk; ++j)  // batch 0, kv head 0, column 0
+      CHECK(std::isnan(p.k[static_cast<std::size_t>(j * s.D)]) == (j >= first_hidden));
+    poisoned_cases += first_hidden < s.Lk;
+    const ForwardRun a = run_forward(env, c.problem()), b = run_forward(env, p.problem());
+    REQUIRE(a.call.ok());
+    REQUIRE(b.call.ok());
+    const std::vector<double> oa = a.out.to_vector(), ob = b.out.to_vector();
+    for (std::int64_t bh = 0; bh < s.B * s.Hq; ++bh)
+      for (std::int64_t i = 0; i <= row; ++i)
+        for (std::int64_t d = 0; d < s.Dv; ++d) {
+          const auto at = static_cast<std::size_t>((bh * s.Lq + i) * s.Dv + d);
+          CHECK(std::memcmp(&oa[at], &ob[at], sizeof(double)) == 0);
+        }
+  }
+  CHECK(poisoned_cases > 0);
+  CHECK_THROWS_AS(with_hidden_poison(Case{}, 0, kPoison), std::invalid_argument);  // not causal
 }

@@ -12,7 +12,11 @@
 //          ForwardRun fr = run_forward(env, p);                // NaN-filled outputs, padding checked by L.intact
 //          Ladder L;                                           // shape → finite → mask → sums → values
 //          if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
-//          ... L.finite(...), L.masked(...), L.within(Step::sums, ...), L.within(Step::values, ...) ...
+//          const ExactForward exact = reference_forward(p);   // or the exact values the math fixes
+//          const ForwardBounds bound = forward_bounds(p, exact, env.profile);
+//          L.finite("O", fr.out, exact.out, bound.out);        // each check is a no-op after a failure
+//          L.masked("O", fr.out, exact.out, bound.out);
+//          L.within(Step::values, "O", fr.out, exact.out, bound.out);
 //          return L.outcome();
 //        }
 //        }  // namespace
@@ -29,6 +33,9 @@
 //
 //   2. Add one line `ATTNCHECK_PROPERTY(my_id)` to properties/src/props/registry.def, at the place the property
 //      should appear in reports.
+//
+//   3. Test it in tests/properties/<id>_test.cpp: a correct variant kernel passes (support::correct_variants()) and
+//      a planted bug fails within the default case budget with a small shrunk counterexample (see props_test.cpp).
 //
 // A property gets a generated Case and returns an Outcome; it must be deterministic (same case ⇒ same outcome) and
 // must not keep state between calls. Use `require` to narrow the cases it receives (fixed mask, dout, Dv = Lk …);

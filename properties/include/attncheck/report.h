@@ -33,6 +33,7 @@ struct Counterexample {
 /// One property's line of the report.
 struct PropertyReport {
   std::string id, formula;
+  std::string summary;  ///< what a failure of this property means
   Verdict verdict = Verdict::undecided;
   int cases = 0;        ///< cases run: the kernel was called and the checks ran
   int unsupported = 0;  ///< cases skipped because the kernel declined them

@@ -96,8 +96,10 @@ Outcome evaluate(const RunState &st, const Case &c) {
 CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
   using T = CaseResult::Type;
   if (st.phase == Phase::search && st.deadline && Clock::now() > *st.deadline) {
+    // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
+    // as the budget's stop, not as a counterexample (st.failed stays false).
     st.budget_exhausted = true;
-    return {T::Success, "not run: time budget spent"};
+    return {T::Failure, "not run: time budget spent"};
   }
   const Case c = *gen;
   if (st.phase == Phase::shrink) {
@@ -174,6 +176,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   PropertyReport pr;
   pr.id = std::string(def.id);
   pr.formula = std::string(def.formula);
+  pr.summary = std::string(def.summary);
   pr.seed = property_seed(opt.seed, def.id, opt.dtype);
   if (def.needs_backward && env.kernel.backward == nullptr) {
     pr.verdict = Verdict::unsupported;
@@ -243,7 +246,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     return pr;
   }
 
-  if (result.match(failure) && st.failed) {
+  const bool found = result.match(failure) && st.failed;  // else a failure is the time budget's stop
+  if (found) {
     pr.verdict = Verdict::fail;
     pr.counterexample = Counterexample{.minimal = st.best,
                                        .outcome = st.best_outcome,
@@ -260,7 +264,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     pr.note = "RapidCheck error: " + error.description;
     return pr;
   }
-  settle_verdict(pr, st, opt);  // success, or gave up after too many declined cases
+  settle_verdict(pr, st, opt);  // success, the budget's stop, or gave up after too many declined cases
   return pr;
 }
 }  // namespace

@@ -51,6 +51,7 @@ std::string Report::text() const {
     if (!p.counterexample) continue;
     const Counterexample &c = *p.counterexample;
     out += "\ncounterexample for " + p.id + ": " + p.formula + "\n";
+    if (!p.summary.empty()) out += "  meaning: " + p.summary + "\n";
     if (c.found_after > 0)
       out += "  found after " + std::to_string(c.found_after) + " cases; shrunk in " +
              std::to_string(c.shrink_steps) + " steps (" + std::to_string(c.shrinks_tried) +
