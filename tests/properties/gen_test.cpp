@@ -97,6 +97,7 @@ TEST_CASE("generated values are exactly representable in the storage dtype and e
     std::map<Family, int> seen;
     double max_logit = 0;
     bool f16_max = false, subnormal = false, fraction_free_ints = true;
+    int not_representable = 0;
     for (int x = 0; x < kCaseDraws; ++x) {
       const Case c = g(r.split(), x % kSizes).value();
       ++seen[c.spec.family];
@@ -104,7 +105,7 @@ TEST_CASE("generated values are exactly representable in the storage dtype and e
                                                      c.spec.shape.D));
       REQUIRE_FALSE(c.dout.empty());
       for (double v : c.flat()) {
-        REQUIRE(representable(dt, v));
+        not_representable += !representable(dt, v);
         f16_max |= std::abs(v) == 65504;
         subnormal |= v != 0 && std::abs(v) < 0x1p-14;
       }
@@ -117,6 +118,7 @@ TEST_CASE("generated values are exactly representable in the storage dtype and e
                                               default_scale(s.D));
       }
     }
+    CHECK(not_representable == 0);
     CHECK(seen.size() == static_cast<std::size_t>(kFamilyCount));
     CHECK(fraction_free_ints);
     CHECK(max_logit >= kLargeLogit);
@@ -136,7 +138,7 @@ TEST_CASE("near-tie keys differ from the first key by at most one ulp per entry"
     for (std::int64_t j = 1; j < s.Lk; ++j)
       for (std::int64_t d = 0; d < s.D; ++d) {
         const double base = c.k[static_cast<std::size_t>(d)], kj = c.k[static_cast<std::size_t>(j * s.D + d)];
-        REQUIRE(std::abs(kj - base) <= std::max(std::abs(base) * 0x1p-10, 0x1p-24));
+        CHECK(std::abs(kj - base) <= std::max(std::abs(base) * 0x1p-10, 0x1p-24));
       }
   }
 }
