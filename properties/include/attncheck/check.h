@@ -18,12 +18,26 @@
 #include "attncheck/report.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attncheck {
+
+/// Where a check stands, for progress displays.
+struct CheckProgress {
+  std::string_view property;        ///< the property being checked
+  std::size_t property_index = 0;   ///< 0-based, among the selected properties
+  std::size_t property_count = 0;
+  int cases = 0;                    ///< search cases run so far (declined ones included)
+  int target = 0;                   ///< CheckOptions::cases
+  bool shrinking = false;           ///< a failure was found and is being shrunk
+  int shrinks_tried = 0;
+};
 
 struct CheckOptions {
   Dtype dtype = Dtype::f32;                ///< storage dtype of every case
@@ -40,6 +54,8 @@ struct CheckOptions {
   /// A reproduce string from a Counterexample: replays the recorded case (searching and shrinking nothing) for
   /// the properties it names. Empty = search.
   std::string reproduce;
+  /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
+  std::function<void(const CheckProgress &)> on_progress;
 
   static constexpr int kDefaultCases = 100;
   static constexpr int kDefaultMinCases = 10;

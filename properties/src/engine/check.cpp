@@ -63,6 +63,8 @@ struct RunState {
   Phase phase = Phase::search;
   std::optional<Clock::time_point> deadline;
   int max_shrinks = 0;
+  const CheckOptions *opt = nullptr;
+  std::size_t index = 0, count = 0;  // of this property among the selected ones
 
   int cases = 0, unsupported = 0, undecided = 0;
   double worst_ratio = 0;
@@ -93,7 +95,7 @@ Outcome evaluate(const RunState &st, const Case &c) {
   }
 }
 
-CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
+CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   using T = CaseResult::Type;
   if (st.phase == Phase::search && st.deadline && Clock::now() > *st.deadline) {
     // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
@@ -147,6 +149,23 @@ CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
   return {T::Success, ""};
 }
 
+void report_progress(const RunState &st) {
+  if (!st.opt->on_progress) return;
+  st.opt->on_progress(CheckProgress{.property = st.def->id,
+                                    .property_index = st.index,
+                                    .property_count = st.count,
+                                    .cases = st.cases + st.unsupported,
+                                    .target = st.opt->cases,
+                                    .shrinking = st.phase == Phase::shrink,
+                                    .shrinks_tried = st.shrinks_tried});
+}
+
+CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
+  const CaseResult r = body_unreported(st, gen);
+  report_progress(st);
+  return r;
+}
+
 /// "seed=… reproduce=…": RapidCheck's own configuration syntax, holding the failure's Reproduce.
 std::string reproduce_string(std::uint64_t seed, const std::string &id, const rc::detail::Reproduce &r) {
   rc::detail::Configuration cfg;
@@ -170,8 +189,8 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
   }
 }
 
-PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckOptions &opt,
-                            std::optional<Clock::time_point> deadline,
+PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckOptions &opt, std::size_t index,
+                            std::size_t count, std::optional<Clock::time_point> deadline,
                             const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce) {
   PropertyReport pr;
   pr.id = std::string(def.id);
@@ -196,6 +215,9 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   st.phase = reproduce ? Phase::reproduce : Phase::search;
   st.deadline = deadline;
   st.max_shrinks = opt.max_shrinks;
+  st.opt = &opt;
+  st.index = index;
+  st.count = count;
 
   rc::detail::TestMetadata meta;
   meta.id = run_id(def.id, opt.dtype);
@@ -309,7 +331,8 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
       deadline = start + options.time_budget * static_cast<std::int64_t>(n + 1) /
                              static_cast<std::int64_t>(selected.size());
     rep.properties.push_back(
-        run_property(*selected[n], env, options, deadline, replay ? &replay->reproduce : nullptr));
+        run_property(*selected[n], env, options, n, selected.size(), deadline,
+                     replay ? &replay->reproduce : nullptr));
   }
   return rep;
 }
