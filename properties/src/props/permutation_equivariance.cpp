@@ -1,0 +1,105 @@
+// permutation_equivariance: attention without a mask treats keys as a set and queries independently. Reversing the
+// keys together with their values (in every batch and kv head) leaves O unchanged; reversing the queries reverses
+// the rows of O. Both are checked kernel against kernel: the kernel's O on the permuted problem against its own O
+// on the original (rows permuted), within the sum of the two problems' error bounds (SPEC.md §4.2) — a correct
+// kernel may sum the keys in another order. Reversal is fixed by the shape, so a failure replays exactly.
+#include "attncheck/property.h"
+#include "attncheck/reference.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace attncheck::props {
+
+namespace {
+void require(CaseOptions &o) {
+  o.mask = Mask::none;  // a causal mask ties visibility to positions: neither permutation keeps it
+}
+
+/// Row-major `x` of shape [outer, rows, width] with axis `rows` reversed.
+std::vector<double> reversed_rows(const std::vector<double> &x, std::int64_t rows, std::int64_t width) {
+  std::vector<double> out(x.size());
+  const std::int64_t block = rows * width,
+                     outer = static_cast<std::int64_t>(x.size()) / std::max<std::int64_t>(block, 1);
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < width; ++c)
+        out[static_cast<std::size_t>(o * block + (rows - 1 - r) * width + c)] =
+            x[static_cast<std::size_t>(o * block + r * width + c)];
+  return out;
+}
+
+/// A problem with its kernel output, exact values and bounds.
+struct Side {
+  explicit Side(Problem problem) : p(std::move(problem)) {}
+  Problem p;
+  ForwardRun fr;
+  ExactForward exact;
+  ForwardBounds bound;
+};
+
+/// Step values, kernel against kernel: |Ô_b − π(Ô_a)| ≤ π(β_a) + β_b element-wise (O_b = π(O_a) exactly), π
+/// reversing the query rows when `rows_reversed` (else the identity). The triangle inequality through the exact
+/// values: a correct kernel on both problems stays within it.
+bool related(Ladder &L, std::string_view name, const Side &a, const Side &b, bool rows_reversed) {
+  const Shape &s = a.p.shape;
+  const auto permute = [&](const std::vector<double> &x) { return rows_reversed ? reversed_rows(x, s.Lq, s.Dv) : x; };
+  const std::vector<double> expected = permute(a.fr.out.to_vector()), bound_a = permute(a.bound.out),
+                            exact_a = permute(a.exact.out), got_b = b.fr.out.to_vector();
+  std::vector<double> bound(expected.size());
+  for (std::size_t x = 0; x < expected.size(); ++x) {
+    bound[x] = bound_a[x] + b.bound.out[x];
+    const Dtype dt = b.p.dtype();  // a legitimate overflow on either side (SPEC.md §4.5) leaves the element undecided
+    if (overflow_within_bound(expected[x], exact_a[x], bound_a[x], dt) ||
+        overflow_within_bound(got_b[x], b.exact.out[x], b.bound.out[x], dt))
+      bound[x] = std::numeric_limits<double>::infinity();
+  }
+  return L.within(Step::values, name, got_b, expected, bound, b.fr.out.shape());
+}
+
+Outcome run(const Env &env, const Case &c) {
+  const Shape &s = c.spec.shape;
+  Case keys = c, queries = c;
+  keys.k = reversed_rows(c.k, s.Lk, s.D);
+  keys.v = reversed_rows(c.v, s.Lk, s.Dv);
+  queries.q = reversed_rows(c.q, s.Lq, s.D);
+  Side base(c.problem()), key_side(keys.problem()), query_side(queries.problem());
+  Ladder L;
+  for (auto [side, what] :
+       {std::pair{&base, "O"}, std::pair{&key_side, "O(π k, π v)"}, std::pair{&query_side, "O(π q)"}}) {
+    side->fr = run_forward(env, side->p);
+    if (!L.call(side->fr.call, "forward") || !L.intact(side->fr.out, what)) return L.outcome();
+  }
+  // Permuting inputs is exact, so the permuted problems' exact values are the base's, permuted: one reference.
+  base.exact = reference_forward(base.p);
+  key_side.exact = base.exact;
+  query_side.exact = {reversed_rows(base.exact.out, s.Lq, s.Dv), reversed_rows(base.exact.lse, s.Lq, 1)};
+  for (Side *side : {&base, &key_side, &query_side}) side->bound = forward_bounds(side->p, side->exact, env.profile);
+  // Each check is a no-op once one has failed: the outcome names the first failing step.
+  L.finite("O", base.fr.out, base.exact.out, base.bound.out);
+  L.finite("O(π k, π v)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
+  L.finite("O(π q)", query_side.fr.out, query_side.exact.out, query_side.bound.out);
+  related(L, "O(π k, π v) vs O", base, key_side, /*rows_reversed=*/false);
+  related(L, "O(π q) vs π O", base, query_side, /*rows_reversed=*/true);
+  return L.outcome();
+}
+}  // namespace
+
+const PropertyDef &permutation_equivariance_property() {
+  static const PropertyDef def{
+      .id = "permutation_equivariance",
+      .formula =
+          "no mask: O(q, πk, πv) = O(q, k, v) and O(πq, k, v) = π O(q, k, v) (π = reversal), each within "
+          "β_O of both problems",
+      .summary =
+          "the output depends on where a key sits or which row a query is in (a key dropped or weighted by "
+          "its position, rows mixed up)",
+      .require = &require,
+      .run = &run,
+  };
+  return def;
+}
+
+}  // namespace attncheck::props
