@@ -210,17 +210,28 @@ KeyTile key_tile(const View &t, std::int64_t b, std::int64_t h, std::int64_t j0,
   return {scratch, ld, 1};
 }
 
+/// Query blocks of one forward task: they share each key block's K and V, widened once for all of them when the
+/// storage is float16/bfloat16 (float32 is read in place).
+constexpr std::int64_t kForwardQBlocks = 2;
+
 /// The forward works on transposed tiles, one query per column (kBlockQ columns: every vector of a row is full):
 ///   Qᵀ (D × kBlockQ, pre-multiplied by scale), Sᵀ/Pᵀ (kBlockK × kBlockQ), Oᵀ (Dv × kBlockQ);
 /// Sᵀ = K·Qᵀ and Oᵀ = diag(alpha)·Oᵀ + Vᵀ·Pᵀ broadcast K and V elements straight from their storage, so no key
 /// tile is ever transposed, and the softmax statistics m, l, alpha are vectors across the query columns.
+struct QueryBlockTiles {
+  float *qt, *s, *ot, *m, *l, *alpha;
+  QueryBlockTiles(Arena &a, const Shape &sh)
+      : qt(a.take(sh.D * kBlockQ)), s(a.take(kBlockK * kBlockQ)), ot(a.take(sh.Dv * kBlockQ)), m(a.take(kBlockQ)),
+        l(a.take(kBlockQ)), alpha(a.take(kBlockQ)) {}
+};
 struct ForwardTiles {
-  float *qt, *k, *v, *s, *ot, *orows, *m, *l, *alpha, *stage;
+  float *k, *v, *orows, *stage;
+  std::vector<QueryBlockTiles> blocks;
   ForwardTiles(Arena &a, const Shape &sh, const Lds &ld)
-      : qt(a.take(sh.D * kBlockQ)), k(a.take(kBlockK * ld.d)), v(a.take(kBlockK * ld.dv)),
-        s(a.take(kBlockK * kBlockQ)), ot(a.take(sh.Dv * kBlockQ)), orows(a.take(kBlockQ * ld.dv)),
-        m(a.take(kBlockQ)), l(a.take(kBlockQ)), alpha(a.take(kBlockQ)),
-        stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {}
+      : k(a.take(kBlockK * ld.d)), v(a.take(kBlockK * ld.dv)), orows(a.take(kBlockQ * ld.dv)),
+        stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {
+    for (std::int64_t i = 0; i < kForwardQBlocks; ++i) blocks.emplace_back(a, sh);
+  }
 };
 
 /// Sets Sᵀ[j][c] = fill for the keys j0 + j that query i0 + c (column c) does not see.
@@ -232,47 +243,67 @@ void mask_tile_t(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64
   }
 }
 
+/// Forward of the query blocks qb0, qb0 + 1, … (up to kForwardQBlocks, within Lq) of head h.
 void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::int64_t b, std::int64_t h,
-                  std::int64_t qb) {
+                  std::int64_t qb0) {
   const Shape &s = o.shape;
-  const std::int64_t hk = s.kv_head(h), i0 = qb * kBlockQ, nq = std::min(kBlockQ, s.Lq - i0);
-  // Keys past what the tile's last row sees are masked for every row: skip their blocks.
-  const std::int64_t key_end = visible_keys(o, i0 + nq - 1);
-  // Qᵀ·scale: the scale is applied to q once per query block (one rounding per element, like a scaled product).
-  load_rows_t(o.q, b, h, i0, nq, t.qt, kBlockQ, t.stage);
-  if (nq < kBlockQ)  // columns of absent queries: finite, ignored
-    for (std::int64_t x = 0; x < s.D; ++x) std::fill(t.qt + x * kBlockQ + nq, t.qt + (x + 1) * kBlockQ, 0.0f);
-  simd::scale(t.qt, kBlockQ, s.D, nq, static_cast<float>(o.scale));
-  std::fill(t.m, t.m + kBlockQ, kMinusInf);
-  std::fill(t.l, t.l + kBlockQ, 0.0f);
-  bool first = true;
-  for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
-    const std::int64_t nk = std::min(kBlockK, key_end - j0);
-    const KeyTile kt = key_tile(o.k, b, hk, j0, nk, t.k, ld.d), vt = key_tile(o.v, b, hk, j0, nk, t.v, ld.dv);
-    simd::gemm(kt.a, kt.row, kt.col, t.qt, kBlockQ, t.s, kBlockQ, nk, nq, s.D, false);  // Sᵀ = K·(scale·Qᵀ)
-    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile_t(o, i0, nq, j0, nk, t.s, kBlockQ, kMinusInf);
-    simd::online_softmax_cols(t.s, kBlockQ, nk, nq, t.m, t.l, t.alpha);
-    // Oᵀ = Oᵀ·diag(alpha) + Vᵀ·Pᵀ (Vᵀ(x, j) = V[j][x]); the first block overwrites.
-    simd::gemm(vt.a, vt.col, vt.row, t.s, kBlockQ, t.ot, kBlockQ, s.Dv, nq, nk, !first, t.alpha);
-    first = false;
+  const std::int64_t hk = s.kv_head(h);
+  const std::int64_t nb = std::min(kForwardQBlocks, ceil_div(s.Lq, kBlockQ) - qb0);
+  std::int64_t i0[kForwardQBlocks], nq[kForwardQBlocks], key_end[kForwardQBlocks];
+  bool first[kForwardQBlocks];
+  std::int64_t all_key_end = 0;
+  for (std::int64_t q = 0; q < nb; ++q) {
+    const QueryBlockTiles &qt = t.blocks[static_cast<std::size_t>(q)];
+    i0[q] = (qb0 + q) * kBlockQ;
+    nq[q] = std::min(kBlockQ, s.Lq - i0[q]);
+    // Keys past what the block's last row sees are masked for every row: skip their blocks.
+    key_end[q] = visible_keys(o, i0[q] + nq[q] - 1);
+    all_key_end = std::max(all_key_end, key_end[q]);
+    first[q] = true;
+    // Qᵀ·scale: the scale is applied to q once per query block (one rounding per element, like a scaled product).
+    load_rows_t(o.q, b, h, i0[q], nq[q], qt.qt, kBlockQ, t.stage);
+    if (nq[q] < kBlockQ)  // columns of absent queries: finite, ignored
+      for (std::int64_t x = 0; x < s.D; ++x) std::fill(qt.qt + x * kBlockQ + nq[q], qt.qt + (x + 1) * kBlockQ, 0.0f);
+    simd::scale(qt.qt, kBlockQ, s.D, nq[q], static_cast<float>(o.scale));
+    std::fill(qt.m, qt.m + kBlockQ, kMinusInf);
+    std::fill(qt.l, qt.l + kBlockQ, 0.0f);
   }
-  if (first) std::fill(t.ot, t.ot + s.Dv * kBlockQ, 0.0f);  // no key block at all (every row sees no key)
-  for (std::int64_t c = 0; c < nq; ++c) {
-    if (t.l[c] == 0.0f) {  // the row sees no key: O = 0, LSE = −∞
-      for (std::int64_t x = 0; x < s.Dv; ++x) t.ot[x * kBlockQ + c] = 0.0f;
-      t.l[c] = 1.0f;  // divides the zeros below
-      t.m[c] = kMinusInf;
-    } else {
-      t.m[c] += std::log(t.l[c]);  // m becomes LSE
+  for (std::int64_t j0 = 0; j0 < all_key_end; j0 += kBlockK) {
+    const std::int64_t nk_all = std::min(kBlockK, all_key_end - j0);
+    const KeyTile kt = key_tile(o.k, b, hk, j0, nk_all, t.k, ld.d), vt = key_tile(o.v, b, hk, j0, nk_all, t.v, ld.dv);
+    for (std::int64_t q = 0; q < nb; ++q) {
+      if (j0 >= key_end[q]) continue;
+      const QueryBlockTiles &qt = t.blocks[static_cast<std::size_t>(q)];
+      const std::int64_t nk = std::min(kBlockK, key_end[q] - j0);
+      simd::gemm(kt.a, kt.row, kt.col, qt.qt, kBlockQ, qt.s, kBlockQ, nk, nq[q], s.D, false);  // Sᵀ = K·(scale·Qᵀ)
+      if (tile_mask(o, i0[q], nq[q], j0, nk) == TileMask::partial)
+        mask_tile_t(o, i0[q], nq[q], j0, nk, qt.s, kBlockQ, kMinusInf);
+      simd::online_softmax_cols(qt.s, kBlockQ, nk, nq[q], qt.m, qt.l, qt.alpha);
+      // Oᵀ = Oᵀ·diag(alpha) + Vᵀ·Pᵀ (Vᵀ(x, j) = V[j][x]); the first block overwrites.
+      simd::gemm(vt.a, vt.col, vt.row, qt.s, kBlockQ, qt.ot, kBlockQ, s.Dv, nq[q], nk, !first[q], qt.alpha);
+      first[q] = false;
     }
   }
-  for (std::int64_t c = nq; c < kBlockQ; ++c) t.l[c] = 1.0f;
-  simd::divide_cols(t.ot, kBlockQ, s.Dv, nq, t.l);
-  for (std::int64_t x = 0; x < s.Dv; ++x)
-    for (std::int64_t c = 0; c < nq; ++c) t.orows[c * ld.dv + x] = t.ot[x * kBlockQ + c];
-  store_rows(o.out, b, h, i0, nq, t.orows, ld.dv);
-  if (o.lse.data)
-    for (std::int64_t r = 0; r < nq; ++r) o.lse.at(b, h, i0 + r) = t.m[r];
+  for (std::int64_t q = 0; q < nb; ++q) {
+    const QueryBlockTiles &qt = t.blocks[static_cast<std::size_t>(q)];
+    if (first[q]) std::fill(qt.ot, qt.ot + s.Dv * kBlockQ, 0.0f);  // no key block at all (no row sees a key)
+    for (std::int64_t c = 0; c < nq[q]; ++c) {
+      if (qt.l[c] == 0.0f) {  // the row sees no key: O = 0, LSE = −∞
+        for (std::int64_t x = 0; x < s.Dv; ++x) qt.ot[x * kBlockQ + c] = 0.0f;
+        qt.l[c] = 1.0f;  // divides the zeros below
+        qt.m[c] = kMinusInf;
+      } else {
+        qt.m[c] += std::log(qt.l[c]);  // m becomes LSE
+      }
+    }
+    for (std::int64_t c = nq[q]; c < kBlockQ; ++c) qt.l[c] = 1.0f;
+    simd::divide_cols(qt.ot, kBlockQ, s.Dv, nq[q], qt.l);
+    for (std::int64_t x = 0; x < s.Dv; ++x)
+      for (std::int64_t c = 0; c < nq[q]; ++c) t.orows[c * ld.dv + x] = qt.ot[x * kBlockQ + c];
+    store_rows(o.out, b, h, i0[q], nq[q], t.orows, ld.dv);
+    if (o.lse.data)
+      for (std::int64_t r = 0; r < nq[q]; ++r) o.lse.at(b, h, i0[q] + r) = qt.m[r];
+  }
 }
 
 // ---- backward ----
@@ -400,15 +431,15 @@ int flash_forward(const attncheck_params *params, const DLTensor *q, const DLTen
   if (int st = check_forward(kName, params, q, k, v, out, lse, &o)) return st;
   const Shape &s = o.shape;
   const Lds ld(s);
-  const std::int64_t n_qb = ceil_div(s.Lq, kBlockQ), tasks = s.B * s.Hq * n_qb;
+  const std::int64_t n_qt = ceil_div(ceil_div(s.Lq, kBlockQ), kForwardQBlocks), tasks = s.B * s.Hq * n_qt;
   const int threads = static_cast<int>(std::min<std::int64_t>(thread_count(), tasks));
   const Scratch scratch(threads, [&](Arena &a) { ForwardTiles(a, s, ld); });
   parallel_tasks(tasks, threads, [&](std::int64_t task, int thread) {
     Arena a(scratch.slice(thread));
     const ForwardTiles t(a, s, ld);
     // Causal: later query blocks see more keys; hand them out first for a better balance.
-    const std::int64_t qb = n_qb - 1 - task / (s.B * s.Hq), bh = task % (s.B * s.Hq);
-    forward_task(o, ld, t, bh / s.Hq, bh % s.Hq, qb);
+    const std::int64_t qt = n_qt - 1 - task / (s.B * s.Hq), bh = task % (s.B * s.Hq);
+    forward_task(o, ld, t, bh / s.Hq, bh % s.Hq, qt * kForwardQBlocks);
   });
   return ATTNCHECK_OK;
 } catch (const std::exception &e) {
