@@ -66,6 +66,10 @@ struct Ctx {
         acc_max(max_finite(prof_.accumulate) / kOverflowMargin), exp_err(gamma_n(Budgets::kExpUlps, ua)) {}
 
   bool overflows(double magnitude) const { return !(magnitude < acc_max); }
+  /// Rounding a value of this magnitude to the storage dtype may give ±Inf.
+  bool overflows_storage(double magnitude) const { return !(magnitude < max_finite(prof.storage) / kOverflowMargin); }
+  /// exp of an argument this large may overflow the accumulation dtype.
+  bool exp_overflows(double arg) const { return !(arg < std::log(acc_max)); }
 
   /// Rounding x (with error bound e) to the storage dtype adds at most u_s·(|x| + e) + η_s/2.
   double store(double x_abs, double e) const { return e + us * (x_abs + e) + eta_s / 2; }
@@ -214,7 +218,8 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
           double e = b_arg + b_sum + b_comb + p_round + underflow * vmax;
           if (c.overflows(static_cast<double>(n) * vmax)) e = kInf;  // Σ_j p_j|v_jc| with p_j ≤ 1
           e += Budgets::kDivUlps * c.ua * (std::fabs(O) + e);
-          e = c.store(std::fabs(O), e);
+          // Near the storage dtype's largest value a correct result may round to ±Inf.
+          e = c.overflows_storage(std::fabs(O) + e) ? kInf : c.store(std::fabs(O), e);
           out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = unbounded_if_nan(e * (1 + kDoubleSlack));
         }
         // LSE = m + ln l: log-space errors of the terms, the row sum, the log and the final conversions.
@@ -297,7 +302,8 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           e_dP[t] = c.overflows(dp_mag) ? kInf : g_dv * dp_mag + row_unbounded;
           // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding.
           const double phi = r.theta[t] + e_lse + c.ua * (std::fabs(r.s[t]) + std::fabs(lse));
-          e_P[t] = r.P[t] * std::expm1(phi) + c.tiny_a;
+          // A recomputed P̂ whose argument may pass exp's range can be +Inf: nothing downstream is bounded then.
+          e_P[t] = c.exp_overflows(r.s[t] - lse + phi) ? kInf : r.P[t] * std::expm1(phi) + c.tiny_a;
           e_Pv[t] = prof.round_p ? c.store(r.P[t], e_P[t]) : e_P[t];
           eD_from_p += e_P[t] * std::fabs(dp) + (r.P[t] + e_P[t]) * e_dP[t];
           D_p_mag += (r.P[t] + e_P[t]) * (std::fabs(dp) + e_dP[t]);
@@ -312,7 +318,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           dS[t] = r.P[t] * x;
           double e = e_P[t] * std::fabs(x) + Pm * e_x;
           e += c.ua * (Pm * (std::fabs(x) + e_x));
-          if (prof.round_p) e = c.store(std::fabs(dS[t]), e);
+          if (prof.round_p) e = c.overflows_storage(std::fabs(dS[t]) + e) ? kInf : c.store(std::fabs(dS[t]), e);
           e_dS[t] = e;
         }
         // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij dO_i.
@@ -349,7 +355,9 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         continue;
       }
       const double e = err[x] + g * mag[x] + kDoubleSlack * mag[x];
-      out[x] = unbounded_if_nan(c.store(std::fabs(val[x]), e) * (1 + kDoubleSlack));
+      out[x] = c.overflows_storage(std::fabs(val[x]) + e)
+                   ? kInf
+                   : unbounded_if_nan(c.store(std::fabs(val[x]), e) * (1 + kDoubleSlack));
     }
     return out;
   };
