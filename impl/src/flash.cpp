@@ -44,6 +44,7 @@ constexpr std::int64_t kBlockK = 64;
 constexpr std::int64_t kAlignFloats = simd::kTilePadFloats;
 static_assert(kBlockK % kAlignFloats == 0, "kBlockK is the padded leading dimension of S, P, Kᵀ and Vᵀ tiles");
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+constexpr float kLn2 = 0.693147180559945309f;
 
 constexpr std::int64_t round_up(std::int64_t x, std::int64_t a) { return (x + a - 1) / a * a; }
 constexpr std::int64_t ceil_div(std::int64_t x, std::int64_t a) { return (x + a - 1) / a; }
@@ -215,7 +216,7 @@ KeyTile key_tile(const View &t, std::int64_t b, std::int64_t h, std::int64_t j0,
 constexpr std::int64_t kForwardQBlocks = 2;
 
 /// The forward works on transposed tiles, one query per column (kBlockQ columns: every vector of a row is full):
-///   Qᵀ (D × kBlockQ, pre-multiplied by scale), Sᵀ/Pᵀ (kBlockK × kBlockQ), Oᵀ (Dv × kBlockQ);
+///   Qᵀ (D × kBlockQ, pre-multiplied by scale·log2 e), Sᵀ/Pᵀ (kBlockK × kBlockQ), Oᵀ (Dv × kBlockQ);
 /// Sᵀ = K·Qᵀ and Oᵀ = diag(alpha)·Oᵀ + Vᵀ·Pᵀ broadcast K and V elements straight from their storage, so no key
 /// tile is ever transposed, and the softmax statistics m, l, alpha are vectors across the query columns.
 struct QueryBlockTiles {
@@ -249,6 +250,7 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
   const Shape &s = o.shape;
   const std::int64_t hk = s.kv_head(h);
   const std::int64_t nb = std::min(kForwardQBlocks, ceil_div(s.Lq, kBlockQ) - qb0);
+  const float scale_log2e = static_cast<float>(o.scale * 1.4426950408889634);  // one rounding of scale·log2 e
   std::int64_t i0[kForwardQBlocks], nq[kForwardQBlocks], key_end[kForwardQBlocks];
   bool first[kForwardQBlocks];
   std::int64_t all_key_end = 0;
@@ -260,11 +262,12 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
     key_end[q] = visible_keys(o, i0[q] + nq[q] - 1);
     all_key_end = std::max(all_key_end, key_end[q]);
     first[q] = true;
-    // Qᵀ·scale: the scale is applied to q once per query block (one rounding per element, like a scaled product).
+    // Qᵀ·scale·log2 e: applied to q once per query block (one rounding per element, like a scaled product); the
+    // softmax then runs in base 2 (exp2), and m·ln 2 + ln l gives the natural-log LSE.
     load_rows_t(o.q, b, h, i0[q], nq[q], qt.qt, kBlockQ, t.stage);
     if (nq[q] < kBlockQ)  // columns of absent queries: finite, ignored
       for (std::int64_t x = 0; x < s.D; ++x) std::fill(qt.qt + x * kBlockQ + nq[q], qt.qt + (x + 1) * kBlockQ, 0.0f);
-    simd::scale(qt.qt, kBlockQ, s.D, nq[q], static_cast<float>(o.scale));
+    simd::scale(qt.qt, kBlockQ, s.D, nq[q], scale_log2e);
     std::fill(qt.m, qt.m + kBlockQ, kMinusInf);
     std::fill(qt.l, qt.l + kBlockQ, 0.0f);
   }
@@ -275,7 +278,7 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
       if (j0 >= key_end[q]) continue;
       const QueryBlockTiles &qt = t.blocks[static_cast<std::size_t>(q)];
       const std::int64_t nk = std::min(kBlockK, key_end[q] - j0);
-      simd::gemm(kt.a, kt.row, kt.col, qt.qt, kBlockQ, qt.s, kBlockQ, nk, nq[q], s.D, false);  // Sᵀ = K·(scale·Qᵀ)
+      simd::gemm(kt.a, kt.row, kt.col, qt.qt, kBlockQ, qt.s, kBlockQ, nk, nq[q], s.D, false);  // Sᵀ·log2 e
       if (tile_mask(o, i0[q], nq[q], j0, nk) == TileMask::partial)
         mask_tile_t(o, i0[q], nq[q], j0, nk, qt.s, kBlockQ, kMinusInf);
       simd::online_softmax_cols(qt.s, kBlockQ, nk, nq[q], qt.m, qt.l, qt.alpha);
@@ -293,7 +296,7 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
         qt.l[c] = 1.0f;  // divides the zeros below
         qt.m[c] = kMinusInf;
       } else {
-        qt.m[c] += std::log(qt.l[c]);  // m becomes LSE
+        qt.m[c] = qt.m[c] * kLn2 + std::log(qt.l[c]);  // m (base 2) becomes the natural-log LSE
       }
     }
     for (std::int64_t c = nq[q]; c < kBlockQ; ++c) qt.l[c] = 1.0f;

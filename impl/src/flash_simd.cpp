@@ -145,6 +145,41 @@ void OnlineSoftmax(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t rows, s
   }
 }
 
+/// 2^x for x ≤ 0 (or NaN): 2^n · p(f) with n = round(x), f = x − n ∈ [−½, ½] (exact), p a degree-6 minimax
+/// polynomial of 2^f (relative error 1.9e-9, far below float's 6e-8; the Horner evaluation adds about one
+/// rounding). Arguments below −126 give 0 (the flush below the smallest normal the error model allows).
+HWY_INLINE VF Exp2(DF d, VF x) {
+  const hn::RebindToSigned<DF> di;
+  const VF lowest = hn::Set(d, -126.0f);
+  const VF xc = hn::Max(x, lowest);
+  const VF n = hn::Round(xc);
+  const VF f = hn::Sub(xc, n);
+  VF p = hn::Set(d, 1.5345812161311629e-4f);
+  p = hn::MulAdd(p, f, hn::Set(d, 1.3399931177239738e-3f));
+  p = hn::MulAdd(p, f, hn::Set(d, 9.618488956331182e-3f));
+  p = hn::MulAdd(p, f, hn::Set(d, 5.550328777105325e-2f));
+  p = hn::MulAdd(p, f, hn::Set(d, 0.24022646890645522f));
+  p = hn::MulAdd(p, f, hn::Set(d, 0.6931472057371958f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0000000005541647f));
+  const VF two_n = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+  const VF y = hn::Mul(p, two_n);
+  // NaN stays NaN (x ≠ x); −∞ and anything below −126 give 0.
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenZeroElse(hn::Lt(x, lowest), y));
+}
+
+void Exp2Inplace(float *HWY_RESTRICT x, std::int64_t n) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(Exp2(d, hn::LoadU(d, x + i)), d, x + i);
+  if (i < n) {
+    HWY_ALIGN float tail[kTilePadFloats] = {};
+    std::memcpy(tail, x + i, static_cast<std::size_t>(n - i) * sizeof(float));
+    hn::Store(Exp2(d, hn::Load(d, tail)), d, tail);
+    std::memcpy(x + i, tail, static_cast<std::size_t>(n - i) * sizeof(float));
+  }
+}
+
 void OnlineSoftmaxCols(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t rows, std::int64_t n,
                        float *HWY_RESTRICT m, float *HWY_RESTRICT l, float *HWY_RESTRICT alpha) {
   const DF d;
@@ -154,15 +189,15 @@ void OnlineSoftmaxCols(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t row
     VF vmax = minus_inf;
     for (std::int64_t r = 0; r < rows; ++r) vmax = hn::Max(vmax, hn::LoadU(d, S + r * lds + c));
     const VF m_old = hn::LoadU(d, m + c), m_new = hn::Max(m_old, vmax);
-    // A column that has seen only masked keys shifts by 0: exp(−∞ − 0) = 0 rather than exp(−∞ + ∞) = NaN.
+    // A column that has seen only masked keys shifts by 0: 2^(−∞ − 0) = 0 rather than 2^(−∞ + ∞) = NaN.
     const VF shift = hn::IfThenZeroElse(hn::Eq(m_new, minus_inf), m_new);
-    const VF a = hn::Exp(d, hn::Sub(m_old, shift));
+    const VF a = Exp2(d, hn::Sub(m_old, shift));
     VF sum0 = hn::Zero(d), sum1 = hn::Zero(d);
     std::int64_t r = 0;
     for (; r + 2 <= rows; r += 2) {
       float *s0 = S + r * lds + c, *s1 = s0 + lds;
-      const VF p0 = hn::Exp(d, hn::Sub(hn::LoadU(d, s0), shift));
-      const VF p1 = hn::Exp(d, hn::Sub(hn::LoadU(d, s1), shift));
+      const VF p0 = Exp2(d, hn::Sub(hn::LoadU(d, s0), shift));
+      const VF p1 = Exp2(d, hn::Sub(hn::LoadU(d, s1), shift));
       hn::StoreU(p0, d, s0);
       hn::StoreU(p1, d, s1);
       sum0 = hn::Add(sum0, p0);
@@ -170,7 +205,7 @@ void OnlineSoftmaxCols(float *HWY_RESTRICT S, std::int64_t lds, std::int64_t row
     }
     if (r < rows) {
       float *s0 = S + r * lds + c;
-      const VF p0 = hn::Exp(d, hn::Sub(hn::LoadU(d, s0), shift));
+      const VF p0 = Exp2(d, hn::Sub(hn::LoadU(d, s0), shift));
       hn::StoreU(p0, d, s0);
       sum0 = hn::Add(sum0, p0);
     }
@@ -395,6 +430,7 @@ HWY_EXPORT(ExpMinusLseCols);
 HWY_EXPORT(ScoreGradientCols);
 HWY_EXPORT(OnlineSoftmaxCols);
 HWY_EXPORT(DivideCols);
+HWY_EXPORT(Exp2Inplace);
 HWY_EXPORT(ScoreGradient);
 HWY_EXPORT(Scale);
 HWY_EXPORT(ScaleRows);
@@ -412,6 +448,7 @@ void online_softmax_cols(float *S, std::int64_t lds, std::int64_t rows, std::int
                          float *alpha) {
   HWY_DYNAMIC_DISPATCH(OnlineSoftmaxCols)(S, lds, rows, n, m, l, alpha);
 }
+void exp2_inplace(float *x, std::int64_t n) { HWY_DYNAMIC_DISPATCH(Exp2Inplace)(x, n); }
 void divide_cols(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a) {
   HWY_DYNAMIC_DISPATCH(DivideCols)(X, ldx, rows, n, a);
 }

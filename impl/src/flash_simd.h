@@ -26,12 +26,17 @@ void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B
           std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
           const float *col_scale = nullptr);
 
-/// The online-softmax step of online_softmax on a transposed tile: S is rows (keys) × n (queries), each column one
-/// query. For each column c < n (vectorized across columns; m, l, alpha padded like a row):
-///   m' = max(m[c], max_{r<rows} S[r][c]),  S[r][c] ← exp(S[r][c] − m'),  alpha[c] = e^{m[c]−m'},
+/// The online-softmax step of online_softmax on a transposed tile, in base 2 (S holds scores times log2 e; m is
+/// in the same units): S is rows (keys) × n (queries), each column one query. For each column c < n (vectorized
+/// across columns; m, l, alpha padded like a row):
+///   m' = max(m[c], max_{r<rows} S[r][c]),  S[r][c] ← 2^(S[r][c] − m'),  alpha[c] = 2^(m[c]−m'),
 ///   l[c] ← alpha[c]·l[c] + Σ_r S[r][c],  m[c] ← m'.   A column with m' = −∞ keeps P = 0, l = 0, alpha = 0.
 void online_softmax_cols(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *m, float *l,
                          float *alpha);
+
+/// x[i] ← 2^x[i] for i < n (x[i] ≤ 0 or NaN; results below 2⁻¹²⁶ flush to 0): the exp2 of online_softmax_cols,
+/// for tests. Within 2 ulps of the exact value (a degree-6 minimax polynomial on [−½, ½]).
+void exp2_inplace(float *x, std::int64_t n);
 
 /// X[r][j] /= a[j] for r < rows, j < n (a padded like a row; a[j] ≠ 0 for j < n).
 void divide_cols(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a);

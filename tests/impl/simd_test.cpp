@@ -9,7 +9,9 @@
 #include <hwy/targets.h>
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -82,6 +84,42 @@ TEST_CASE("widen then narrow is the identity on float16 and bfloat16 storage", "
       }
       CHECK(wrong == 0);
     }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST_CASE("exp2 of the forward softmax is within 2 ulps on every SIMD target", "[impl][simd]") {
+  // Every float in [−1, 0] with its low 7 bits stepped (2^17 per binade), then a dense sweep of [−130, −1].
+  std::vector<float> x;
+  for (std::uint32_t bits = 0x80000000u; bits <= 0xbf800000u; bits += 97) x.push_back(std::bit_cast<float>(bits));
+  for (int i = 0; i <= 2'000'000; ++i) x.push_back(-1.0f - 129.0f * static_cast<float>(i) / 2'000'000.0f);
+  for (float f : {-0.0f, 0.0f, -0.5f, 0.5f - 1.0f, -126.0f, -125.5f, -126.5f, -127.0f, -200.0f,
+                  -std::numeric_limits<float>::infinity()})
+    x.push_back(f);
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    INFO("SIMD target " << hwy::TargetName(target));
+    std::vector<float> y = x;
+    builtin::simd::exp2_inplace(y.data(), static_cast<std::int64_t>(y.size()) - 3);  // a scalar tail too
+    double worst = 0;
+    float worst_x = 0;
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i + 3 < x.size(); ++i) {
+      if (x[i] < -126.0f) {  // flushed
+        wrong += y[i] != 0.0f;
+        continue;
+      }
+      const double exact = std::exp2(static_cast<double>(x[i]));
+      const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
+      const double err = std::abs(static_cast<double>(y[i]) - exact) / ulp;
+      if (err > worst) worst = err, worst_x = x[i];
+    }
+    INFO("worst " << worst << " ulps at x = " << worst_x);
+    CHECK(worst <= 2.0);
+    CHECK(wrong == 0);
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    builtin::simd::exp2_inplace(&nan, 1);
+    CHECK(nan != nan);
   }
   hwy::SetSupportedTargetsForTest(0);
 }
