@@ -65,6 +65,18 @@ def load_rows(doc):
     return rows
 
 
+ROW_ORDER = ["fma_peak", "flash_f32_fwd", "flash_f16_fwd", "flash_bf16_fwd", "eigen_f32_fwd", "naive_f32_fwd",
+             "flash_f32_bwd", "flash_f16_bwd", "flash_bf16_bwd", "flash_f32_fwd_mem"]
+
+
+def row_order(r):
+    """Registration order (repetitions run interleaved, so the JSON order is random): the peak, then by shape."""
+    def num(x):
+        return int(x) if x.isdigit() else 0
+    rank = ROW_ORDER.index(r["row"]) if r["row"] in ROW_ORDER else len(ROW_ORDER)
+    return (r["row"] == MEM_ROW, r["row"] != "fma_peak", num(r["L"]), num(r["D"]), r["mask"] != "full", rank, r["L"])
+
+
 def run_binary(binary, extra, save):
     with tempfile.TemporaryDirectory() as tmp:
         out = save or os.path.join(tmp, "run.json")
@@ -98,7 +110,7 @@ def main():
     else:
         doc = run_binary(args.binary, args.extra, args.save)
     ctx = doc.get("context", {})
-    rows = load_rows(doc)
+    rows = sorted(load_rows(doc), key=row_order)
 
     peaks = [r for r in rows if r["row"] == "fma_peak" and r["flops"]]
     peak = max(peaks, key=lambda r: r["flops"]) if peaks else None
