@@ -1,0 +1,51 @@
+// Internals shared by the report writers: exact float text, escaping, enum names and tensor shapes.
+#pragma once
+
+#include "attncheck/report_io.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attncheck::reporting::detail {
+
+/// C99 hex float ("0x1.8p-1"), or "inf", "-inf", "nan" (NaN's sign and payload are not kept).
+std::string hex(double x);
+/// Inverse of hex (any strtod spelling of a whole string); false when `s` is not a number.
+bool parse_hex(std::string_view s, double *out);
+/// "%.9g": the decimal shown next to a hex value.
+std::string decimal(double x);
+/// "0x1.8p-1 (0.75)".
+std::string hex_dec(double x);
+/// An error ÷ bound for people: "%.3g", "inf" for +∞.
+std::string ratio_text(double r);
+
+/// Lowercase verdict ids of the machine formats: "pass", "fail", "undecided", "unsupported".
+std::string_view verdict_id(Verdict v);
+
+/// &, <, >, ", ' as entities: safe in HTML/XML text and attribute values. Control characters other than tab,
+/// newline and carriage return (invalid in XML 1.0) become U+FFFD.
+std::string xml_escape(std::string_view s);
+/// Text safe inside a Markdown table cell or paragraph: HTML specials as entities, '|' and '`' escaped, newlines
+/// as spaces.
+std::string md_escape(std::string_view s);
+/// The first line of `s` (for one-line summaries of multi-line texts).
+std::string first_line(std::string_view s);
+
+/// Logical shapes of a case's tensors.
+std::vector<std::int64_t> q_shape(const Shape &s);
+std::vector<std::int64_t> k_shape(const Shape &s);
+std::vector<std::int64_t> v_shape(const Shape &s);
+std::vector<std::int64_t> o_shape(const Shape &s);
+/// Product of the dimensions.
+std::size_t numel(const std::vector<std::int64_t> &shape);
+
+/// The worst error ÷ bound a property saw: the search's, or its counterexample's when larger (the search's
+/// figure covers the decided cases only).
+double worst_ratio_of(const PropertyReport &p);
+
+/// "attncheck replay report.json --failure N".
+std::string replay_command(std::size_t failure_number);
+
+}  // namespace attncheck::reporting::detail

@@ -1,0 +1,155 @@
+// The Document model (failure numbering, worst element) and the helpers every writer shares.
+#include "common.h"
+
+#include "attncheck/error_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace attncheck::reporting {
+
+std::string_view kind_name(KernelSource::Kind k) {
+  switch (k) {
+    case KernelSource::Kind::builtin: return "builtin";
+    case KernelSource::Kind::plugin: return "plugin";
+    case KernelSource::Kind::exec: return "exec";
+  }
+  return "?";
+}
+
+std::int64_t Evidence::worst_index() const {
+  if (got.size() != exact.size() || got.size() != bound.size()) return -1;
+  std::int64_t worst = -1;
+  double worst_ratio = -1;
+  for (std::size_t x = 0; x < got.size(); ++x) {
+    double r = error_ratio(got[x], exact[x], bound[x]);
+    if (std::isnan(r)) r = INFINITY;  // a NaN result is as wrong as it gets
+    if (r > worst_ratio) worst_ratio = r, worst = static_cast<std::int64_t>(x);
+  }
+  return worst;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> Document::failures() const {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t r = 0; r < runs.size(); ++r)
+    for (std::size_t p = 0; p < runs[r].report.properties.size(); ++p)
+      if (runs[r].report.properties[p].counterexample) out.emplace_back(r, p);
+  return out;
+}
+
+namespace detail {
+
+std::string hex(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%a", x);
+  return buf;
+}
+
+bool parse_hex(std::string_view s, double *out) {
+  if (s == "nan") return *out = NAN, true;
+  if (s == "inf") return *out = INFINITY, true;
+  if (s == "-inf") return *out = -INFINITY, true;
+  if (s.empty() || s.size() > 64) return false;
+  const std::string z(s);  // strtod needs a terminated string
+  char *end = nullptr;
+  *out = std::strtod(z.c_str(), &end);
+  return end == z.c_str() + z.size() && !std::isnan(*out) && !std::isinf(*out);
+}
+
+std::string decimal(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+std::string hex_dec(double x) { return hex(x) + " (" + decimal(x) + ")"; }
+
+std::string ratio_text(double r) {
+  if (std::isnan(r)) return "nan";
+  if (std::isinf(r)) return "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", r);
+  return buf;
+}
+
+std::string_view verdict_id(Verdict v) {
+  switch (v) {
+    case Verdict::pass: return "pass";
+    case Verdict::fail: return "fail";
+    case Verdict::undecided: return "undecided";
+    case Verdict::unsupported: return "unsupported";
+  }
+  return "?";
+}
+
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r')
+          out += "\xEF\xBF\xBD";  // U+FFFD: XML 1.0 has no way to carry these
+        else
+          out += ch;
+    }
+  }
+  return out;
+}
+
+std::string md_escape(std::string_view s) {
+  std::string out;
+  for (const char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '|': out += "\\|"; break;
+      case '`': out += "\\`"; break;
+      case '*': out += "\\*"; break;
+      case '_': out += "\\_"; break;
+      case '[': out += "\\["; break;
+      case ']': out += "\\]"; break;
+      case '\n':
+      case '\r': out += ' '; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+std::string first_line(std::string_view s) { return std::string(s.substr(0, s.find('\n'))); }
+
+std::vector<std::int64_t> q_shape(const Shape &s) { return {s.B, s.Hq, s.Lq, s.D}; }
+std::vector<std::int64_t> k_shape(const Shape &s) { return {s.B, s.Hkv, s.Lk, s.D}; }
+std::vector<std::int64_t> v_shape(const Shape &s) { return {s.B, s.Hkv, s.Lk, s.Dv}; }
+std::vector<std::int64_t> o_shape(const Shape &s) { return {s.B, s.Hq, s.Lq, s.Dv}; }
+std::size_t numel(const std::vector<std::int64_t> &shape) {
+  std::size_t n = 1;
+  for (const std::int64_t d : shape) n *= static_cast<std::size_t>(d < 0 ? 0 : d);
+  return n;
+}
+
+double worst_ratio_of(const PropertyReport &p) {
+  double r = p.worst_ratio;
+  if (p.counterexample && !(p.counterexample->outcome.worst_ratio <= r)) r = p.counterexample->outcome.worst_ratio;
+  return r;
+}
+
+std::string replay_command(std::size_t failure_number) {
+  return "attncheck replay report.json --failure " + std::to_string(failure_number);
+}
+
+}  // namespace detail
+}  // namespace attncheck::reporting

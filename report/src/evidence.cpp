@@ -1,0 +1,118 @@
+// add_evidence: re-runs each minimal counterexample on the kernel and keeps, element by element, what the kernel
+// returned, the exact values and the bounds of the tensor the failure is in, plus the exact probabilities P.
+#include "common.h"
+
+#include "attncheck/property.h"
+#include "attncheck/reference.h"
+
+#include <cmath>
+#include <exception>
+
+namespace attncheck::reporting {
+
+namespace {
+
+constexpr std::string_view kTensors[] = {"LSE", "dQ", "dK", "dV", "O"};
+
+/// The output tensor a ladder message names: "LSE[0,1,2]: got …" → "LSE", "O (forward)[…" → "O". Names of
+/// derived quantities ("O(v=1)", "Σ_c O(v=I)") are not outputs of the case's own call: "" then.
+std::string_view tensor_named(std::string_view text) {
+  for (const std::string_view t : kTensors)
+    if (text.starts_with(t)) {
+      const std::string_view rest = text.substr(t.size());
+      if (rest.starts_with("[") || rest.starts_with(" (forward)[")) return t;
+    }
+  return {};
+}
+
+bool is_gradient(std::string_view t) { return t == "dQ" || t == "dK" || t == "dV"; }
+
+std::string call_failure(std::string_view what, const CallResult &r) {
+  return std::string(what) + " returned status " + std::to_string(r.status) +
+         (r.message.empty() ? "" : ": " + r.message);
+}
+
+/// P_ij = exp(s_ij − LSE_i) with s in double from the case's values and the exact LSE; 0 for hidden keys.
+std::vector<double> probabilities(const Case &c, const std::vector<double> &lse) {
+  const Shape &s = c.spec.shape;
+  const double scale = default_scale(s.D);
+  std::vector<double> p;
+  p.reserve(static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk));
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        const double l = lse[static_cast<std::size_t>(lse_offset(s, b, h, i))];
+        for (std::int64_t j = 0; j < s.Lk; ++j) {
+          if (!visible(c.spec.mask, i, j, s.Lq, s.Lk) || std::isinf(l)) {
+            p.push_back(0);
+            continue;
+          }
+          double dot = 0;
+          for (std::int64_t d = 0; d < s.D; ++d)
+            dot += c.q[static_cast<std::size_t>(((b * s.Hq + h) * s.Lq + i) * s.D + d)] *
+                   c.k[static_cast<std::size_t>(((b * s.Hkv + s.kv_head(h)) * s.Lk + j) * s.D + d)];
+          p.push_back(std::exp(scale * dot - l));
+        }
+      }
+  return p;
+}
+
+Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const attncheck_kernel &kernel,
+                     const PrecisionProfile &profile) {
+  const Case &c = cx.minimal;
+  Evidence ev;
+  std::string_view tensor = tensor_named(cx.outcome.detail);
+  if (tensor.empty()) tensor = tensor_named(cx.outcome.worst);
+  // Unnamed: a gradient property's failure is most likely in dQ, any other's in O.
+  if (tensor.empty()) tensor = def && def->needs_backward ? "dQ" : "O";
+  if (is_gradient(tensor) && c.dout.empty()) tensor = "O";  // no dout: the backward cannot run
+  ev.tensor.assign(tensor.begin(), tensor.end());
+  const Shape &s = c.spec.shape;
+  try {
+    const Problem p = c.problem();
+    const Env env{kernel, profile};
+    const ExactForward exact = reference_forward(p);
+    if (static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk) <= Evidence::kMaxProbabilities)
+      ev.probabilities = probabilities(c, exact.lse);
+    const ForwardRun fr = run_forward(env, p);
+    if (!fr.call.ok()) ev.call_error = call_failure("forward", fr.call);
+    if (!is_gradient(ev.tensor)) {
+      const ForwardBounds fb = forward_bounds(p, exact, profile);
+      const bool lse = ev.tensor == "LSE";
+      ev.shape = lse ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq} : detail::o_shape(s);
+      ev.exact = lse ? exact.lse : exact.out;
+      ev.bound = lse ? fb.lse : fb.out;
+      if (fr.call.ok()) ev.got = (lse ? fr.lse : fr.out).to_vector();
+    } else {
+      const ExactBackward grad = reference_backward(p);
+      const BackwardBounds bb = backward_bounds(p, exact, profile);
+      const int which = ev.tensor == "dQ" ? 0 : ev.tensor == "dK" ? 1 : 2;
+      ev.shape = which == 0 ? detail::q_shape(s) : which == 1 ? detail::k_shape(s) : detail::v_shape(s);
+      ev.exact = which == 0 ? grad.dq : which == 1 ? grad.dk : grad.dv;
+      ev.bound = which == 0 ? bb.dq : which == 1 ? bb.dk : bb.dv;
+      if (fr.call.ok()) {
+        const BackwardRun br = run_backward(env, p, fr);
+        if (!br.call.ok())
+          ev.call_error = call_failure("backward", br.call);
+        else
+          ev.got = (which == 0 ? br.dq : which == 1 ? br.dk : br.dv).to_vector();
+      }
+    }
+  } catch (const std::exception &e) {
+    ev.call_error = std::string("evidence could not be computed: ") + e.what();
+  }
+  return ev;
+}
+
+}  // namespace
+
+void add_evidence(Run &run, const attncheck_kernel &kernel) {
+  const std::vector<PropertyReport> &props = run.report.properties;
+  run.evidence.resize(props.size());
+  for (std::size_t n = 0; n < props.size(); ++n) {
+    if (!props[n].counterexample) continue;
+    run.evidence[n] = evidence_of(*props[n].counterexample, find_property(props[n].id), kernel, run.report.profile);
+  }
+}
+
+}  // namespace attncheck::reporting
