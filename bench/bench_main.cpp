@@ -49,7 +49,7 @@ constexpr std::int64_t kFmaTrips = 1 << 22;  // ≈ 10 ms per thread per call at
 constexpr int kFmaRepetitions = 5;
 // The kernel rows (flash, Eigen, naive at L ≤ 2048) get the same treatment, fewer times: on a shared machine a
 // neighbour's burst lowers one repetition, not the row (every row is treated alike, so ratios stay fair).
-constexpr int kRowRepetitions = 3;
+constexpr int kRowRepetitions = 5;
 constexpr double kBackwardFlopFactor = 2.5;  // 5 GEMMs of Lq·Lk·D against the forward's 2
 constexpr double kBytesPerMB = 1e6;
 constexpr std::uint64_t kSeed = 0x5eed;
