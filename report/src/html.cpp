@@ -214,8 +214,8 @@ std::string ratio_legend() {
 }
 
 std::string p_legend() {
-  std::string s = "<svg class=\"legend\" width=\"420\" height=\"48\" role=\"img\"><rect x=\"20\" y=\"8\" width=\"240\" height=\"14\" fill=\"url(#gp)\" "
-       "stroke=\"#bbb\"/>";
+  std::string s = "<svg class=\"legend\" width=\"420\" height=\"48\" role=\"img\">"
+                  "<rect x=\"20\" y=\"8\" width=\"240\" height=\"14\" fill=\"url(#gp)\" stroke=\"#bbb\"/>";
   for (const double p : {0.0, 0.01, 0.1, 0.25, 0.5, 1.0}) {
     const double x = 20 + 240 * std::sqrt(p);  // the colour scale is √P so that small weights stay visible
     s += "<line x1=\"" + num(x) + "\" x2=\"" + num(x) + "\" y1=\"22\" y2=\"26\" stroke=\"#555\"/><text "
@@ -236,17 +236,17 @@ std::string ratio_heatmap(const Evidence &e) {
                             : e.tensor == "dK" ? std::pair{"key j", "d"}
                             : e.tensor == "dV" ? std::pair{"key j", "channel c"}
                                                : std::pair{"query i", "channel c"};
-  return ratio_legend() + grids(e.tensor, e.shape, rows, cols, [&](std::int64_t x, std::string *fill, std::string *title,
-                                                            std::string *label, bool *mark) {
-           const auto i = static_cast<std::size_t>(x);
-           double r = 0;
-           const Cell c = classify(e.got[i], e.exact[i], e.bound[i], &r);
-           *fill = ratio_colour(c, r);
-           *mark = c == Cell::beyond || c == Cell::non_finite;
-           *label = c == Cell::non_finite ? "∞" : compact(r);
-           *title = element_name(e.tensor, e.shape, x) + "\nerror ÷ bound " + ratio_text(r) + "\ngot " +
-                    hex_dec(e.got[i]) + "\nexact " + hex_dec(e.exact[i]) + "\nbound " + hex_dec(e.bound[i]);
-         });
+  const auto cell = [&](std::int64_t x, std::string *fill, std::string *title, std::string *label, bool *mark) {
+    const auto i = static_cast<std::size_t>(x);
+    double r = 0;
+    const Cell c = classify(e.got[i], e.exact[i], e.bound[i], &r);
+    *fill = ratio_colour(c, r);
+    *mark = c == Cell::beyond || c == Cell::non_finite;
+    *label = c == Cell::non_finite ? "∞" : compact(r);
+    *title = element_name(e.tensor, e.shape, x) + "\nerror ÷ bound " + ratio_text(r) + "\ngot " + hex_dec(e.got[i]) +
+             "\nexact " + hex_dec(e.exact[i]) + "\nbound " + hex_dec(e.bound[i]);
+  };
+  return ratio_legend() + grids(e.tensor, e.shape, rows, cols, cell);
 }
 
 std::string p_heatmap(const Evidence &e, const Case &c) {

@@ -231,7 +231,8 @@ std::optional<Step> read_step(const Obj &o, const char *key) {
 
 void check_size(const Obj &o, const char *what, std::size_t got, std::size_t want) {
   if (got != want)
-    fail(o.where() + "\"" + what + "\" has " + std::to_string(got) + " values, its shape needs " + std::to_string(want));
+    fail(o.where() + "\"" + what + "\" has " + std::to_string(got) + " values, its shape needs " +
+         std::to_string(want));
 }
 
 Evidence read_evidence(const Obj &o) {
