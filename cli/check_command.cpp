@@ -1,100 +1,225 @@
-// attncheck check: every kernel of a plugin against the reference and the error model.
+// attncheck check: the CI gate. Every selected property of every selected kernel and dtype, on generated cases,
+// each failure shrunk and reported.
 #include "commands.h"
-#include "plugin.h"
+#include "kernel_source.h"
+#include "progress.h"
 
-#include "attncheck/gate.h"
+#include "attncheck/check.h"
+#include "attncheck/property.h"
+#include "attncheck/report_io.h"
 
 #include <fmt/core.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
 #include <iostream>
 #include <optional>
-#include <unistd.h>
+#include <sstream>
 
 namespace attncheck::cli {
 
 namespace {
+
+/// A profile: how hard to look, per kernel and dtype.
+struct ProfileSpec {
+  std::string_view name;
+  int cases;                    ///< cases per property
+  std::chrono::seconds budget;  ///< wall-clock budget per kernel and dtype
+};
+/// quick: seconds, for pre-commit; default: at most a minute per kernel and dtype on 2 cores; thorough: minutes.
+constexpr ProfileSpec kProfiles[] = {
+    {"quick", 15, std::chrono::seconds(20)},
+    {"default", 100, std::chrono::seconds(60)},
+    {"thorough", 1000, std::chrono::seconds(900)},
+};
+
+const ProfileSpec &profile_spec(std::string_view name) {
+  for (const ProfileSpec &p : kProfiles)
+    if (p.name == name) return p;
+  return kProfiles[1];
+}
+
 struct CheckArgs {
-  std::string plugin = "builtin";
-  std::string kernel;
+  std::string plugin, exec, kernel, properties, profile = "default", accumulate = "f32", report_dir, junit;
   std::vector<std::string> dtypes;
-  int cases = 200;
+  std::optional<int> cases;
+  std::optional<double> time_budget;
   std::uint64_t seed = 1;
-  bool forward_only = false;
+  double timeout = 10;
   bool quiet = false;
 };
 
-void print_table(const std::vector<GateRow> &rows) {
-  fmt::print("{:<12} {:<5} {:>6} {:>12} {:>16} {:>16}  {}\n", "kernel", "dtype", "cases", "unsupported",
-             "worst fwd err/β", "worst bwd err/β", "verdict");
-  for (const GateRow &r : rows) {
-    const std::string bwd = r.has_backward ? fmt::format("{:.3g}", r.backward.ratio) : "-";
-    fmt::print("{:<12} {:<5} {:>6} {:>12} {:>16.3g} {:>16}  {}\n", r.kernel, dtype_name(r.dtype), r.cases,
-               r.unsupported, r.forward.ratio, bwd, verdict_name(r.verdict()));
+std::vector<std::string> split_ids(const std::string &list) {
+  std::vector<std::string> ids;
+  std::stringstream ss(list);
+  for (std::string id; std::getline(ss, id, ',');)
+    if (!id.empty()) ids.push_back(id);
+  return ids;
+}
+
+std::string known_properties() {
+  std::string s;
+  for (const PropertyDef *d : all_properties()) s += (s.empty() ? "" : ", ") + std::string(d->id);
+  return s;
+}
+
+std::string run_line(const Report &r) {
+  int passed = 0, failed = 0, undecided = 0, unsupported = 0, cases = 0;
+  for (const PropertyReport &p : r.properties) {
+    cases += p.cases;
+    switch (p.verdict) {
+      case Verdict::pass: ++passed; break;
+      case Verdict::fail: ++failed; break;
+      case Verdict::undecided: ++undecided; break;
+      case Verdict::unsupported: ++unsupported; break;
+    }
+  }
+  return fmt::format("{} {}: {} — {} passed, {} failed, {} undecided, {} unsupported ({} cases)", r.kernel,
+                     dtype_name(r.dtype), verdict_name(r.verdict()), passed, failed, undecided, unsupported, cases);
+}
+
+void print_table(const reporting::Document &doc) {
+  fmt::print("{:<14} {:<5} {:<26} {:<11} {:>6} {:>9} {:>9} {:>12}\n", "kernel", "dtype", "property", "verdict",
+             "cases", "declined", "undecided", "worst err/β");
+  for (const reporting::Run &run : doc.runs)
+    for (const PropertyReport &p : run.report.properties)
+      fmt::print("{:<14} {:<5} {:<26} {:<11} {:>6} {:>9} {:>9} {:>12.3g}\n", run.report.kernel,
+                 dtype_name(run.report.dtype), p.id, verdict_name(p.verdict), p.cases, p.unsupported, p.undecided,
+                 p.worst_ratio);
+  std::size_t n = 0;
+  for (const auto &[r, q] : doc.failures()) {
+    const reporting::Run &run = doc.runs[r];
+    const PropertyReport &p = run.report.properties[q];
+    const Counterexample &cx = *p.counterexample;
+    fmt::print("\ncounterexample {}: {} {} {} — {} (step {}, found after {} cases, {} shrinks)\n  {}\n", ++n,
+               run.report.kernel, dtype_name(run.report.dtype), p.id, cx.minimal.spec.describe(),
+               cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.found_after, cx.shrink_steps,
+               cx.outcome.detail);
   }
 }
 
+/// Writes `text` to `path`; throws std::runtime_error with one line when it cannot.
+void write_text_file(const std::string &path, const std::string &text) {
+  std::ofstream f(path, std::ios::binary);
+  if (f) f << text;
+  if (!f) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
+}
+
+int exit_code(const reporting::Document &doc) {
+  bool fail = false, undecided = false, any_ran = false;
+  for (const reporting::Run &run : doc.runs) {
+    const Verdict v = run.report.verdict();
+    fail |= v == Verdict::fail;
+    undecided |= v == Verdict::undecided;
+    any_ran |= v != Verdict::unsupported;
+  }
+  if (fail) return kExitCounterexample;
+  return (undecided || !any_ran) ? kExitInconclusive : kExitPass;
+}
+
 int run_check(const CheckArgs &a) {
-  std::optional<Plugin> plugin;
-  GateOptions opt;
-  std::vector<attncheck_kernel> selected;
-  try {
-    plugin.emplace(a.plugin);
-    if (a.kernel.empty())
-      selected.assign(plugin->kernels().begin(), plugin->kernels().end());
-    else
-      selected.push_back(plugin->find(a.kernel));
-    if (!a.dtypes.empty()) {
-      opt.dtypes.clear();
-      for (const std::string &d : a.dtypes) opt.dtypes.push_back(parse_dtype(d));
-    }
-  } catch (const std::exception &e) {
-    std::cerr << "attncheck: " << e.what() << '\n';
+  using Kind = reporting::KernelSource::Kind;
+  auto usage = [](const std::string &msg) {
+    std::cerr << "attncheck: " << msg << '\n';
     return kExitUsage;
-  }
-  opt.cases = a.cases;
-  opt.seed = a.seed;
-  opt.backward = !a.forward_only;
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  auto progress = [&](Dtype dt, int done, int total) {
-    if (a.quiet) return;
-    if (tty)
-      fmt::print(stderr, "\r{} {}/{} problems", dtype_name(dt), done, total);
-    else if (done == total || done % 50 == 0)
-      fmt::print(stderr, "{} {}/{} problems\n", dtype_name(dt), done, total);
-    if (tty && done == total) fmt::print(stderr, "\n");
   };
-  const auto rows = run_gate(selected, opt, progress);
-  print_table(rows);
-  bool any_ran = false, any_fail = false;
-  for (const GateRow &r : rows) {
-    any_ran |= r.verdict() != GateRow::Verdict::unsupported;
-    if (r.verdict() == GateRow::Verdict::fail) {
-      any_fail = true;
-      fmt::print("\n{} {}: {}\n", r.kernel, dtype_name(r.dtype), r.worst_case);
-    }
+  if (!a.plugin.empty() && !a.exec.empty()) return usage("give --plugin or --exec, not both");
+  const std::vector<std::string> ids = split_ids(a.properties);
+  for (const std::string &id : ids)
+    if (!find_property(id)) return usage("unknown property '" + id + "'; known: " + known_properties());
+  std::vector<Dtype> dtypes;
+  for (const std::string &d : a.dtypes.empty() ? std::vector<std::string>{"f32", "f16", "bf16"} : a.dtypes)
+    dtypes.push_back(parse_dtype(d));
+
+  reporting::KernelSource src;
+  if (!a.exec.empty()) src = {Kind::exec, a.exec};
+  else if (!a.plugin.empty() && a.plugin != "builtin") src = {Kind::plugin, a.plugin};
+  SourceOptions so;
+  so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
+  std::optional<KernelSource> source;
+  std::vector<const attncheck_kernel *> kernels;
+  try {
+    source.emplace(src, so);
+    if (a.kernel.empty())
+      for (const attncheck_kernel &k : source->kernels()) kernels.push_back(&k);
+    else
+      kernels.push_back(&source->find(a.kernel));
+  } catch (const SourceError &e) {
+    return usage(e.what());
   }
-  if (any_fail) return kExitCounterexample;
-  return any_ran ? kExitPass : kExitInconclusive;
+
+  const ProfileSpec &prof = profile_spec(a.profile);
+  reporting::Document doc;
+  doc.tool_version = ATTNCHECK_VERSION;
+  Progress progress(static_cast<int>(kernels.size() * dtypes.size()), a.quiet);
+  for (const attncheck_kernel *k : kernels)
+    for (Dtype dt : dtypes) {
+      CheckOptions opt;
+      opt.dtype = dt;
+      opt.properties = ids;
+      opt.cases = a.cases.value_or(prof.cases);
+      opt.seed = a.seed;
+      opt.time_budget = std::chrono::milliseconds(
+          static_cast<std::int64_t>(1000 * a.time_budget.value_or(static_cast<double>(prof.budget.count()))));
+      PrecisionProfile pp = PrecisionProfile::for_storage(dt);
+      pp.accumulate = parse_dtype(a.accumulate);
+      opt.profile = pp;
+      opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
+      progress.start_run(fmt::format("{} {}", k->name, dtype_name(dt)));
+      reporting::Run run{src, std::string(prof.name), check(*k, opt), {}};
+      if (!a.report_dir.empty() || !a.junit.empty()) reporting::add_evidence(run, *k);
+      progress.finish_run(run_line(run.report));
+      doc.runs.push_back(std::move(run));
+    }
+  print_table(doc);
+  try {
+    if (!a.report_dir.empty()) {
+      reporting::write_reports(doc, a.report_dir);
+      if (!a.quiet) fmt::print(stderr, "reports written to {}/ (report.json, summary.md, report.html)\n",
+                               a.report_dir);
+    }
+    if (!a.junit.empty()) write_text_file(a.junit, reporting::to_junit(doc));
+  } catch (const std::runtime_error &e) {
+    return usage(e.what());
+  }
+  return exit_code(doc);
 }
 }  // namespace
 
 void register_check_command(CLI::App &app, Action &action) {
   auto args = std::make_shared<CheckArgs>();
   CLI::App *cmd = app.add_subcommand(
-      "check", "Check kernels against the arbitrary-precision reference within the error model (spec/SPEC.md).\n"
-               "Exit codes: 0 pass, 1 counterexample found, 2 usage or configuration error, 3 inconclusive, "
-               "4 internal error.");
-  cmd->add_option("--plugin", args->plugin, "Shared object exporting attncheck_kernels, or 'builtin'")
-      ->capture_default_str();
-  cmd->add_option("--kernel", args->kernel, "Check only this kernel (default: every kernel of the plugin)");
-  cmd->add_option("--dtype", args->dtypes, "Storage dtypes to check: f32, f16, bf16 (default: all)")
+      "check",
+      "Check kernels against every property (spec/SPEC.md) on generated cases; failures are shrunk to minimal "
+      "counterexamples.\nExit codes: 0 every property passed, 1 a counterexample was found, 2 usage or "
+      "configuration error, 3 inconclusive (too few cases could run), 4 internal error.");
+  cmd->add_option("--plugin", args->plugin, "Shared object exporting attncheck_kernels, or 'builtin' (default)");
+  cmd->add_option("--exec", args->exec,
+                  "A kernel in any language: a command speaking the exec protocol (spec/EXEC_PROTOCOL.md)");
+  cmd->add_option("--kernel", args->kernel, "Check only this kernel (default: every kernel of the source)");
+  cmd->add_option("--dtype", args->dtypes, "Storage dtypes: f32, f16, bf16 (repeatable; default: all three)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  cmd->add_option("--cases", args->cases, "Random problems per dtype")->check(CLI::Range(1, 1'000'000))
+  cmd->add_option("--properties", args->properties, "Comma-separated property ids (default: all; see `list`)");
+  cmd->add_option("--profile", args->profile, "quick (seconds), default (≤ 60 s per kernel and dtype), thorough")
+      ->check(CLI::IsMember({"quick", "default", "thorough"}))
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed: the same seed gives the same problems and verdicts")
+  cmd->add_option("--cases", args->cases, "Cases per property (overrides the profile)")
+      ->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--seed", args->seed, "Seed: the same seed gives the same cases, verdicts and report")
       ->capture_default_str();
-  cmd->add_flag("--forward-only", args->forward_only, "Do not check backward");
-  cmd->add_flag("--quiet", args->quiet, "No progress lines");
+  cmd->add_option("--time-budget", args->time_budget, "Seconds per kernel and dtype (overrides the profile)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--accumulate", args->accumulate, "The kernel's declared accumulation dtype: f32 or f16")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
+  cmd->add_option("--timeout", args->timeout, "Seconds one kernel call may take before it counts as a hang")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--report-dir", args->report_dir, "Write report.json, summary.md and report.html here");
+  cmd->add_option("--junit", args->junit, "Write JUnit XML here (one testcase per kernel, dtype and property)");
+  cmd->add_flag("--quiet", args->quiet, "No progress output");
   cmd->callback([args, &action] { action = [args] { return run_check(*args); }; });
 }
 

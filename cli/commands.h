@@ -10,7 +10,7 @@ namespace attncheck::cli {
 /// Documented exit codes (README, `attncheck --help`).
 enum ExitCode : int {
   kExitPass = 0,          ///< every property passed
-  kExitCounterexample = 1,///< a counterexample was found
+  kExitCounterexample = 1, ///< a counterexample was found
   kExitUsage = 2,         ///< usage or configuration error
   kExitInconclusive = 3,  ///< too few cases could run
   kExitInternal = 4,      ///< internal error of attncheck
@@ -21,5 +21,7 @@ using Action = std::function<int()>;
 
 void register_check_command(CLI::App &app, Action &action);
 void register_study_command(CLI::App &app, Action &action);
+void register_replay_command(CLI::App &app, Action &action);
+void register_list_command(CLI::App &app, Action &action);
 
 }  // namespace attncheck::cli

@@ -12,6 +12,8 @@ int main(int argc, char **argv) {
   app.require_subcommand(1);
   Action action;
   register_check_command(app, action);
+  register_replay_command(app, action);
+  register_list_command(app, action);
   register_study_command(app, action);
   try {
     app.parse(argc, argv);

@@ -65,7 +65,8 @@ class Ladder {
   /// LSE must come back −∞). A NaN exact value makes the case undecided.
   bool finite(std::string_view name, const Tensor &got, const std::vector<double> &exact);
   /// Same, but an infinite result is accepted where the bound lets the exact value round past the dtype's largest
-  /// finite value (|exact| + bound ≥ the overflow threshold, same sign): a correct kernel may overflow there.
+  /// finite value (|exact| + bound ≥ the overflow threshold, same sign): a correct kernel may overflow there; and
+  /// where the bound is +∞ (the model cannot decide, SPEC §4.5) a non-finite result makes the case undecided.
   bool finite(std::string_view name, const Tensor &got, const std::vector<double> &exact,
               const std::vector<double> &bound);
   /// Step mask: every element whose bound is 0 (a value the contract fixes) equals the exact value.

@@ -134,6 +134,11 @@ bool Ladder::finite(std::string_view name, const Tensor &got, const std::vector<
       undecided(Step::finite, element_name(name, got.shape(), ix) + ": the exact value is NaN");
       continue;
     }
+    if (!bound.empty() && std::isinf(bound[x]) && !std::isfinite(g[x])) {
+      // SPEC §4.5: where the model has no bound (a possible overflow), even Inf or NaN is not evidence.
+      undecided(Step::finite, element_name(name, got.shape(), ix) + ": not finite where the error model has no bound");
+      continue;
+    }
     const bool ok = std::isfinite(exact[x])
                         ? std::isfinite(g[x]) ||
                               (!bound.empty() && overflow_within_bound(g[x], exact[x], bound[x], got.dtype()))

@@ -5,7 +5,8 @@
 // Every writer is deterministic: the same Document gives the same bytes (wall times are never written).
 //
 // Example:
-//   attncheck::reporting::Document doc{.tool_version = "0.1.0"};
+//   attncheck::reporting::Document doc;
+//   doc.tool_version = "0.1.0";
 //   doc.runs.push_back({source, "default", attncheck::check(kernel, opt), {}});
 //   attncheck::reporting::add_evidence(doc.runs.back(), kernel);      // re-runs each minimal counterexample
 //   attncheck::reporting::write_reports(doc, "reports/");             // report.json, summary.md, report.html

@@ -1,0 +1,60 @@
+#include "kernel_source.h"
+
+#include <filesystem>
+
+namespace attncheck::cli {
+
+namespace fs = std::filesystem;
+
+std::string builtin_plugin_path() {
+  // Next to the executable first (an installed or copied build), then where the build put it.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path beside = exe.parent_path() / "impl" / "libattncheck_builtin.so";
+    if (fs::exists(beside, ec)) return beside.string();
+  }
+  return ATTNCHECK_BUILTIN_PLUGIN;
+}
+
+KernelSource::KernelSource(const reporting::KernelSource &source, const SourceOptions &options) : source_(source) {
+  using Kind = reporting::KernelSource::Kind;
+  try {
+    if (source.kind == Kind::exec) {
+      ExecOptions eo;
+      eo.call_timeout = options.call_timeout;
+      exec_ = std::make_unique<ExecKernel>(source.location, eo);
+      return;
+    }
+    sandbox::SandboxOptions so;
+    so.timeout = options.call_timeout;
+    so.memory_limit_mib = options.memory_limit_mib;
+    const std::string path = source.kind == Kind::builtin ? builtin_plugin_path() : source.location;
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      throw SourceError("plugin '" + path + "' does not exist: pass the path of a shared object (.so) or 'builtin'");
+    if (fs::is_directory(path, ec))
+      throw SourceError("plugin '" + path + "' is a directory: pass the path of a shared object (.so)");
+    plugin_.emplace(sandbox::SandboxedPlugin::load(path, so));
+  } catch (const sandbox::SandboxError &e) {
+    throw SourceError(e.what());
+  } catch (const ExecError &e) {
+    throw SourceError(e.what());
+  }
+}
+
+std::span<const attncheck_kernel> KernelSource::kernels() const {
+  return exec_ ? exec_->kernels() : plugin_->kernels();
+}
+
+const attncheck_kernel &KernelSource::find(const std::string &name) const {
+  try {
+    return exec_ ? exec_->find(name) : plugin_->find(name);
+  } catch (const sandbox::SandboxError &e) {
+    throw SourceError(e.what());
+  } catch (const ExecError &e) {
+    throw SourceError(e.what());
+  }
+}
+
+}  // namespace attncheck::cli

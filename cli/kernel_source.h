@@ -1,0 +1,45 @@
+// Where the kernels under check come from: a plugin (the bundled one included), run in a sandbox, or an exec
+// command speaking the exec protocol. Either way they are ordinary ABI kernels.
+#pragma once
+
+#include "attncheck/exec_kernel.h"
+#include "attncheck/report_io.h"
+#include "attncheck/sandbox.h"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace attncheck::cli {
+
+/// A configuration problem (bad plugin, exec command that does not start, unknown kernel); one line.
+struct SourceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct SourceOptions {
+  std::chrono::milliseconds call_timeout{10'000};  ///< per kernel call (sandbox) or per request (exec)
+  std::uint64_t memory_limit_mib = 4096;           ///< sandboxed plugins only
+};
+
+/// Path of the bundled kernels' plugin (libattncheck_builtin.so).
+std::string builtin_plugin_path();
+
+class KernelSource {
+ public:
+  /// Loads `source` (kind builtin, plugin or exec). Throws SourceError.
+  explicit KernelSource(const reporting::KernelSource &source, const SourceOptions &options = {});
+  std::span<const attncheck_kernel> kernels() const;
+  /// The kernel named `name`; throws SourceError listing the names there are.
+  const attncheck_kernel &find(const std::string &name) const;
+  const reporting::KernelSource &source() const { return source_; }
+
+ private:
+  reporting::KernelSource source_;
+  std::optional<sandbox::SandboxedPlugin> plugin_;
+  std::unique_ptr<ExecKernel> exec_;
+};
+
+}  // namespace attncheck::cli

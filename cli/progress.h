@@ -1,0 +1,35 @@
+// Progress of a check run: a bar with an ETA on a terminal, plain lines in CI (stderr).
+#pragma once
+
+#include "attncheck/check.h"
+
+#include <chrono>
+#include <string>
+
+namespace attncheck::cli {
+
+class Progress {
+ public:
+  /// `runs` (kernel, dtype) pairs will be checked; `quiet` prints nothing.
+  Progress(int runs, bool quiet);
+  /// A new (kernel, dtype) run starts.
+  void start_run(const std::string &label);
+  /// The engine's progress within the current run.
+  void update(const CheckProgress &p);
+  /// The current run finished with this one-line result.
+  void finish_run(const std::string &line);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  /// Fraction of all runs done, from the current run's property and case counts.
+  double fraction(const CheckProgress &p) const;
+  void draw(const std::string &text);
+
+  int runs_ = 0, run_ = -1;
+  bool quiet_ = false, tty_ = false;
+  std::string label_;
+  Clock::time_point start_, last_draw_;
+  std::size_t last_property_ = static_cast<std::size_t>(-1);
+};
+
+}  // namespace attncheck::cli
