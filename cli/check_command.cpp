@@ -121,14 +121,10 @@ int exit_code(const reporting::Document &doc) {
 
 int run_check(const CheckArgs &a) {
   using Kind = reporting::KernelSource::Kind;
-  auto usage = [](const std::string &msg) {
-    std::cerr << "attncheck: " << msg << '\n';
-    return kExitUsage;
-  };
-  if (!a.plugin.empty() && !a.exec.empty()) return usage("give --plugin or --exec, not both");
+  if (!a.plugin.empty() && !a.exec.empty()) return usage_error("give --plugin or --exec, not both");
   const std::vector<std::string> ids = split_ids(a.properties);
   for (const std::string &id : ids)
-    if (!find_property(id)) return usage("unknown property '" + id + "'; known: " + known_properties());
+    if (!find_property(id)) return usage_error("unknown property '" + id + "'; known: " + known_properties());
   std::vector<Dtype> dtypes;
   for (const std::string &d : a.dtypes.empty() ? std::vector<std::string>{"f32", "f16", "bf16"} : a.dtypes)
     dtypes.push_back(parse_dtype(d));
@@ -147,7 +143,7 @@ int run_check(const CheckArgs &a) {
     else
       kernels.push_back(&source->find(a.kernel));
   } catch (const SourceError &e) {
-    return usage(e.what());
+    return usage_error(e.what());
   }
 
   const ProfileSpec &prof = profile_spec(a.profile);
@@ -182,7 +178,7 @@ int run_check(const CheckArgs &a) {
     }
     if (!a.junit.empty()) write_text_file(a.junit, reporting::to_junit(doc));
   } catch (const std::runtime_error &e) {
-    return usage(e.what());
+    return usage_error(e.what());
   }
   return exit_code(doc);
 }

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 
 namespace attncheck::cli {
 
@@ -15,6 +16,9 @@ enum ExitCode : int {
   kExitInconclusive = 3,  ///< too few cases could run
   kExitInternal = 4,      ///< internal error of attncheck
 };
+
+/// Prints "attncheck: <message>" as one line on stderr and returns kExitUsage.
+int usage_error(const std::string &message);
 
 /// A subcommand's action; returns an exit code. Set by the register function, run by main after parsing.
 using Action = std::function<int()>;

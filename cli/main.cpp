@@ -4,6 +4,11 @@
 #include <exception>
 #include <iostream>
 
+int attncheck::cli::usage_error(const std::string &message) {
+  std::cerr << "attncheck: " << message << '\n';
+  return kExitUsage;
+}
+
 int main(int argc, char **argv) {
   using namespace attncheck::cli;
   CLI::App app{"attncheck: checks scaled dot-product attention kernels against an arbitrary-precision reference.\n"

@@ -22,31 +22,27 @@ struct ReplayArgs {
 };
 
 int run_replay(const ReplayArgs &a) {
-  auto usage = [](const std::string &msg) {
-    std::cerr << "attncheck: " << msg << '\n';
-    return kExitUsage;
-  };
   std::ifstream f(a.report, std::ios::binary);
-  if (!f) return usage("cannot read report '" + a.report + "': pass the report.json that `check --report-dir` wrote");
+  if (!f) return usage_error("cannot read report '" + a.report + "': pass the report.json that `check --report-dir` wrote");
   std::stringstream text;
   text << f.rdbuf();
   reporting::Document doc;
   try {
     doc = reporting::from_json(text.str());
   } catch (const reporting::ReportError &e) {
-    return usage(e.what());
+    return usage_error(e.what());
   }
   const auto failures = doc.failures();
-  if (failures.empty()) return usage("report '" + a.report + "' records no counterexample: nothing to replay");
+  if (failures.empty()) return usage_error("report '" + a.report + "' records no counterexample: nothing to replay");
   if (a.failure < 1 || a.failure > failures.size())
-    return usage(fmt::format("--failure {} is out of range: the report has {} counterexample(s)", a.failure,
+    return usage_error(fmt::format("--failure {} is out of range: the report has {} counterexample(s)", a.failure,
                              failures.size()));
   const auto [r, q] = failures[a.failure - 1];
   const reporting::Run &run = doc.runs[r];
   const PropertyReport &prop = run.report.properties[q];
   const Counterexample &cx = *prop.counterexample;
   const PropertyDef *def = find_property(prop.id);
-  if (!def) return usage("the report names property '" + prop.id + "', which this attncheck does not have");
+  if (!def) return usage_error("the report names property '" + prop.id + "', which this attncheck does not have");
 
   SourceOptions so;
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
@@ -56,7 +52,7 @@ int run_replay(const ReplayArgs &a) {
     source.emplace(run.source, so);
     kernel = &source->find(run.report.kernel);
   } catch (const SourceError &e) {
-    return usage(e.what());
+    return usage_error(e.what());
   }
   fmt::print("counterexample {} of {}: {} {} {} ({})\n  {}\n", a.failure, failures.size(), run.report.kernel,
              dtype_name(run.report.dtype), prop.id, run.report.profile.describe(), cx.minimal.spec.describe());
