@@ -214,22 +214,25 @@ KeyTile key_tile(const View &t, std::int64_t b, std::int64_t h, std::int64_t j0,
 /// Query blocks of one forward task: they share each key block's K and V, widened once for all of them when the
 /// storage is float16/bfloat16 (float32 is read in place).
 constexpr std::int64_t kForwardQBlocks = 2;
+/// Keys per forward step: the Oᵀ accumulator makes one trip through registers (load, rescale, store) per step, so
+/// longer steps amortize it over more FMAs; Sᵀ/Pᵀ is kForwardBlockK × kBlockQ floats (32 KiB).
+constexpr std::int64_t kForwardBlockK = 128;
 
 /// The forward works on transposed tiles, one query per column (kBlockQ columns: every vector of a row is full):
-///   Qᵀ (D × kBlockQ, pre-multiplied by scale·log2 e), Sᵀ/Pᵀ (kBlockK × kBlockQ), Oᵀ (Dv × kBlockQ);
+///   Qᵀ (D × kBlockQ, pre-multiplied by scale·log2 e), Sᵀ/Pᵀ (kForwardBlockK × kBlockQ), Oᵀ (Dv × kBlockQ);
 /// Sᵀ = K·Qᵀ and Oᵀ = diag(alpha)·Oᵀ + Vᵀ·Pᵀ broadcast K and V elements straight from their storage, so no key
 /// tile is ever transposed, and the softmax statistics m, l, alpha are vectors across the query columns.
 struct QueryBlockTiles {
   float *qt, *s, *ot, *m, *l, *alpha;
   QueryBlockTiles(Arena &a, const Shape &sh)
-      : qt(a.take(sh.D * kBlockQ)), s(a.take(kBlockK * kBlockQ)), ot(a.take(sh.Dv * kBlockQ)), m(a.take(kBlockQ)),
+      : qt(a.take(sh.D * kBlockQ)), s(a.take(kForwardBlockK * kBlockQ)), ot(a.take(sh.Dv * kBlockQ)), m(a.take(kBlockQ)),
         l(a.take(kBlockQ)), alpha(a.take(kBlockQ)) {}
 };
 struct ForwardTiles {
   float *k, *v, *orows, *stage;
   std::vector<QueryBlockTiles> blocks;
   ForwardTiles(Arena &a, const Shape &sh, const Lds &ld)
-      : k(a.take(kBlockK * ld.d)), v(a.take(kBlockK * ld.dv)), orows(a.take(kBlockQ * ld.dv)),
+      : k(a.take(kForwardBlockK * ld.d)), v(a.take(kForwardBlockK * ld.dv)), orows(a.take(kBlockQ * ld.dv)),
         stage(a.take(kTransposeRows * std::max(ld.d, ld.dv))) {
     for (std::int64_t i = 0; i < kForwardQBlocks; ++i) blocks.emplace_back(a, sh);
   }
@@ -271,13 +274,13 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
     std::fill(qt.m, qt.m + kBlockQ, kMinusInf);
     std::fill(qt.l, qt.l + kBlockQ, 0.0f);
   }
-  for (std::int64_t j0 = 0; j0 < all_key_end; j0 += kBlockK) {
-    const std::int64_t nk_all = std::min(kBlockK, all_key_end - j0);
+  for (std::int64_t j0 = 0; j0 < all_key_end; j0 += kForwardBlockK) {
+    const std::int64_t nk_all = std::min(kForwardBlockK, all_key_end - j0);
     const KeyTile kt = key_tile(o.k, b, hk, j0, nk_all, t.k, ld.d), vt = key_tile(o.v, b, hk, j0, nk_all, t.v, ld.dv);
     for (std::int64_t q = 0; q < nb; ++q) {
       if (j0 >= key_end[q]) continue;
       const QueryBlockTiles &qt = t.blocks[static_cast<std::size_t>(q)];
-      const std::int64_t nk = std::min(kBlockK, key_end[q] - j0);
+      const std::int64_t nk = std::min(kForwardBlockK, key_end[q] - j0);
       simd::gemm(kt.a, kt.row, kt.col, qt.qt, kBlockQ, qt.s, kBlockQ, nk, nq[q], s.D, false);  // Sᵀ·log2 e
       if (tile_mask(o, i0[q], nq[q], j0, nk) == TileMask::partial)
         mask_tile_t(o, i0[q], nq[q], j0, nk, qt.s, kBlockQ, kMinusInf);
