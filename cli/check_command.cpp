@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <iostream>
@@ -50,6 +51,12 @@ struct CheckArgs {
   double timeout = 10;
   bool quiet = false;
 };
+
+std::string absolute_path(const std::string &path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
 
 std::vector<std::string> split_ids(const std::string &list) {
   std::vector<std::string> ids;
@@ -131,7 +138,8 @@ int run_check(const CheckArgs &a) {
 
   reporting::KernelSource src;
   if (!a.exec.empty()) src = {Kind::exec, a.exec};
-  else if (!a.plugin.empty() && a.plugin != "builtin") src = {Kind::plugin, a.plugin};
+  // An absolute path: replay may run from another directory.
+  else if (!a.plugin.empty() && a.plugin != "builtin") src = {Kind::plugin, absolute_path(a.plugin)};
   SourceOptions so;
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
   std::optional<KernelSource> source;

@@ -1,6 +1,8 @@
 #include "kernel_source.h"
 
 #include <filesystem>
+#include <iostream>
+#include <memory>
 
 namespace attncheck::cli {
 
@@ -23,7 +25,14 @@ KernelSource::KernelSource(const reporting::KernelSource &source, const SourceOp
     if (source.kind == Kind::exec) {
       ExecOptions eo;
       eo.call_timeout = options.call_timeout;
+      // Until the hello succeeds the child's stderr is kept out of the terminal: a failed start is reported as one
+      // line that already quotes it. Afterwards the kernel's diagnostics pass through.
+      auto started = std::make_shared<bool>(false);
+      eo.on_stderr = [started](std::string_view line) {
+        if (*started) std::cerr << "[exec] " << line << '\n';
+      };
       exec_ = std::make_unique<ExecKernel>(source.location, eo);
+      *started = true;
       return;
     }
     sandbox::SandboxOptions so;

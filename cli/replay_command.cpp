@@ -30,7 +30,11 @@ int run_replay(const ReplayArgs &a) {
   try {
     doc = reporting::from_json(text.str());
   } catch (const reporting::ReportError &e) {
-    return usage_error(e.what());
+    // The parser names the file generically; name the one the user gave.
+    std::string msg = e.what();
+    const std::string generic = "report.json:";
+    if (msg.rfind(generic, 0) == 0) msg.replace(0, generic.size(), "'" + a.report + "':");
+    return usage_error(msg);
   }
   const auto failures = doc.failures();
   if (failures.empty()) return usage_error("report '" + a.report + "' records no counterexample: nothing to replay");
