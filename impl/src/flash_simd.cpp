@@ -316,9 +316,12 @@ void RowDots(const float *HWY_RESTRICT A, std::int64_t lda, const float *HWY_RES
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
   for (std::int64_t r = 0; r < rows; ++r) {
     VF acc = hn::Zero(d);
-    for (std::int64_t j = 0; j < n; j += N)
-      acc = hn::MulAdd(hn::IfThenElseZero(Valid(j, n), hn::LoadU(d, A + r * lda + j)), hn::LoadU(d, B + r * ldb + j),
-                       acc);
+    // Both operands masked: padding may hold a previous task's ∞ or NaN, and 0·∞ = NaN would enter the sum.
+    for (std::int64_t j = 0; j < n; j += N) {
+      const auto valid = Valid(j, n);
+      acc = hn::MulAdd(hn::IfThenElseZero(valid, hn::LoadU(d, A + r * lda + j)),
+                       hn::IfThenElseZero(valid, hn::LoadU(d, B + r * ldb + j)), acc);
+    }
     out[r] = hn::GetLane(hn::SumOfLanes(d, acc));
   }
 }

@@ -3,7 +3,8 @@
 //
 // Tiles are row-major float32 with a leading dimension (ld, in floats). Every row of a tile that a function writes
 // or reads "up to n columns" must be padded to round_up(n, kTilePadFloats) floats: the loops run whole vectors
-// over the padding instead of a scalar tail. Padding values may be anything finite; the results ignore them.
+// over the padding instead of a scalar tail. Padding values may be anything, ∞ and NaN included (scratch keeps a
+// previous task's values there): no result depends on them.
 #pragma once
 
 #include "attncheck/dtype.h"
@@ -69,7 +70,7 @@ void scale_rows(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, c
 /// X[r][j] /= a[r] for r < rows, j < n (a[r] ≠ 0).
 void divide_rows(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, const float *a);
 
-/// out[r] = Σ_{j<n} A[r][j]·B[r][j] for r < rows.
+/// out[r] = Σ_{j<n} A[r][j]·B[r][j] for r < rows. The padding of A and B never enters the sum, whatever it holds.
 void row_dots(const float *A, std::int64_t lda, const float *B, std::int64_t ldb, std::int64_t rows, std::int64_t n,
               float *out);
 
