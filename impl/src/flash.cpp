@@ -176,6 +176,13 @@ TileMask tile_mask(const Operands &o, std::int64_t i0, std::int64_t nq, std::int
   return TileMask::partial;
 }
 
+/// simd::gemm's band for a product summing over the keys j0 + p of a tile into its query columns i0 + c: key
+/// j0 + p is visible to query i0 + c iff p ≤ c + band (causal: j ≤ i + Lk − Lq). Products whose A operand holds
+/// key data (V, K) take it on partial tiles, so that a hidden key's values never meet its zero P or dS: 0·∞ = NaN.
+std::int64_t causal_band(const Operands &o, std::int64_t i0, std::int64_t j0) {
+  return i0 + o.shape.Lk - o.shape.Lq - j0;
+}
+
 /// Sets S[r][j] = fill for the keys j0 + j that tile row r (query i0 + r) does not see.
 void mask_tile(const Operands &o, std::int64_t i0, std::int64_t nq, std::int64_t j0, std::int64_t nk, float *S,
                std::int64_t lds, float fill) {
@@ -282,11 +289,15 @@ void forward_task(const Operands &o, const Lds &ld, const ForwardTiles &t, std::
       const QueryBlockTiles &qt = t.blocks[static_cast<std::size_t>(q)];
       const std::int64_t nk = std::min(kForwardBlockK, key_end[q] - j0);
       simd::gemm(kt.a, kt.row, kt.col, qt.qt, kBlockQ, qt.s, kBlockQ, nk, nq[q], s.D, false);  // Sᵀ·log2 e
-      if (tile_mask(o, i0[q], nq[q], j0, nk) == TileMask::partial)
+      // Hidden scores are overwritten (whatever a hidden k made of them) and hidden values skipped.
+      std::int64_t band = simd::kNoBand;
+      if (tile_mask(o, i0[q], nq[q], j0, nk) == TileMask::partial) {
         mask_tile_t(o, i0[q], nq[q], j0, nk, qt.s, kBlockQ, kMinusInf);
+        band = causal_band(o, i0[q], j0);
+      }
       simd::online_softmax_cols(qt.s, kBlockQ, nk, nq[q], qt.m, qt.l, qt.alpha);
       // Oᵀ = Oᵀ·diag(alpha) + Vᵀ·Pᵀ (Vᵀ(x, j) = V[j][x]); the first block overwrites.
-      simd::gemm(vt.a, vt.col, vt.row, qt.s, kBlockQ, qt.ot, kBlockQ, s.Dv, nq[q], nk, !first[q], qt.alpha);
+      simd::gemm(vt.a, vt.col, vt.row, qt.s, kBlockQ, qt.ot, kBlockQ, s.Dv, nq[q], nk, !first[q], qt.alpha, band);
       first[q] = false;
     }
   }
@@ -375,10 +386,16 @@ void dq_task(const Operands &o, const Lds &ld, const DqTiles &t, float *delta_ou
     const KeyTile kt = key_tile(o.k, b, hk, j0, nk, t.k, ld.d), vt = key_tile(o.v, b, hk, j0, nk, t.v, ld.dv);
     simd::gemm(kt.a, kt.row, kt.col, t.qt, kBlockQ, t.s, kBlockQ, nk, nq, s.D, false);  // Sᵀ = K·(scale·Qᵀ)
     simd::exp_minus_lse_cols(t.s, kBlockQ, nk, nq, t.lse);
-    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile_t(o, i0, nq, j0, nk, t.s, kBlockQ, 0.0f);
     simd::gemm(vt.a, vt.row, vt.col, t.dot, kBlockQ, t.dp, kBlockQ, nk, nq, s.Dv, false);  // dPᵀ = V·dOᵀ
     simd::score_gradient_cols(t.s, t.dp, kBlockQ, nk, nq, t.delta);
-    simd::gemm(kt.a, kt.col, kt.row, t.dp, kBlockQ, t.dqt, kBlockQ, s.D, nq, nk, !first);  // dQᵀ += Kᵀ·dSᵀ
+    // dS = 0 where hidden, whatever a hidden k or v made of P and dP; the hidden k are then skipped.
+    std::int64_t band = simd::kNoBand;
+    if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) {
+      mask_tile_t(o, i0, nq, j0, nk, t.dp, kBlockQ, 0.0f);
+      band = causal_band(o, i0, j0);
+    }
+    simd::gemm(kt.a, kt.col, kt.row, t.dp, kBlockQ, t.dqt, kBlockQ, s.D, nq, nk, !first, nullptr,
+               band);  // dQᵀ += Kᵀ·dSᵀ
     first = false;
   }
   if (first) std::fill(t.dqt, t.dqt + s.D * kBlockQ, 0.0f);
@@ -417,6 +434,9 @@ void dkv_task(const Operands &o, const Lds &ld, const DkvTiles &t, const float *
       probabilities(o, i0, nq, j0, nk, t.lse, t.s);
       simd::gemm(da.a, da.row, da.col, t.vt, kBlockK, t.dp, kBlockK, nq, nk, s.Dv, false);  // dP = dO·Vᵀ
       simd::score_gradient(t.s, t.dp, kBlockK, nq, nk, t.delta);
+      // dS = 0 where hidden (P = 0 there, but a hidden v may have made dP ∞ or NaN). The products below take no key
+      // data as their A operand (dOᵀ, Qᵀ), so the zeros of P and dS are all a hidden key needs.
+      if (tile_mask(o, i0, nq, j0, nk) == TileMask::partial) mask_tile(o, i0, nq, j0, nk, t.dp, kBlockK, 0.0f);
       simd::gemm(da.a, da.col, da.row, t.s, kBlockK, t.dvt, kBlockK, s.Dv, nk, nq, !first);  // dVᵀ += dOᵀ·P
       simd::gemm(qa.a, qa.col, qa.row, t.dp, kBlockK, t.dkt, kBlockK, s.D, nk, nq, !first);  // dKᵀ += Qᵀ·dS
       first = false;

@@ -41,7 +41,7 @@ template <std::size_t R, std::size_t U>
 HWY_INLINE void GemmBlock(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
                           const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
                           std::int64_t i, std::int64_t j, std::int64_t k, bool accumulate,
-                          const float *HWY_RESTRICT col_scale) {
+                          const float *HWY_RESTRICT col_scale, std::int64_t band) {
   const DF d;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
   VF c[R][U];
@@ -60,12 +60,31 @@ HWY_INLINE void GemmBlock(const float *HWY_RESTRICT A, std::int64_t a_row, std::
                              : hn::Zero(d);
   }
   const float *a = A + i * a_row;
-  for (std::int64_t p = 0; p < k; ++p) {
+  // Terms p ≤ j + band reach every column of the block; terms up to j + U·N − 1 + band reach some of them.
+  const std::int64_t width = static_cast<std::int64_t>(U) * N;
+  const std::int64_t k_all = std::clamp<std::int64_t>(j + band + 1, 0, k);
+  const std::int64_t k_some = std::clamp<std::int64_t>(j + width + band, 0, k);
+  for (std::int64_t p = 0; p < k_all; ++p) {
     VF b[U];
     for (std::size_t u = 0; u < U; ++u) b[u] = hn::LoadU(d, B + p * ldb + j + static_cast<std::int64_t>(u) * N);
     for (std::size_t r = 0; r < R; ++r) {
       const VF ar = hn::Set(d, a[static_cast<std::int64_t>(r) * a_row + p * a_col]);
       for (std::size_t u = 0; u < U; ++u) c[r][u] = hn::MulAdd(ar, b[u], c[r][u]);
+    }
+  }
+  // The band's edge: lanes of columns the term does not reach keep C as it is — selected, not multiplied by a zero
+  // B, because A may hold ∞ or NaN there (a key the causal mask hides) and 0·∞ = NaN.
+  for (std::int64_t p = k_all; p < k_some; ++p) {
+    VF b[U];
+    hn::Mask<DF> out[U];
+    for (std::size_t u = 0; u < U; ++u) {
+      const std::int64_t col = j + static_cast<std::int64_t>(u) * N;
+      b[u] = hn::LoadU(d, B + p * ldb + col);
+      out[u] = hn::FirstN(d, static_cast<std::size_t>(std::clamp<std::int64_t>(p - band - col, 0, N)));
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+      const VF ar = hn::Set(d, a[static_cast<std::int64_t>(r) * a_row + p * a_col]);
+      for (std::size_t u = 0; u < U; ++u) c[r][u] = hn::IfThenElse(out[u], c[r][u], hn::MulAdd(ar, b[u], c[r][u]));
     }
   }
   for (std::size_t r = 0; r < R; ++r)
@@ -78,13 +97,13 @@ template <std::size_t R, std::size_t U>
 HWY_INLINE void GemmTail(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
                          const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
                          std::int64_t rows, std::int64_t i, std::int64_t j, std::int64_t k, bool accumulate,
-                         const float *HWY_RESTRICT col_scale) {
+                         const float *HWY_RESTRICT col_scale, std::int64_t band) {
   if constexpr (R > 1) {
     if (rows == static_cast<std::int64_t>(R) - 1) {
-      GemmBlock<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale);
+      GemmBlock<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale, band);
       return;
     }
-    GemmTail<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, rows, i, j, k, accumulate, col_scale);
+    GemmTail<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, rows, i, j, k, accumulate, col_scale, band);
   }
 }
 
@@ -93,25 +112,27 @@ template <std::size_t U>
 HWY_INLINE void GemmPanel(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
                           const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
                           std::int64_t m, std::int64_t j, std::int64_t k, bool accumulate,
-                          const float *HWY_RESTRICT col_scale) {
+                          const float *HWY_RESTRICT col_scale, std::int64_t band) {
   constexpr std::int64_t R = static_cast<std::int64_t>(kGemmRows);
   std::int64_t i = 0;
-  for (; i + R <= m; i += R) GemmBlock<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale);
-  if (i < m) GemmTail<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, m - i, i, j, k, accumulate, col_scale);
+  for (; i + R <= m; i += R)
+    GemmBlock<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale, band);
+  if (i < m) GemmTail<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, m - i, i, j, k, accumulate, col_scale, band);
 }
 
 void Gemm(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col, const float *HWY_RESTRICT B,
           std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k,
-          bool accumulate, const float *HWY_RESTRICT col_scale) {
+          bool accumulate, const float *HWY_RESTRICT col_scale, std::int64_t band) {
   const DF d;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d)), panel = N * static_cast<std::int64_t>(kGemmVecs);
   std::int64_t j = 0;
   for (; j + panel <= n; j += panel)
-    GemmPanel<kGemmVecs>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale);
+    GemmPanel<kGemmVecs>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band);
   if constexpr (kGemmVecs > 2)
-    for (; j + 2 * N <= n; j += 2 * N) GemmPanel<2>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale);
+    for (; j + 2 * N <= n; j += 2 * N)
+      GemmPanel<2>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band);
   // The rest, one vector at a time; the last one runs into the row padding.
-  for (; j < n; j += N) GemmPanel<1>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale);
+  for (; j < n; j += N) GemmPanel<1>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band);
 }
 
 /// Lanes j0 + lane < n of a vector starting at column j0.
@@ -444,8 +465,9 @@ HWY_EXPORT(Narrow);
 HWY_EXPORT(TargetName);
 
 void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
-          std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate, const float *col_scale) {
-  HWY_DYNAMIC_DISPATCH(Gemm)(A, a_row, a_col, B, ldb, C, ldc, m, n, k, accumulate, col_scale);
+          std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate, const float *col_scale,
+          std::int64_t band) {
+  HWY_DYNAMIC_DISPATCH(Gemm)(A, a_row, a_col, B, ldb, C, ldc, m, n, k, accumulate, col_scale, band);
 }
 void online_softmax_cols(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *m, float *l,
                          float *alpha) {

@@ -18,14 +18,18 @@ namespace attncheck::builtin::simd {
 /// AVX-512 vector (vectors wider than this are capped to it).
 inline constexpr std::int64_t kTilePadFloats = 16;
 
-/// C[i][j] = (accumulate ? C[i][j] : 0) + Σ_{p<k} A(i,p)·B[p][j] for i < m, j < n, with A(i,p) = A[i·a_row + p·a_col]
-/// (so a row-major A is (lda, 1) and a transposed one (1, lda)). Each sum runs over p in order with fused
-/// multiply-adds (one rounding per term). B and C rows are padded (see above). With accumulate and a non-null
-/// col_scale (padded like a row of C), C[i][j] is first multiplied by col_scale[j] (the online-softmax rescale of
-/// a transposed accumulator, fused into the load of C).
+/// gemm's band when every term reaches every column (far beyond any tile, far from overflow).
+inline constexpr std::int64_t kNoBand = std::int64_t{1} << 60;
+
+/// C[i][j] = (accumulate ? C[i][j] : 0) + Σ_{p<k, p ≤ j+band} A(i,p)·B[p][j] for i < m, j < n, with
+/// A(i,p) = A[i·a_row + p·a_col] (so a row-major A is (lda, 1) and a transposed one (1, lda)). Each sum runs over p
+/// in order with fused multiply-adds (one rounding per term). B and C rows are padded (see above). With accumulate
+/// and a non-null col_scale (padded like a row of C), C[i][j] is first multiplied by col_scale[j] (the online-softmax
+/// rescale of a transposed accumulator, fused into the load of C). Terms outside the band (p > j + band: keys the
+/// causal mask hides from query column j) are never computed, so A may hold ∞ or NaN there.
 void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
           std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
-          const float *col_scale = nullptr);
+          const float *col_scale = nullptr, std::int64_t band = kNoBand);
 
 /// The online-softmax step of online_softmax on a transposed tile, in base 2 (S holds scores times log2 e; m is
 /// in the same units): S is rows (keys) × n (queries), each column one query. For each column c < n (vectorized
