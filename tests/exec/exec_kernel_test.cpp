@@ -54,32 +54,7 @@ bool one_line(const std::string &s) { return s.find('\n') == std::string::npos &
 
 namespace {
 
-/// Largest |got − exact| / bound over the results (error_ratio's conventions).
-double max_ratio(const std::vector<double> &got, const std::vector<double> &exact, const std::vector<double> &bound) {
-  REQUIRE(got.size() == exact.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double r = error_ratio(got[i], exact[i], bound[i]);
-    if (!(r <= worst)) worst = r;
-  }
-  return worst;
-}
-
-struct Ratios {
-  double out, lse, dq, dk, dv;
-  double max() const { return std::max({out, lse, dq, dk, dv}); }
-};
-
-Ratios ratios(const Problem &p, const Outputs &o) {
-  const ExactForward fwd = reference_forward(p);
-  const ExactBackward bwd = reference_backward(p);
-  const auto profile = PrecisionProfile::for_storage(p.dtype());
-  const ForwardBounds fb = forward_bounds(p, fwd, profile);
-  const BackwardBounds bb = backward_bounds(p, fwd, profile);
-  return {max_ratio(o.out.to_vector(), fwd.out, fb.out), max_ratio(o.lse.to_vector(), fwd.lse, fb.lse),
-          max_ratio(o.dq.to_vector(), bwd.dq, bb.dq), max_ratio(o.dk.to_vector(), bwd.dk, bb.dk),
-          max_ratio(o.dv.to_vector(), bwd.dv, bb.dv)};
-}
+Ratios ratios(const Problem &p, const Outputs &o) { return testkit::ratios(o, Expected(p)); }
 
 struct Case {
   const char *what;
