@@ -53,6 +53,7 @@
 #include "attncheck/tensor.h"
 
 #include <span>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -82,6 +83,25 @@ struct BackwardRun {
 };
 /// kernel.backward on `p` (p.dout required) given the forward's own out and lse.
 BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd);
+
+/// A problem and the kernel's forward on it, with its exact values and bounds once computed: one side of a
+/// metamorphic relation (a shifted or permuted problem against the original).
+struct ForwardSide {
+  explicit ForwardSide(Problem problem) : p(std::move(problem)) {}
+  Problem p;
+  ForwardRun fr;
+  ExactForward exact;
+  ForwardBounds bound;
+};
+
+/// Step values, kernel against kernel: b's O against `a_got`, the other side's O mapped into b's frame (shifted,
+/// permuted), within a_bound + β_O(b) + extra element-wise — the triangle inequality through the exact values, so
+/// a correct kernel on both problems stays within it. `a_exact`, `a_bound` are a's exact O and bound in the same
+/// frame; `extra` (empty = 0) covers an exact difference between the two problems' results. An element where either
+/// side may legitimately overflow (SPEC.md §4.5) is undecided.
+bool within_each_other(Ladder &L, std::string_view name, const std::vector<double> &a_got,
+                       const std::vector<double> &a_exact, const std::vector<double> &a_bound, const ForwardSide &b,
+                       const std::vector<double> &extra = {});
 
 /// One property: a stable id, its formula, and the check of one case.
 struct PropertyDef {

@@ -43,4 +43,19 @@ BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd
   return r;
 }
 
+bool within_each_other(Ladder &L, std::string_view name, const std::vector<double> &a_got,
+                       const std::vector<double> &a_exact, const std::vector<double> &a_bound, const ForwardSide &b,
+                       const std::vector<double> &extra) {
+  const std::vector<double> b_got = b.fr.out.to_vector();
+  const Dtype dt = b.p.dtype();
+  std::vector<double> bound(b_got.size());
+  for (std::size_t x = 0; x < b_got.size(); ++x) {
+    bound[x] = a_bound[x] + b.bound.out[x] + (extra.empty() ? 0.0 : extra[x]);
+    if (overflow_within_bound(a_got[x], a_exact[x], a_bound[x], dt) ||
+        overflow_within_bound(b_got[x], b.exact.out[x], b.bound.out[x], dt))
+      bound[x] = std::numeric_limits<double>::infinity();
+  }
+  return L.within(Step::values, name, b_got, a_got, bound, b.fr.out.shape());
+}
+
 }  // namespace attncheck

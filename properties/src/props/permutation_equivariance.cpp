@@ -31,32 +31,12 @@ std::vector<double> reversed_rows(const std::vector<double> &x, std::int64_t row
   return out;
 }
 
-/// A problem with its kernel output, exact values and bounds.
-struct Side {
-  explicit Side(Problem problem) : p(std::move(problem)) {}
-  Problem p;
-  ForwardRun fr;
-  ExactForward exact;
-  ForwardBounds bound;
-};
-
-/// Step values, kernel against kernel: |Ô_b − π(Ô_a)| ≤ π(β_a) + β_b element-wise (O_b = π(O_a) exactly), π
-/// reversing the query rows when `rows_reversed` (else the identity). The triangle inequality through the exact
-/// values: a correct kernel on both problems stays within it.
-bool related(Ladder &L, std::string_view name, const Side &a, const Side &b, bool rows_reversed) {
+/// |Ô_b − π(Ô_a)| ≤ π(β_a) + β_b element-wise (O_b = π(O_a) exactly), π reversing the query rows when
+/// `rows_reversed` (else the identity); see within_each_other.
+bool related(Ladder &L, std::string_view name, const ForwardSide &a, const ForwardSide &b, bool rows_reversed) {
   const Shape &s = a.p.shape;
   const auto permute = [&](const std::vector<double> &x) { return rows_reversed ? reversed_rows(x, s.Lq, s.Dv) : x; };
-  const std::vector<double> expected = permute(a.fr.out.to_vector()), bound_a = permute(a.bound.out),
-                            exact_a = permute(a.exact.out), got_b = b.fr.out.to_vector();
-  std::vector<double> bound(expected.size());
-  for (std::size_t x = 0; x < expected.size(); ++x) {
-    bound[x] = bound_a[x] + b.bound.out[x];
-    const Dtype dt = b.p.dtype();  // a legitimate overflow on either side (SPEC.md §4.5) leaves the element undecided
-    if (overflow_within_bound(expected[x], exact_a[x], bound_a[x], dt) ||
-        overflow_within_bound(got_b[x], b.exact.out[x], b.bound.out[x], dt))
-      bound[x] = std::numeric_limits<double>::infinity();
-  }
-  return L.within(Step::values, name, got_b, expected, bound, b.fr.out.shape());
+  return within_each_other(L, name, permute(a.fr.out.to_vector()), permute(a.exact.out), permute(a.bound.out), b);
 }
 
 Outcome run(const Env &env, const Case &c) {
@@ -65,7 +45,7 @@ Outcome run(const Env &env, const Case &c) {
   keys.k = reversed_rows(c.k, s.Lk, s.D);
   keys.v = reversed_rows(c.v, s.Lk, s.Dv);
   queries.q = reversed_rows(c.q, s.Lq, s.D);
-  Side base(c.problem()), key_side(keys.problem()), query_side(queries.problem());
+  ForwardSide base(c.problem()), key_side(keys.problem()), query_side(queries.problem());
   Ladder L;
   for (auto [side, what] :
        {std::pair{&base, "O"}, std::pair{&key_side, "O(π k, π v)"}, std::pair{&query_side, "O(π q)"}}) {
@@ -76,7 +56,7 @@ Outcome run(const Env &env, const Case &c) {
   base.exact = reference_forward(base.p);
   key_side.exact = base.exact;
   query_side.exact = {reversed_rows(base.exact.out, s.Lq, s.Dv), reversed_rows(base.exact.lse, s.Lq, 1)};
-  for (Side *side : {&base, &key_side, &query_side}) side->bound = forward_bounds(side->p, side->exact, env.profile);
+  for (ForwardSide *side : {&base, &key_side, &query_side}) side->bound = forward_bounds(side->p, side->exact, env.profile);
   // Each check is a no-op once one has failed: the outcome names the first failing step.
   L.finite("O", base.fr.out, base.exact.out, base.bound.out);
   L.finite("O(π k, π v)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
