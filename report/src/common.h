@@ -4,6 +4,7 @@
 #include "attncheck/report_io.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,11 @@ std::size_t numel(const std::vector<std::int64_t> &shape);
 /// The worst error ÷ bound a property saw: the search's, or its counterexample's when larger (the search's
 /// figure covers the decided cases only).
 double worst_ratio_of(const PropertyReport &p);
+
+/// The evidence's worst element when it shows the failure itself (error ÷ bound > 1). Properties that call the
+/// kernel on modified problems (v = 1, shifted keys, …) fail on results the evidence — the kernel's O on the case's
+/// own inputs — does not hold; their evidence is context and has no telling element.
+std::optional<std::size_t> telling_worst(const Evidence &e);
 
 /// "attncheck replay report.json --failure N".
 std::string replay_command(std::size_t failure_number);

@@ -147,6 +147,14 @@ double worst_ratio_of(const PropertyReport &p) {
   return r;
 }
 
+std::optional<std::size_t> telling_worst(const Evidence &e) {
+  const std::int64_t w = e.worst_index();
+  if (w < 0) return std::nullopt;
+  const auto x = static_cast<std::size_t>(w);
+  if (!(error_ratio(e.got[x], e.exact[x], e.bound[x]) > 1)) return std::nullopt;
+  return x;
+}
+
 std::string replay_command(std::size_t failure_number) {
   return "attncheck replay report.json --failure " + std::to_string(failure_number);
 }

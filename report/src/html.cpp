@@ -386,9 +386,9 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
   s += "<dt>failing step</dt><dd><span class=\"step\">" +
        std::string(c.outcome.step ? step_id(*c.outcome.step) : "?") + "</span> " + esc(c.outcome.detail) + "</dd>\n";
   if (ev && !ev->call_error.empty()) s += "<dt>call error</dt><dd class=\"err\">" + esc(ev->call_error) + "</dd>\n";
-  if (ev && ev->worst_index() >= 0) {
-    const auto x = static_cast<std::size_t>(ev->worst_index());
-    s += "<dt>worst element</dt><dd><code>" + esc(element_name(ev->tensor, ev->shape, ev->worst_index())) +
+  if (const auto w = ev ? telling_worst(*ev) : std::nullopt) {
+    const std::size_t x = *w;
+    s += "<dt>worst element</dt><dd><code>" + esc(element_name(ev->tensor, ev->shape, static_cast<std::int64_t>(x))) +
          "</code>: got <code>" + hex_dec(ev->got[x]) + "</code>, exact <code>" + hex_dec(ev->exact[x]) +
          "</code>, bound <code>" + hex_dec(ev->bound[x]) + "</code>, error ÷ bound <b>" +
          ratio_text(error_ratio(ev->got[x], ev->exact[x], ev->bound[x])) + "</b></dd>\n";

@@ -19,9 +19,9 @@ std::string failure_text(const PropertyReport &p, std::size_t number, const Evid
   t += "failing step: " + std::string(c.outcome.step ? step_id(*c.outcome.step) : "?") + " — " + c.outcome.detail +
        "\n";
   if (ev && !ev->call_error.empty()) t += "call error: " + ev->call_error + "\n";
-  if (ev && ev->worst_index() >= 0) {
-    const auto x = static_cast<std::size_t>(ev->worst_index());
-    t += "worst element: " + element_name(ev->tensor, ev->shape, ev->worst_index()) + ": got " +
+  if (const auto w = ev ? telling_worst(*ev) : std::nullopt) {
+    const std::size_t x = *w;
+    t += "worst element: " + element_name(ev->tensor, ev->shape, static_cast<std::int64_t>(x)) + ": got " +
          hex_dec(ev->got[x]) + ", exact " + hex_dec(ev->exact[x]) + ", bound " + hex_dec(ev->bound[x]) +
          ", error ÷ bound " + ratio_text(error_ratio(ev->got[x], ev->exact[x], ev->bound[x])) + "\n";
   }

@@ -54,10 +54,8 @@ std::string properties_cell(const Report &r) {
   return out.empty() ? "none" : out;
 }
 
-std::string worst_element(const Evidence &e) {
-  const std::int64_t w = e.worst_index();
-  if (w < 0) return "";
-  const auto x = static_cast<std::size_t>(w);
+std::string worst_element(const Evidence &e, std::size_t x) {
+  const auto w = static_cast<std::int64_t>(x);
   std::string s(1, '`');  // not "`" + string&&: GCC 12 warns falsely there (-Wrestrict, PR 105329)
   return s + element_name(e.tensor, e.shape, w) + "`: got `" + hex(e.got[x]) + "` (" + decimal(e.got[x]) +
          "), exact `" + hex(e.exact[x]) + "` (" + decimal(e.exact[x]) + "), bound `" + hex(e.bound[x]) + "` (" +
@@ -109,7 +107,7 @@ std::string to_markdown(const Document &doc) {
     const std::size_t pi = failures[n].second;
     const Evidence *ev = pi < run.evidence.size() && run.evidence[pi] ? &*run.evidence[pi] : nullptr;
     if (ev && !ev->call_error.empty()) out += "- the call failed: " + md_escape(first_line(ev->call_error)) + "\n";
-    if (ev && ev->worst_index() >= 0) out += "- worst element: " + worst_element(*ev) + "\n";
+    if (const auto x = ev ? telling_worst(*ev) : std::nullopt) out += "- worst element: " + worst_element(*ev, *x) + "\n";
     if (c.found_after > 0)
       out += "- found after " + std::to_string(c.found_after) + " case" + (c.found_after == 1 ? "" : "s") +
              ", shrunk in " + std::to_string(c.shrink_steps) + " step" + (c.shrink_steps == 1 ? "" : "s") + "\n";
