@@ -154,6 +154,14 @@ int run_check(const CheckArgs &a) {
     return usage_error(e.what());
   }
 
+  // Where reports go is checked before any case runs: a typo should not cost the whole check.
+  try {
+    if (!a.report_dir.empty()) reporting::prepare_report_dir(a.report_dir);
+    if (!a.junit.empty()) write_text_file(a.junit, "");
+  } catch (const std::runtime_error &e) {
+    return usage_error(e.what());
+  }
+
   const ProfileSpec &prof = profile_spec(a.profile);
   reporting::Document doc;
   doc.tool_version = ATTNCHECK_VERSION;

@@ -15,6 +15,10 @@ int main(int argc, char **argv) {
                "Exit codes: 0 pass, 1 counterexample found, 2 usage or configuration error, 3 inconclusive, "
                "4 internal error."};
   app.require_subcommand(1);
+  // Bad flags get the one-line treatment of every other usage error.
+  app.failure_message([](const CLI::App *, const CLI::Error &e) {
+    return std::string("attncheck: ") + e.what() + " (see --help)\n";
+  });
   Action action;
   register_check_command(app, action);
   register_replay_command(app, action);

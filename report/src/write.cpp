@@ -25,11 +25,22 @@ void write_file(const std::filesystem::path &dir, const char *name, const std::s
 
 }  // namespace
 
-void write_reports(const Document &doc, const std::filesystem::path &dir) {
+void prepare_report_dir(const std::filesystem::path &dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) cannot_write(dir, ec.message());
   if (!std::filesystem::is_directory(dir, ec)) cannot_write(dir, "not a directory");
+  // Writable: a probe file, removed at once.
+  const std::filesystem::path probe = dir / ".attncheck-write-test";
+  {
+    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
+    if (!f) cannot_write(dir, std::strerror(errno));
+  }
+  std::filesystem::remove(probe, ec);
+}
+
+void write_reports(const Document &doc, const std::filesystem::path &dir) {
+  prepare_report_dir(dir);
   // Rendered before anything is written, so a writer's exception leaves no half-written set behind.
   const std::string json = to_json(doc), markdown = to_markdown(doc), html = to_html(doc);
   write_file(dir, "report.json", json);

@@ -88,6 +88,9 @@ std::string to_html(const Document &doc);
 /// JUnit XML: one <testcase> per (kernel, dtype, property); failures carry the counterexample text.
 std::string to_junit(const Document &doc);
 
+/// Creates `dir` if needed and checks that it can be written; throws std::runtime_error with a one-line message.
+void prepare_report_dir(const std::filesystem::path &dir);
+
 /// Writes report.json, summary.md and report.html into `dir` (created if needed). Throws std::runtime_error with a
 /// one-line message when the directory cannot be written.
 void write_reports(const Document &doc, const std::filesystem::path &dir);
