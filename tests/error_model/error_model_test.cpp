@@ -3,7 +3,7 @@
 #include "attncheck/compare.h"
 #include "attncheck/error_model.h"
 #include "attncheck/kernel_call.h"
-#include "attncheck/random_problem.h"
+#include "random_problems.h"
 #include "attncheck/reference.h"
 #include "variant_kernels.h"
 

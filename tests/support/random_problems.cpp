@@ -1,4 +1,4 @@
-#include "attncheck/random_problem.h"
+#include "random_problems.h"
 
 #include <array>
 #include <cmath>
