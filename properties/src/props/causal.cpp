@@ -108,41 +108,37 @@ Outcome run(const Env &env, const Case &c) {
   auto empty = [&](std::int64_t i) { return visible_count(Mask::causal, i, s.Lq, s.Lk) == 0; };
   auto fixed = [](std::string_view name) { return name == "O" ? 0.0 : -kInf; };  // a row that sees no key
 
-  // Step finite: a row that sees no key is not NaN (and its LSE is −∞); no poison makes a finite row non-finite.
-  rows_upto(s.Lq - 1, [&](std::string_view name, const auto &shape, std::int64_t x, std::int64_t i) {
-    const double got = value(o, lse, name, x);
-    const bool ok = name == "O" ? std::isfinite(got) : got == fixed(name);  // as Ladder::finite: −∞ comes back −∞
-    if (!empty(i) || ok) return true;
-    return L.fail(Step::finite, element_name(name, shape, x) + ": got " + hex_and_decimal(got) +
-                                    " in a row that sees no key (the contract fixes " + hex_and_decimal(fixed(name)) +
-                                    ")");
-  });
-  for (const Perturbed &p : runs) {
-    const std::vector<double> po = p.run.out.to_vector(), pl = p.run.lse.to_vector();
-    rows_upto(p.row, [&](std::string_view name, const auto &shape, std::int64_t x, std::int64_t) {
-      const double was = value(o, lse, name, x), now = value(po, pl, name, x);
-      if (!std::isfinite(was) || std::isfinite(now)) return true;
-      return L.fail(Step::finite, element_name(name, shape, x) + ": got " + hex_and_decimal(now) + " with the " +
-                                      hidden_text(s, p) + ", " + hex_and_decimal(was) + " without");
+  // A row that sees no key must hold the contract's fixed value (O = 0, LSE = −∞); `ok` says when it does.
+  auto check_empty_rows = [&](Step step, auto ok) {
+    rows_upto(s.Lq - 1, [&](std::string_view name, const auto &shape, std::int64_t x, std::int64_t i) {
+      const double got = value(o, lse, name, x);
+      if (!empty(i) || ok(name, got)) return true;
+      return L.fail(step, element_name(name, shape, x) + ": got " + hex_and_decimal(got) +
+                              " in a row that sees no key (the contract fixes " + hex_and_decimal(fixed(name)) + ")");
     });
-  }
+  };
+  // Rows 0..r of every perturbed run against the clean run; `same` says when an element is unchanged enough.
+  auto check_perturbed = [&](Step step, auto same, const char *how) {
+    for (const Perturbed &p : runs) {
+      const std::vector<double> po = p.run.out.to_vector(), pl = p.run.lse.to_vector();
+      rows_upto(p.row, [&](std::string_view name, const auto &shape, std::int64_t x, std::int64_t) {
+        const double was = value(o, lse, name, x), now = value(po, pl, name, x);
+        if (same(was, now)) return true;
+        return L.fail(step, element_name(name, shape, x) + ": " + how + " " + hex_and_decimal(now) + " with the " +
+                                hidden_text(s, p) + ", " + hex_and_decimal(was) + " without");
+      });
+    }
+  };
+  // Step finite: a row that sees no key is not NaN (its LSE is −∞, as Ladder::finite: −∞ comes back −∞); no poison
+  // makes a finite row non-finite.
+  check_empty_rows(Step::finite, [&](std::string_view name, double got) {
+    return name == "O" ? std::isfinite(got) : got == fixed(name);
+  });
+  check_perturbed(
+      Step::finite, [](double was, double now) { return !std::isfinite(was) || std::isfinite(now); }, "got");
   // Step mask: rows that see no key are exactly O = 0, LSE = −∞; no hidden key changes a row that cannot see it.
-  rows_upto(s.Lq - 1, [&](std::string_view name, const auto &shape, std::int64_t x, std::int64_t i) {
-    const double got = value(o, lse, name, x);
-    if (!empty(i) || got == fixed(name)) return true;
-    return L.fail(Step::mask, element_name(name, shape, x) + ": got " + hex_and_decimal(got) +
-                                  " in a row that sees no key (the contract fixes " + hex_and_decimal(fixed(name)) +
-                                  ")");
-  });
-  for (const Perturbed &p : runs) {
-    const std::vector<double> po = p.run.out.to_vector(), pl = p.run.lse.to_vector();
-    rows_upto(p.row, [&](std::string_view name, const auto &shape, std::int64_t x, std::int64_t) {
-      const double was = value(o, lse, name, x), now = value(po, pl, name, x);
-      if (same_value(was, now)) return true;
-      return L.fail(Step::mask, element_name(name, shape, x) + ": changed from " + hex_and_decimal(was) + " to " +
-                                    hex_and_decimal(now) + " when the " + hidden_text(s, p));
-    });
-  }
+  check_empty_rows(Step::mask, [&](std::string_view name, double got) { return got == fixed(name); });
+  check_perturbed(Step::mask, same_value, "changed to");
   return L.outcome();
 }
 }  // namespace
