@@ -49,6 +49,7 @@ struct CheckArgs {
   std::optional<double> time_budget;
   std::uint64_t seed = 1;
   double timeout = 10;
+  std::uint64_t memory_limit_mib = 4096;
   bool quiet = false;
 };
 
@@ -142,6 +143,7 @@ int run_check(const CheckArgs &a) {
   else if (!a.plugin.empty() && a.plugin != "builtin") src = {Kind::plugin, absolute_path(a.plugin)};
   SourceOptions so;
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
+  so.memory_limit_mib = a.memory_limit_mib;
   std::optional<KernelSource> source;
   std::vector<const attncheck_kernel *> kernels;
   try {
@@ -228,6 +230,10 @@ void register_check_command(CLI::App &app, Action &action) {
       ->capture_default_str();
   cmd->add_option("--timeout", args->timeout, "Seconds one kernel call may take before it counts as a hang")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--memory-limit", args->memory_limit_mib,
+                  "MiB of address space a kernel's process may add (sandboxed plugins, exec kernels)")
+      ->check(CLI::Range(std::uint64_t{64}, std::uint64_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("--report-dir", args->report_dir, "Write report.json, summary.md and report.html here");
   cmd->add_option("--junit", args->junit, "Write JUnit XML here (one testcase per kernel, dtype and property)");

@@ -25,6 +25,7 @@ KernelSource::KernelSource(const reporting::KernelSource &source, const SourceOp
     if (source.kind == Kind::exec) {
       ExecOptions eo;
       eo.call_timeout = options.call_timeout;
+      eo.memory_limit_mib = options.memory_limit_mib;
       // Until the hello succeeds the child's stderr is kept out of the terminal: a failed start is reported as one
       // line that already quotes it. Afterwards the kernel's diagnostics pass through.
       auto started = std::make_shared<bool>(false);

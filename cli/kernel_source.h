@@ -21,7 +21,7 @@ struct SourceError : std::runtime_error {
 
 struct SourceOptions {
   std::chrono::milliseconds call_timeout{10'000};  ///< per kernel call (sandbox) or per request (exec)
-  std::uint64_t memory_limit_mib = 4096;           ///< sandboxed plugins only
+  std::uint64_t memory_limit_mib = 4096;           ///< address space a kernel's process may use
 };
 
 /// Path of the bundled kernels' plugin (libattncheck_builtin.so).

@@ -209,12 +209,20 @@ constexpr auto kTrampolines = make_trampolines(std::make_index_sequence<kMaxSlot
 
 }  // namespace
 
+/// ulimit -v counts KiB.
+constexpr std::uint64_t kKiBPerMiB = 1024;
+
 // ---- start-up ----
 
 void ExecKernel::State::start() {
   auto sink = options.on_stderr ? options.on_stderr : [](std::string_view l) { std::cerr << "[exec] " << l << '\n'; };
   try {
-    child = std::make_unique<ChildProcess>(command, sink);
+    // The limit is set by the shell itself before the command starts: no window in which the child runs unlimited.
+    const std::string limited =
+        options.memory_limit_mib == 0
+            ? command
+            : "ulimit -v " + std::to_string(options.memory_limit_mib * kKiBPerMiB) + " || exit 126; " + command;
+    child = std::make_unique<ChildProcess>(limited, sink);
   } catch (const std::system_error &e) {
     throw ExecError(who() + ": cannot start /bin/sh: " + e.what());
   }

@@ -310,6 +310,20 @@ TEST_CASE("call: a child that dies during a call is reported with its stderr and
   fs::remove(marker);
 }
 
+TEST_CASE("call: the child runs under the memory limit, so a huge allocation fails inside it") {
+  constexpr std::uint64_t kLimitMiB = 256, kHogMiB = 1024;
+  Quiet q;
+  ExecOptions limited = q.options();
+  limited.memory_limit_mib = kLimitMiB;
+  ExecKernel exec(peer("hog", std::to_string(kHogMiB)), limited);
+  const CallResult r = small_forward(exec.find("peer"));
+  CHECK(r.status == ATTNCHECK_ERROR);
+  CHECK_THAT(r.message, Contains("hog: out of memory"));
+  // Without the limit the same allocation succeeds: the limit, not the machine, stopped it.
+  ExecKernel unlimited(peer("hog", std::to_string(kHogMiB)), q.options());
+  CHECK_THAT(small_forward(unlimited.find("peer")).message, Contains("hog: allocated"));
+}
+
 TEST_CASE("call: 'unsupported' and 'error' answers carry the child's message") {
   Quiet q;
   ExecKernel exec(peer("answers"), q.options());

@@ -86,6 +86,13 @@ def main():
             sys.stderr.write("peer: segfault in my_kernel.cu:42\n")
             sys.stderr.flush()
             sys.exit(3)
+        elif mode == "hog":
+            # Touches `arg` MiB: under a lower memory limit the allocation fails and the kernel says so.
+            try:
+                block = bytearray(int(arg) * 1024 * 1024)
+                send("error hog: allocated %d bytes" % len(block))
+            except MemoryError:
+                send("error hog: out of memory")
         elif mode == "again":
             send("unsupported again")
         elif mode == "answers":

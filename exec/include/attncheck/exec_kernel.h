@@ -12,6 +12,7 @@
 #include "attncheck/kernel_abi.h"
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -40,6 +41,9 @@ struct ExecOptions {
   std::function<void(std::string_view line)> on_stderr;
   /// Parent of the exchange directory; empty: $TMPDIR, else /tmp.
   std::string temp_root;
+  /// Address space the child (and what it starts) may use, in MiB (RLIMIT_AS, set by the shell's `ulimit -v` before
+  /// the command runs); 0 = no limit. A kernel past it sees its allocations fail.
+  std::uint64_t memory_limit_mib = 0;
 };
 
 class ExecKernel {
