@@ -160,13 +160,13 @@ void Tensor::fill_padding(double x) {
 
 DLTensor Tensor::dl() {
   DLTensor t{};
-  t.data = storage_.data() + offset_ * dtype_size(dtype_);
+  t.data = storage_.data();
   t.device = DLDevice{kDLCPU, 0};
   t.ndim = static_cast<int32_t>(shape_.size());
   t.dtype = to_dlpack(dtype_);
   t.shape = shape_.data();
   t.strides = strides_.data();
-  t.byte_offset = 0;
+  t.byte_offset = static_cast<std::uint64_t>(offset_ * dtype_size(dtype_));
   return t;
 }
 

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,26 @@ enum class Layout : std::uint8_t {
   padded,      ///< bhld with every row and every head padded by `pad` elements
 };
 std::string_view layout_name(Layout l);
+
+/// DLPack promises `data` aligned to 256 bytes (the first element is at data + byte_offset).
+inline constexpr std::size_t kDLPackAlignment = 256;
+
+/// std::allocator with kDLPackAlignment-aligned blocks.
+template <class T>
+struct DLPackAllocator {
+  using value_type = T;
+  DLPackAllocator() = default;
+  template <class U>
+  DLPackAllocator(const DLPackAllocator<U> &) noexcept {}
+  T *allocate(std::size_t n) {
+    return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t{kDLPackAlignment}));
+  }
+  void deallocate(T *p, std::size_t) noexcept { ::operator delete(p, std::align_val_t{kDLPackAlignment}); }
+  template <class U>
+  bool operator==(const DLPackAllocator<U> &) const noexcept {
+    return true;
+  }
+};
 
 class Tensor {
  public:
@@ -72,6 +93,8 @@ class Tensor {
   std::vector<bool> element_mask() const;
 
   /// A DLTensor viewing this tensor (kDLCPU; shape/strides point into this object: keep it alive and unmoved).
+  /// As DLPack specifies: `data` is the 256-byte-aligned start of the storage and `byte_offset` locates the first
+  /// element (so a kernel that ignores byte_offset reads the padding in front of it).
   DLTensor dl();
   DLTensor dl() const;  ///< same, for inputs (the ABI's const DLTensor*)
 
@@ -83,7 +106,7 @@ class Tensor {
   Dtype dtype_ = Dtype::f32;
   std::vector<std::int64_t> shape_, strides_;
   std::int64_t offset_ = 0, storage_elems_ = 0;
-  std::vector<std::byte> storage_;
+  std::vector<std::byte, DLPackAllocator<std::byte>> storage_;
 };
 
 /// Visits every multi-index of `shape` in row-major order.
