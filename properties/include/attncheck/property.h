@@ -103,6 +103,10 @@ bool within_each_other(Ladder &L, std::string_view name, const std::vector<doubl
                        const std::vector<double> &a_exact, const std::vector<double> &a_bound, const ForwardSide &b,
                        const std::vector<double> &extra = {});
 
+/// The accuracy ladder of one problem: the kernel's forward against the reference, O and LSE within the error
+/// model's bounds under env.profile (shape → finite → mask → sums (LSE) → values (O)).
+Outcome forward_accuracy(const Env &env, const Problem &p);
+
 /// One property: a stable id, its formula, and the check of one case.
 struct PropertyDef {
   std::string_view id;       ///< stable, lowercase, named after the math; the file is props/<id>.cpp

@@ -1,5 +1,6 @@
 // Calling the kernel for a property: outputs NaN-filled (padding included) before every call.
 #include "attncheck/property.h"
+#include "attncheck/reference.h"
 
 #include <array>
 #include <limits>
@@ -41,6 +42,22 @@ BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd
   r.dv = poisoned(p.dtype(), p.v.shape(), layout_of(p.v));
   r.call = call_backward(env.kernel, p, fwd.out, &fwd.lse, r.dq, r.dk, r.dv);
   return r;
+}
+
+Outcome forward_accuracy(const Env &env, const Problem &p) {
+  const ForwardRun fr = run_forward(env, p);
+  Ladder L;
+  if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
+  const ExactForward exact = reference_forward(p);
+  const ForwardBounds bound = forward_bounds(p, exact, env.profile);
+  // Each check is a no-op once one has failed: the outcome names the first failing step.
+  L.finite("O", fr.out, exact.out, bound.out);
+  L.finite("LSE", fr.lse, exact.lse, bound.lse);
+  L.masked("O", fr.out, exact.out, bound.out);
+  L.masked("LSE", fr.lse, exact.lse, bound.lse);
+  L.within(Step::sums, "LSE", fr.lse, exact.lse, bound.lse);  // LSE is the log of the row sum
+  L.within(Step::values, "O", fr.out, exact.out, bound.out);
+  return L.outcome();
 }
 
 bool within_each_other(Ladder &L, std::string_view name, const std::vector<double> &a_got,
