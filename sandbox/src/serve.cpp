@@ -1,5 +1,7 @@
 #include "serve.h"
 
+#include "attncheck/tensor.h"
+
 #include "attncheck/kernel_abi.h"
 #include "io.h"
 #include "wire.h"
@@ -139,7 +141,13 @@ wire::Reply serve_call(const wire::Request &req, const attncheck_kernel &k, int 
     mprotect(base + w.trail_guard, req.page, PROT_NONE);
     std::memcpy(shapes[i], w.shape, sizeof w.shape);
     std::memcpy(strides[i], w.strides, sizeof w.strides);
-    t[i] = DLTensor{base + w.elem0, w.device, w.ndim, w.dtype, shapes[i], strides[i], 0};
+    // As DLPack specifies: `data` 256-byte aligned, the first element at data + byte_offset. The tensor itself
+    // stays flush against its trailing guard page; `data` may point into the leading one (never dereferenced by a
+    // kernel that honours byte_offset).
+    const auto first = reinterpret_cast<std::uintptr_t>(base + w.elem0);
+    const std::uintptr_t aligned = first & ~static_cast<std::uintptr_t>(kDLPackAlignment - 1);
+    t[i] = DLTensor{reinterpret_cast<void *>(aligned), w.device, w.ndim, w.dtype, shapes[i], strides[i],
+                    static_cast<std::uint64_t>(first - aligned)};
     arg[i] = &t[i];
   }
   g_shm_base = reinterpret_cast<std::uintptr_t>(base);
