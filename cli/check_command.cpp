@@ -95,7 +95,7 @@ void print_table(const reporting::Document &doc) {
     for (const PropertyReport &p : run.report.properties)
       fmt::print("{:<14} {:<5} {:<26} {:<11} {:>6} {:>9} {:>9} {:>12.3g}\n", run.report.kernel,
                  dtype_name(run.report.dtype), p.id, verdict_name(p.verdict), p.cases, p.unsupported, p.undecided,
-                 p.worst_ratio);
+                 p.worst_ratio_overall());
   std::size_t n = 0;
   for (const auto &[r, q] : doc.failures()) {
     const reporting::Run &run = doc.runs[r];

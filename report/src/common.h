@@ -42,10 +42,6 @@ std::vector<std::int64_t> o_shape(const Shape &s);
 /// Product of the dimensions.
 std::size_t numel(const std::vector<std::int64_t> &shape);
 
-/// The worst error ÷ bound a property saw: the search's, or its counterexample's when larger (the search's
-/// figure covers the decided cases only).
-double worst_ratio_of(const PropertyReport &p);
-
 /// The evidence's worst element when it shows the failure itself (error ÷ bound > 1). Properties that call the
 /// kernel on modified problems (v = 1, shifted keys, …) fail on results the evidence — the kernel's O on the case's
 /// own inputs — does not hold; their evidence is context and has no telling element.

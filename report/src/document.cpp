@@ -141,12 +141,6 @@ std::size_t numel(const std::vector<std::int64_t> &shape) {
   return n;
 }
 
-double worst_ratio_of(const PropertyReport &p) {
-  double r = p.worst_ratio;
-  if (p.counterexample && !(p.counterexample->outcome.worst_ratio <= r)) r = p.counterexample->outcome.worst_ratio;
-  return r;
-}
-
 std::optional<std::size_t> telling_worst(const Evidence &e) {
   const std::int64_t w = e.worst_index();
   if (w < 0) return std::nullopt;

@@ -496,7 +496,7 @@ std::string to_html(const Document &doc) {
       if (p.budget_exhausted) note = "time budget spent" + std::string(note.empty() ? "" : "; ") + note;
       s += "<tr><td>" + id + "</td>" + verdict_cell(p.verdict) + "<td class=\"n\">" + std::to_string(p.cases) +
            "</td><td class=\"n\">" + std::to_string(p.unsupported) + "</td><td class=\"n\">" +
-           std::to_string(p.undecided) + "</td><td class=\"n\">" + ratio_text(worst_ratio_of(p)) +
+           std::to_string(p.undecided) + "</td><td class=\"n\">" + ratio_text(p.worst_ratio_overall()) +
            "</td><td class=\"note\">" + note + "</td></tr>\n";
     }
     s += "</table>\n</section>\n";

@@ -78,7 +78,7 @@ std::string to_markdown(const Document &doc) {
     double worst = 0;
     for (const PropertyReport &p : r.properties) {
       cases += p.cases;
-      const double w = worst_ratio_of(p);
+      const double w = p.worst_ratio_overall();
       if (!(w <= worst)) worst = w;  // NaN and +∞ win
     }
     out += "| " + md_escape(r.kernel) + " | " + std::string(dtype_name(r.dtype)) + " | " + badge(r.verdict()) +

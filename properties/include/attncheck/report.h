@@ -44,6 +44,10 @@ struct PropertyReport {
   std::uint64_t seed = 0;         ///< the RapidCheck seed of this property's run
   std::string note;               ///< why the verdict is unsupported or undecided, or what a reproduce run found
   std::optional<Counterexample> counterexample;  ///< present exactly when verdict == fail
+
+  /// The worst error ÷ bound the property saw: the search's, or its counterexample's when larger (worst_ratio
+  /// covers the cases that passed; +∞ for a NaN or a broken exact value).
+  double worst_ratio_overall() const;
 };
 
 struct Report {

@@ -71,6 +71,11 @@ bool Ladder::fail(Step step, std::string detail) {
   if (!check_order(step)) return false;
   out_.verdict = Verdict::fail;
   out_.step = step;
+  // A failure that noted no ratio above 1 broke an exact check (bits, a fixed value, a write): error ÷ bound is +∞.
+  if (!(out_.worst_ratio > 1)) {
+    out_.worst_ratio = std::numeric_limits<double>::infinity();
+    out_.worst = detail;
+  }
   out_.detail = std::move(detail);
   return false;
 }

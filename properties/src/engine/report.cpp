@@ -14,6 +14,12 @@ std::string ratio_text(double r) {
 }  // namespace
 
 
+double PropertyReport::worst_ratio_overall() const {
+  double r = worst_ratio;
+  if (counterexample && !(counterexample->outcome.worst_ratio <= r)) r = counterexample->outcome.worst_ratio;
+  return r;
+}
+
 Verdict Report::verdict() const {
   bool any_undecided = false, all_unsupported = !properties.empty();
   for (const PropertyReport &p : properties) {
