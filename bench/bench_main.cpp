@@ -67,8 +67,8 @@ int thread_count() {
 }
 
 // ---- the bundled kernels, loaded like a third-party plugin ----
-// dlopen rather than linking: the library may not export attncheck_kernels yet (placeholder), and the thread
-// setter is optional. ATTNCHECK_BUILTIN_PATH is the built libattncheck_builtin.so.
+// dlopen rather than linking: the kernels are measured exactly as the CLI loads any plugin, and the thread setter
+// is an optional symbol. ATTNCHECK_BUILTIN_PATH is the built libattncheck_builtin.so.
 struct Builtin {
   const attncheck_kernel *naive = nullptr;
   const attncheck_kernel *flash = nullptr;
