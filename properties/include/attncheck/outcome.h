@@ -105,6 +105,10 @@ class Ladder {
 /// and |exact| + bound reaches the overflow threshold (largest finite value plus half an ulp).
 bool overflow_within_bound(double got, double exact, double bound, Dtype dt);
 
+/// Bitwise equality of two results (+0 and −0 differ; a NaN equals only the same NaN bits): what "unchanged"
+/// means for the properties that compare a kernel with itself.
+bool same_bits(double a, double b);
+
 /// "name[0,1,2,3]": the multi-index of row-major element `index` of a tensor of `shape`.
 std::string element_name(std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t index);
 

@@ -2,7 +2,9 @@
 
 #include "attncheck/error_model.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
@@ -116,6 +118,8 @@ bool Ladder::intact(const Tensor &t, std::string_view name) {
                                    " was written (" + hex_and_decimal(t.get_storage(x)) + ")");
   return true;
 }
+
+bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
 
 bool overflow_within_bound(double got, double exact, double bound, Dtype dt) {
   if (!std::isinf(got) || !std::isfinite(exact) || std::signbit(got) != std::signbit(exact)) return false;

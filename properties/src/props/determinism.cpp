@@ -56,8 +56,6 @@ BackwardRun backward_into_garbage(const Env &env, const Problem &p, const Forwar
   return r;
 }
 
-bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
-
 /// One output tensor of the three calls.
 struct Triple {
   std::string name;

@@ -97,8 +97,6 @@ Case repeated_kv(const Case &c) {
   return out;
 }
 
-bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
-
 Outcome run(const Env &env, const Case &c) {
   const Shape &s = c.spec.shape;
   const Problem p = c.problem();
