@@ -44,6 +44,7 @@ struct RowModel {
   std::vector<double> P;           ///< exact probabilities exp(s_ij − LSE_i)
   std::vector<double> theta;       ///< θ_ij: bound on the log-space error of the kernel's p_ij
   std::vector<double> rho;         ///< ρ_ij: bound on |P̂_ij / P_ij − 1| from the θ's alone
+  std::vector<double> abs_dot;     ///< scale·Σ_d |q_id k_jd|
   double theta_bar = 0;            ///< Σ_j P_ij θ_ij
   bool overflow = false;           ///< a dot product's magnitude may overflow the accumulation dtype
   double max_abs_s = 0;            ///< M_i = max_j |s_ij|
@@ -82,7 +83,7 @@ struct Ctx {
     r.P.clear();
     r.theta.clear();
     r.rho.clear();
-    std::vector<double> abs_dot;
+    r.abs_dot.clear();
     double M = 0;
     r.overflow = false;
     for (std::int64_t j = 0; j < sh.Lk; ++j) {
@@ -96,7 +97,7 @@ struct Ctx {
       const double s = static_cast<double>(scale * dot);
       r.keys.push_back(j);
       r.s.push_back(s);
-      abs_dot.push_back(static_cast<double>(std::fabs(scale) * adot));
+      r.abs_dot.push_back(static_cast<double>(std::fabs(scale) * adot));
       // Partial sums of q·k reach Σ|q k| before (or after) the scale is applied.
       r.overflow |= overflows(static_cast<double>(std::max<long double>(adot, std::fabs(scale) * adot)));
       M = std::max(M, std::fabs(s));
@@ -104,7 +105,7 @@ struct Ctx {
     double tb = 0, log_A_max = -kInf;
     for (std::size_t n = 0; n < r.keys.size(); ++n) {
       const double P = std::exp(r.s[n] - lse);
-      const double th = gamma_dot * abs_dot[n] + Budgets::kShiftUlps * ua * (std::fabs(r.s[n]) + M) + exp_err;
+      const double th = gamma_dot * r.abs_dot[n] + Budgets::kShiftUlps * ua * (std::fabs(r.s[n]) + M) + exp_err;
       r.P.push_back(P);
       r.theta.push_back(th);
       tb += P * th;
