@@ -177,9 +177,7 @@ int run_check(const CheckArgs &a) {
       opt.seed = a.seed;
       opt.time_budget = std::chrono::milliseconds(
           static_cast<std::int64_t>(1000 * a.time_budget.value_or(static_cast<double>(prof.budget.count()))));
-      PrecisionProfile pp = PrecisionProfile::for_storage(dt);
-      pp.accumulate = parse_dtype(a.accumulate);
-      opt.profile = pp;
+      opt.contract.accumulate_qk = opt.contract.accumulate_pv = parse_dtype(a.accumulate);
       opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
       progress.start_run(fmt::format("{} {}", k->name, dtype_name(dt)));
       reporting::Run run{src, std::string(prof.name), check(*k, opt), {}};

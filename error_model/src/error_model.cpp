@@ -146,17 +146,6 @@ struct Ctx {
 
 }  // namespace
 
-PrecisionProfile PrecisionProfile::for_storage(Dtype storage) {
-  return PrecisionProfile{storage, Dtype::f32, storage != Dtype::f32};
-}
-
-std::string PrecisionProfile::describe() const {
-  std::string s = std::string(dtype_name(storage)) + " storage, " + std::string(dtype_name(accumulate)) +
-                  " accumulation";
-  if (round_p) s += ", P rounded to " + std::string(dtype_name(storage));
-  return s;
-}
-
 double gamma_n(double n, double u) {
   const double nu = n * u;
   return nu >= 1 ? kInf : nu / (1 - nu);

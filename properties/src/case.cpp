@@ -141,14 +141,19 @@ std::string Case::describe(std::size_t max_values_per_tensor) const {
   return out;
 }
 
+bool CaseOptions::admits(const CaseSpec &s) const {
+  return empty_rows || !(s.mask == Mask::causal && s.shape.Lq > s.shape.Lk);
+}
+
 void showValue(const Case &c, std::ostream &os) { os << c.spec.describe(); }
 
 Case with_hidden_poison(const Case &c, std::int64_t row, double poison) {
-  if (c.spec.mask != Mask::causal) throw std::invalid_argument("with_hidden_poison: the case is not causal");
+  if (!is_causal(c.spec.mask)) throw std::invalid_argument("with_hidden_poison: the case is not causal");
   const Shape &s = c.spec.shape;
   if (row < 0 || row >= s.Lq) throw std::invalid_argument("with_hidden_poison: row out of range");
   Case out = c;
-  const std::int64_t first_hidden = row + s.Lk - s.Lq + 1;  // rows ≤ row see keys j ≤ row + Lk − Lq
+  // Rows ≤ row see keys j ≤ last_visible(row).
+  const std::int64_t first_hidden = last_visible(c.spec.mask, row, s.Lq, s.Lk) + 1;
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t h = 0; h < s.Hkv; ++h)
       for (std::int64_t j = std::max<std::int64_t>(first_hidden, 0); j < s.Lk; ++j) {

@@ -32,7 +32,7 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
     if (name(static_cast<E>(x)) == s) return *out = static_cast<E>(x), true;
   return false;
 }
-constexpr int kVerdicts = 4, kSteps = 5, kMasks = 2, kLayouts = 4, kDtypes = 3, kKinds = 3;
+constexpr int kVerdicts = 4, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 3;
 
 // ---- writer ----
 

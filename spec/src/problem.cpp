@@ -5,7 +5,13 @@
 
 namespace attncheck {
 
-std::string_view mask_name(Mask m) { return m == Mask::causal ? "causal" : "none"; }
+std::string_view mask_name(Mask m) {
+  switch (m) {
+    case Mask::causal: return "causal";
+    case Mask::causal_top_left: return "causal_top_left";
+    default: return "none";
+  }
+}
 
 void Shape::validate() const {
   auto need = [](bool ok, const char *what) {

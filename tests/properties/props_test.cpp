@@ -89,7 +89,7 @@ TEST_CASE("sum_to_one: a bfloat16-accumulating kernel passes when it declares bf
   support::Variant v;
   v.accumulate = Dtype::bf16;
   CheckOptions o = options(Dtype::bf16);
-  o.profile = PrecisionProfile{.storage = Dtype::bf16, .accumulate = Dtype::bf16, .round_p = false};
+  o.contract = parse_contract("accumulate=bf16 round-p=no");
   const Report declared = check_property(support::variant_kernel(v), "sum_to_one", o);
   INFO(declared.text());
   CHECK(declared.verdict() != Verdict::fail);

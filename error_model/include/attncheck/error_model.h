@@ -15,6 +15,7 @@
 //   double ratio = std::abs(kernel_out - exact.out[i]) / bound.out[i];   // ≤ 1 for a correct kernel
 #pragma once
 
+#include "attncheck/contract.h"
 #include "attncheck/dtype.h"
 #include "attncheck/problem.h"
 #include "attncheck/reference.h"
@@ -24,16 +25,6 @@
 #include <vector>
 
 namespace attncheck {
-
-/// What a kernel declares about its arithmetic.
-struct PrecisionProfile {
-  Dtype storage = Dtype::f32;     ///< dtype of q, k, v, out (and dq, dk, dv)
-  Dtype accumulate = Dtype::f32;  ///< dtype of dot products, sums and the softmax arithmetic
-  bool round_p = false;           ///< P (and dS in backward) rounded to the storage dtype before the matmuls
-  /// FlashAttention's practice: float32 accumulation; P rounded to storage for float16/bfloat16.
-  static PrecisionProfile for_storage(Dtype storage);
-  std::string describe() const;  ///< "f16 storage, f32 accumulation, P rounded"
-};
 
 /// The error budgets of a correct kernel (one table, SPEC.md §4.1): ulps of the accumulation dtype.
 struct Budgets {

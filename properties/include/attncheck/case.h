@@ -67,9 +67,16 @@ struct CaseOptions {
   bool draw_v = true;            ///< false: v is all zeros (the property replaces it; zeros never shrink)
   bool dv_equals_lk = false;     ///< Dv = Lk (e.g. v = identity); kept while shrinking
   std::optional<Mask> mask;      ///< fixed mask (default: drawn, and shrunk toward none)
+  /// The causal mask drawn (and that a fixed Mask::causal means): the alignment the kernel declares.
+  Mask causal = Mask::causal;
+  /// false: no case has a row that sees no key (bottom-right causal with Lq > Lk), for kernels whose contract
+  /// leaves such rows unspecified; kept while shrinking.
+  bool empty_rows = true;
   std::optional<Family> family;  ///< fixed value family (default: drawn, and shrunk toward small_ints)
   std::optional<Layout> layout;  ///< fixed layout (default: drawn, and shrunk toward bhld)
   std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()
+  /// The spec meets the options' constraints that shrinking must keep (empty_rows).
+  bool admits(const CaseSpec &s) const;
   /// ≈ 30 ms of MPFR reference per case at the cap: boundary shapes stay affordable.
   static constexpr std::int64_t kDefaultMaxWork = 600'000;
 };
@@ -101,9 +108,9 @@ struct Case {
 /// For RapidCheck's counterexample printing (found by ADL): the spec line.
 void showValue(const Case &c, std::ostream &os);
 
-/// Poisons the keys hidden from query row `row` by the causal mask — k and v of keys j > row + Lk − Lq, every
+/// Poisons the keys hidden from query row `row` by the causal mask — k and v of keys j > last_visible(row), every
 /// batch and kv head — with `poison` (NaN or ±Inf). Rows 0..row of a correct causal kernel do not change.
-/// Requires spec.mask == Mask::causal; throws std::invalid_argument otherwise.
+/// Requires a causal spec.mask; throws std::invalid_argument otherwise.
 Case with_hidden_poison(const Case &c, std::int64_t row, double poison);
 
 }  // namespace attncheck

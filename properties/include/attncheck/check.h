@@ -47,7 +47,9 @@ struct CheckOptions {
   /// Wall-clock budget for the whole check, shared evenly by the properties (unused time carries over); no new
   /// case starts once a property's share is spent. 0 = none.
   std::chrono::milliseconds time_budget{0};
-  std::optional<PrecisionProfile> profile;  ///< the kernel's declared precision; default for_storage(dtype)
+  /// What the kernel declares (SPEC.md §3.1): which properties are required or advisory, the causal alignment and
+  /// LSE it is checked against, and its precision profile (contract.profile(dtype)).
+  KernelContract contract;
   /// Fewer decided cases than this ⇒ verdict undecided (e.g. the budget ran out, or the kernel declined most).
   int min_cases = kDefaultMinCases;
   int max_shrinks = kDefaultMaxShrinks;  ///< candidate shrinks evaluated per failure before settling

@@ -16,6 +16,7 @@
 //   return L.outcome();
 #pragma once
 
+#include "attncheck/case.h"
 #include "attncheck/compare.h"
 #include "attncheck/kernel_call.h"
 #include "attncheck/tensor.h"
@@ -28,8 +29,10 @@
 
 namespace attncheck {
 
-enum class Verdict : std::uint8_t { pass, fail, undecided, unsupported };
-/// "pass", "FAIL", "undecided", "unsupported".
+/// warn: a property the kernel's contract does not promise (Tier::advisory) found a counterexample — behaviour a
+/// careful user wants to know about, not a failure of the contract (exit 0 unless --strict).
+enum class Verdict : std::uint8_t { pass, fail, undecided, unsupported, warn };
+/// "pass", "FAIL", "undecided", "unsupported", "WARN".
 std::string_view verdict_name(Verdict v);
 
 /// The steps of the ladder, in order.
@@ -50,6 +53,11 @@ struct Outcome {
   std::string detail;        ///< fail/undecided/unsupported: what and where, floats as hex and decimal
   double worst_ratio = 0;    ///< worst error ÷ bound over the decided elements (+∞ for NaN or a broken exact value)
   std::string worst;         ///< where worst_ratio was found: "O[0,0,1,2]: got …, exact …, bound …"
+  /// The modified problem the failing check judged, when it is not the generated case itself (a shifted, permuted,
+  /// poisoned or rescaled copy): reports show its inputs and heatmaps. Empty for checks on the case itself.
+  std::optional<Case> failing_case;
+  double failing_scale = 0;  ///< the scale of failing_case's problem; 0 = its default 1/√D
+  std::string failing_what;  ///< what the modification was: "k + 1 on every key", "params.scale = 1"
 };
 
 /// Runs a property's checks in ladder order and accumulates an Outcome. Every check returns false once the case
@@ -86,6 +94,11 @@ class Ladder {
   void undecided(Step step, std::string detail);
   /// Records a ratio into worst_ratio / worst (for checks that compute their own ratios).
   void note(double ratio, std::string where);
+  /// The checks that follow judge results of `c` (scale `scale`, 0 = default): a modified copy of the generated
+  /// case. A failure among them records it (Outcome::failing_case) so that reports show the problem that failed.
+  /// judging_original() returns to the generated case.
+  void judging(const Case &c, std::string what, double scale = 0);
+  void judging_original();
 
   bool failed() const { return out_.verdict == Verdict::fail || out_.verdict == Verdict::unsupported; }
   /// The outcome so far: fail if a check failed; else unsupported if a call was declined; else undecided if
@@ -96,6 +109,9 @@ class Ladder {
   bool check_order(Step s);
   Outcome out_;
   std::optional<Step> last_;
+  std::optional<Case> judged_;
+  double judged_scale_ = 0;
+  std::string judged_what_;
   bool undecided_ = false;
   std::optional<Step> undecided_step_;
   std::string undecided_detail_;

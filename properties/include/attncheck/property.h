@@ -59,11 +59,22 @@
 
 namespace attncheck {
 
-/// What a property runs against: the kernel and the precision it declares.
+/// What a property runs against: the kernel, the contract it declares, and the precision profile that contract
+/// gives for the run's storage dtype (contract.profile(dtype)).
 struct Env {
   const attncheck_kernel &kernel;
   PrecisionProfile profile;
+  KernelContract contract;
 };
+
+/// How the declared contract makes a property count.
+enum class Tier : std::uint8_t {
+  required,  ///< the contract promises it: a counterexample is a failure (exit 1)
+  advisory,  ///< beyond the contract: a counterexample is a warning (exit 0 unless --strict)
+  off,       ///< the contract leaves nothing for it to check (e.g. `lse` under lse=none): not run
+};
+/// "required", "advisory", "off".
+std::string_view tier_name(Tier t);
 
 /// Output padding elements around every kernel output (checked untouched by Ladder::intact).
 inline constexpr std::int64_t kOutputPad = 3;
@@ -114,8 +125,12 @@ struct PropertyDef {
   std::string_view summary;  ///< one sentence: what a failure means
   bool needs_backward = false;               ///< calls the backward: unsupported for kernels without one
   void (*require)(CaseOptions &) = nullptr;  ///< narrows the generated cases (called after the engine's defaults)
+  Tier (*tier)(const KernelContract &) = nullptr;  ///< nullptr: always required
   Outcome (*run)(const Env &env, const Case &c) = nullptr;
 };
+
+/// The property's tier under `contract`.
+Tier tier_of(const PropertyDef &def, const KernelContract &contract);
 
 /// Every registered property, in registry order (properties/src/props/registry.def).
 std::span<const PropertyDef *const> all_properties();

@@ -7,6 +7,7 @@
 #include "attncheck/case.h"
 #include "attncheck/error_model.h"
 #include "attncheck/outcome.h"
+#include "attncheck/property.h"
 
 #include <cstdint>
 #include <optional>
@@ -35,6 +36,7 @@ struct PropertyReport {
   std::string id, formula;
   std::string summary;  ///< what a failure of this property means
   Verdict verdict = Verdict::undecided;
+  Tier tier = Tier::required;  ///< how the contract made this property count (advisory: a counterexample is a warning)
   int cases = 0;        ///< cases run: the kernel was called and the checks ran
   int unsupported = 0;  ///< cases skipped because the kernel declined them
   int undecided = 0;    ///< cases run that could not be decided (e.g. an infinite bound)
@@ -43,7 +45,7 @@ struct PropertyReport {
   bool budget_exhausted = false;  ///< the time budget stopped the search before `cases` reached the target
   std::uint64_t seed = 0;         ///< the RapidCheck seed of this property's run
   std::string note;               ///< why the verdict is unsupported or undecided, or what a reproduce run found
-  std::optional<Counterexample> counterexample;  ///< present exactly when verdict == fail
+  std::optional<Counterexample> counterexample;  ///< present exactly when verdict is fail or warn
 
   /// The worst error ÷ bound the property saw: the search's, or its counterexample's when larger (worst_ratio
   /// covers the cases that passed; +∞ for a NaN or a broken exact value).
@@ -53,14 +55,15 @@ struct PropertyReport {
 struct Report {
   std::string kernel;
   Dtype dtype = Dtype::f32;
-  PrecisionProfile profile;
+  KernelContract contract;  ///< what the kernel was checked against
+  PrecisionProfile profile; ///< contract.profile(dtype)
   std::uint64_t seed = 0;
   int cases = 0;  ///< target cases per property
   std::vector<PropertyReport> properties;
 
-  /// fail if any property failed; else undecided if any is undecided; else unsupported if every property is;
-  /// else pass (unsupported properties do not spoil a pass).
-  Verdict verdict() const;
+  /// fail if any property failed (or warned, when `strict`); else undecided if any is undecided; else warn if any
+  /// warned; else unsupported if every property is; else pass (unsupported properties do not spoil a pass).
+  Verdict verdict(bool strict = false) const;
   const PropertyReport *find(std::string_view id) const;
   /// The full report: a header, one line per property, and every counterexample with its inputs (hex and
   /// decimal), failing step and element, seed and reproduce string.

@@ -197,6 +197,12 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   pr.formula = std::string(def.formula);
   pr.summary = std::string(def.summary);
   pr.seed = property_seed(opt.seed, def.id, opt.dtype);
+  pr.tier = tier_of(def, env.contract);
+  if (pr.tier == Tier::off) {
+    pr.verdict = Verdict::unsupported;
+    pr.note = "nothing to check under the kernel's contract (" + env.contract.describe_changes() + ")";
+    return pr;
+  }
   if (def.needs_backward && env.kernel.backward == nullptr) {
     pr.verdict = Verdict::unsupported;
     pr.note = "the kernel has no backward";
@@ -205,8 +211,11 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
 
   CaseOptions co;
   co.dtype = opt.dtype;
+  co.causal = env.contract.causal == CausalAlign::top_left ? Mask::causal_top_left : Mask::causal;
+  co.empty_rows = env.contract.empty_rows == EmptyRows::zero;
   co.backward = def.needs_backward;
   if (def.require) def.require(co);
+  if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
   const rc::Gen<Case> gen = gen_case(co);
 
   RunState st;
@@ -245,7 +254,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     // The replayed case is the last one evaluated.
     pr.cases = st.last && st.last_outcome.verdict != Verdict::unsupported ? 1 : 0;
     if (result.match(failure) && st.last) {
-      pr.verdict = Verdict::fail;
+      pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
       pr.counterexample = Counterexample{.minimal = *st.last,
                                          .outcome = st.last_outcome,
                                          .original = st.last->spec,
@@ -270,7 +279,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
 
   const bool found = result.match(failure) && st.failed;  // else a failure is the time budget's stop
   if (found) {
-    pr.verdict = Verdict::fail;
+    pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
     pr.counterexample = Counterexample{.minimal = st.best,
                                        .outcome = st.best_outcome,
                                        .original = st.original,
@@ -295,7 +304,8 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   Report rep;
   rep.kernel = kernel.name ? kernel.name : "?";
   rep.dtype = options.dtype;
-  rep.profile = options.profile.value_or(PrecisionProfile::for_storage(options.dtype));
+  rep.contract = options.contract;
+  rep.profile = options.contract.profile(options.dtype);
   rep.seed = options.seed;
   rep.cases = options.cases;
 
@@ -323,7 +333,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
     throw std::invalid_argument("check: the reproduce string names no selected property for dtype " +
                                 std::string(dtype_name(options.dtype)));
 
-  const Env env{kernel, rep.profile};
+  const Env env{kernel, rep.profile, rep.contract};
   const Clock::time_point start = Clock::now();
   for (std::size_t n = 0; n < selected.size(); ++n) {
     std::optional<Clock::time_point> deadline;

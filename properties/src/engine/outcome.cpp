@@ -17,6 +17,7 @@ std::string_view verdict_name(Verdict v) {
     case Verdict::fail: return "FAIL";
     case Verdict::undecided: return "undecided";
     case Verdict::unsupported: return "unsupported";
+    case Verdict::warn: return "WARN";
   }
   return "?";
 }
@@ -69,10 +70,25 @@ bool Ladder::check_order(Step s) {
   return !failed();
 }
 
+void Ladder::judging(const Case &c, std::string what, double scale) {
+  judged_ = c;
+  judged_what_ = std::move(what);
+  judged_scale_ = scale;
+}
+
+void Ladder::judging_original() {
+  judged_.reset();
+  judged_what_.clear();
+  judged_scale_ = 0;
+}
+
 bool Ladder::fail(Step step, std::string detail) {
   if (!check_order(step)) return false;
   out_.verdict = Verdict::fail;
   out_.step = step;
+  out_.failing_case = judged_;
+  out_.failing_scale = judged_scale_;
+  out_.failing_what = judged_what_;
   // A failure that noted no ratio above 1 broke an exact check (bits, a fixed value, a write): error ÷ bound is +∞.
   if (!(out_.worst_ratio > 1)) {
     out_.worst_ratio = std::numeric_limits<double>::infinity();

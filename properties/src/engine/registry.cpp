@@ -20,6 +20,19 @@ std::span<const PropertyDef *const> all_properties() {
   return kAll;
 }
 
+std::string_view tier_name(Tier t) {
+  switch (t) {
+    case Tier::required: return "required";
+    case Tier::advisory: return "advisory";
+    case Tier::off: return "off";
+  }
+  return "?";
+}
+
+Tier tier_of(const PropertyDef &def, const KernelContract &contract) {
+  return def.tier ? def.tier(contract) : Tier::required;
+}
+
 const PropertyDef *find_property(std::string_view id) {
   for (const PropertyDef *p : all_properties())
     if (p->id == id) return p;

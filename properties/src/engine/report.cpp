@@ -20,14 +20,16 @@ double PropertyReport::worst_ratio_overall() const {
   return r;
 }
 
-Verdict Report::verdict() const {
-  bool any_undecided = false, all_unsupported = !properties.empty();
+Verdict Report::verdict(bool strict) const {
+  bool any_undecided = false, any_warn = false, all_unsupported = !properties.empty();
   for (const PropertyReport &p : properties) {
-    if (p.verdict == Verdict::fail) return Verdict::fail;
+    if (p.verdict == Verdict::fail || (strict && p.verdict == Verdict::warn)) return Verdict::fail;
     any_undecided |= p.verdict == Verdict::undecided;
+    any_warn |= p.verdict == Verdict::warn;
     all_unsupported &= p.verdict == Verdict::unsupported;
   }
   if (any_undecided) return Verdict::undecided;
+  if (any_warn) return Verdict::warn;
   return all_unsupported ? Verdict::unsupported : Verdict::pass;
 }
 
@@ -39,7 +41,7 @@ const PropertyReport *Report::find(std::string_view id) const {
 
 std::string Report::text() const {
   std::string out = "attncheck properties: kernel " + kernel + ", " + std::string(dtype_name(dtype)) + " (" +
-                    profile.describe() + "), seed " + std::to_string(seed) + ", " + std::to_string(cases) +
+                    profile.describe() + "), contract " + contract.describe_changes() + ", seed " + std::to_string(seed) + ", " + std::to_string(cases) +
                     " cases per property\n";
   char line[160];
   for (const PropertyReport &p : properties) {
@@ -53,10 +55,10 @@ std::string Report::text() const {
   }
   out += "verdict: " + std::string(verdict_name(verdict())) + "\n";
   for (const PropertyReport &p : properties) {
-    if (!p.worst.empty() && p.verdict != Verdict::fail) out += "\n" + p.id + " worst: " + p.worst + "\n";
+    if (!p.worst.empty() && !p.counterexample) out += "\n" + p.id + " worst: " + p.worst + "\n";
     if (!p.counterexample) continue;
     const Counterexample &c = *p.counterexample;
-    out += "\ncounterexample for " + p.id + ": " + p.formula + "\n";
+    out += std::string(p.verdict == Verdict::warn ? "\nwarning (advisory, beyond the contract) for " : "\ncounterexample for ") + p.id + ": " + p.formula + "\n";
     if (!p.summary.empty()) out += "  meaning: " + p.summary + "\n";
     if (c.found_after > 0)
       out += "  found after " + std::to_string(c.found_after) + " cases; shrunk in " +

@@ -158,10 +158,15 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
       default: sh.Dv = b.pick(kTileBoundaries), protect = &Shape::Dv; break;
     }
   }
-  s.mask = opts.mask.value_or(b.chance(kCausalRate) ? Mask::causal : Mask::none);
+  s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
   s.layout = opts.layout.value_or(b.pick(kLayouts));
   s.family = opts.family.value_or(static_cast<Family>(b.uniform(0, kFamilyCount - 1)));
   fit_work(s, opts, protect);
+  // A contract without fixed empty rows: bottom-right causal cases keep every row seeing a key (Lq ≤ Lk).
+  if (!opts.admits(s)) {
+    std::swap(sh.Lq, sh.Lk);
+    if (opts.dv_equals_lk) sh.Dv = sh.Lk;
+  }
   return s;
 }
 

@@ -5,6 +5,7 @@
 #include <rapidcheck/Seq.h>
 #include <rapidcheck/seq/Create.h>
 #include <rapidcheck/seq/Transform.h>
+#include <rapidcheck/seq/Operations.h>
 #include <rapidcheck/shrink/Shrink.h>
 #include <rapidcheck/shrinkable/Create.h>
 
@@ -12,7 +13,9 @@ namespace attncheck {
 
 rc::Shrinkable<CaseSpec> shrinkable_spec(CaseSpec s, const CaseOptions &opts) {
   return rc::shrinkable::shrinkRecur(std::move(s), [opts](const CaseSpec &x) {
-    return rc::seq::fromContainer(shrink::spec_shrinks(x, opts));
+    std::vector<CaseSpec> cands = shrink::spec_shrinks(x, opts);
+    std::erase_if(cands, [&](const CaseSpec &c) { return !opts.admits(c); });
+    return rc::seq::fromContainer(std::move(cands));
   });
 }
 
@@ -40,8 +43,9 @@ rc::Shrinkable<Case> shrinkable_case(Case c, const CaseOptions &opts) {
     };
     const std::vector<double> flat = x.flat();
     return rc::seq::concat(
-        rc::seq::map(rc::seq::fromContainer(shrink::slices(x, opts)),
-                     [x](const shrink::Slice &s) { return shrink::apply(x, s); }),
+        rc::seq::filter(rc::seq::map(rc::seq::fromContainer(shrink::slices(x, opts)),
+                                     [x](const shrink::Slice &s) { return shrink::apply(x, s); }),
+                        [opts](const Case &y) { return opts.admits(y.spec); }),
         rc::seq::fromContainer(shrink::relabel_shrinks(x, opts)),
         rc::seq::map(rc::seq::fromContainer(shrink::all_values_shrinks(flat, dt)), with_values),
         rc::seq::map(rc::shrink::eachElement(flat, [dt](double v) {

@@ -12,8 +12,16 @@
 
 namespace attncheck {
 
-enum class Mask : std::int32_t { none = ATTNCHECK_MASK_NONE, causal = ATTNCHECK_MASK_CAUSAL };
+/// The masks of SPEC.md §2.2. A kernel receives both causal alignments as ATTNCHECK_MASK_CAUSAL: which one it
+/// computes is part of its contract (contract.h, `causal=`), and attncheck's reference follows the declared one.
+enum class Mask : std::int32_t {
+  none = ATTNCHECK_MASK_NONE,
+  causal = ATTNCHECK_MASK_CAUSAL,  ///< bottom-right aligned: query i sees key j iff j ≤ i + Lk − Lq
+  causal_top_left = 2,             ///< top-left aligned: query i sees key j iff j ≤ i (not an ABI value)
+};
+/// "none", "causal", "causal_top_left".
 std::string_view mask_name(Mask m);
+inline bool is_causal(Mask m) { return m != Mask::none; }
 
 /// q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv], out [B,Hq,Lq,Dv], lse [B,Hq,Lq].
 struct Shape {
@@ -31,21 +39,31 @@ struct Shape {
 /// scale = 1/√D, the contract's default (D of q and k, never Dv).
 inline double default_scale(std::int64_t D) { return 1.0 / std::sqrt(static_cast<double>(D)); }
 
-/// Bottom-right aligned causal visibility: query i sees key j iff j ≤ i + Lk − Lq; everything without a mask.
-inline bool visible(Mask m, std::int64_t i, std::int64_t j, std::int64_t Lq, std::int64_t Lk) {
-  return m == Mask::none || j <= i + Lk - Lq;
+/// The last key query i may see: Lk − 1 without a mask; i + Lk − Lq bottom-right causal; i top-left causal.
+inline std::int64_t last_visible(Mask m, std::int64_t i, std::int64_t Lq, std::int64_t Lk) {
+  switch (m) {
+    case Mask::causal: return i + Lk - Lq;
+    case Mask::causal_top_left: return i;
+    default: return Lk - 1;
+  }
 }
-/// Number of keys query i sees: Lk without a mask; clamp(i + Lk − Lq + 1, 0, Lk) when causal.
+/// Causal visibility: query i sees key j iff j ≤ last_visible(i); everything without a mask.
+inline bool visible(Mask m, std::int64_t i, std::int64_t j, std::int64_t Lq, std::int64_t Lk) {
+  return j <= last_visible(m, i, Lq, Lk);
+}
+/// Number of keys query i sees: clamp(last_visible(i) + 1, 0, Lk).
 inline std::int64_t visible_count(Mask m, std::int64_t i, std::int64_t Lq, std::int64_t Lk) {
-  if (m == Mask::none) return Lk;
-  const std::int64_t n = i + Lk - Lq + 1;
+  const std::int64_t n = last_visible(m, i, Lq, Lk) + 1;
   return n < 0 ? 0 : (n > Lk ? Lk : n);
 }
 
 struct Params {
   double scale = 1.0;
   Mask mask = Mask::none;
-  attncheck_params to_abi() const { return attncheck_params{scale, static_cast<std::int32_t>(mask)}; }
+  attncheck_params to_abi() const {
+    // Both alignments reach the kernel as ATTNCHECK_MASK_CAUSAL; other values pass through (tests send bad ones).
+    return attncheck_params{scale, mask == Mask::causal_top_left ? ATTNCHECK_MASK_CAUSAL : static_cast<std::int32_t>(mask)};
+  }
 };
 
 /// The inputs of one problem; dout is present for backward problems.

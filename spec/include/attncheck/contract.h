@@ -1,0 +1,103 @@
+// A kernel's contract: what it promises beyond the core math of SPEC.md §2 (SPEC.md §3.1). attncheck judges a
+// kernel against the contract it declares — through the C ABI (attncheck_contracts), the exec hello (tokens on its
+// `kernel` line) or the command line (--contract), each overriding the one before — and the defaults are what
+// production kernels (FlashAttention-style, framework SDPA) promise, so a correct kernel that declares nothing
+// passes. Behaviour beyond the contract that a careful user still wants to know about is a warning, not a failure.
+//
+// One text form serves all three ways of declaring: space- or comma-separated `key=value` tokens,
+//   "causal=top-left lse=none empty-rows=unspecified determinism=within-bound"
+// Keys and values (defaults first):
+//   causal          bottom-right | top-left          alignment of ATTNCHECK_MASK_CAUSAL when Lq ≠ Lk
+//   lse             f32 | storage | none             the LSE output: float32, rounded to the storage dtype, or none
+//   empty-rows      zero | unspecified               rows that see no key: O = 0, LSE = −∞ (or +∞); or anything
+//   hidden-keys     finite | any                     changes of masked keys that never reach visible rows
+//   determinism     forward=bitwise, backward=within-bound; `determinism=X` sets both,
+//   forward-determinism / backward-determinism       bitwise | within-bound
+//   accumulate      f32 | f16 | bf16                 every dot product and sum (sets accumulate-qk and -pv)
+//   accumulate-qk   f32 | f16 | bf16                 the logits q·k (and the scale)
+//   accumulate-pv   f32 | f16 | bf16                 softmax, P·V and every backward product
+//   round-p         auto | yes | no                  P (and dS) rounded to storage before the matmuls; auto = yes
+//                                                    for float16/bfloat16 storage
+//   rowsum          auto | exact | rounded-p         l = Σ p from the unrounded p, or from the rounded P (auto:
+//                                                    rounded-p allowed wherever P is rounded)
+//   grad-sum        auto | exact | per-head          GQA dK, dV: summed over query heads before one store, or each
+//                                                    head's part stored in the storage dtype first (auto: per-head
+//                                                    allowed for float16/bfloat16 storage)
+//
+// Example:
+//   attncheck::KernelContract c = attncheck::parse_contract("causal=top-left, lse=none");
+//   attncheck::PrecisionProfile p = c.profile(attncheck::Dtype::bf16);   // f32 accumulation, P rounded
+//   c.describe();   // "causal=top-left lse=none empty-rows=zero hidden-keys=finite ..."
+#pragma once
+
+#include "attncheck/dtype.h"
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace attncheck {
+
+/// What a kernel declares about its arithmetic (SPEC.md §4): the error model's input.
+struct PrecisionProfile {
+  Dtype storage = Dtype::f32;        ///< dtype of q, k, v, out (and dq, dk, dv)
+  Dtype accumulate = Dtype::f32;     ///< softmax arithmetic, P·V and every backward product
+  Dtype accumulate_qk = Dtype::f32;  ///< the logits q·k and their scale
+  bool round_p = false;              ///< P (and dS in backward) rounded to the storage dtype before the matmuls
+  bool rowsum_rounded_p = false;     ///< the row sum l may be Σ of the rounded P (only with round_p)
+  bool grad_per_head = false;        ///< GQA dK, dV may be each query head's part rounded to storage, then summed
+  Dtype lse = Dtype::f32;            ///< dtype the LSE is returned in (float32, or the storage dtype)
+  /// FlashAttention's practice: float32 accumulation; for float16/bfloat16 P rounded to storage, its row sum from
+  /// either P, and GQA gradients summed from per-head parts.
+  static PrecisionProfile for_storage(Dtype storage);
+  std::string describe() const;  ///< "f16 storage, f32 accumulation, P rounded"
+  friend bool operator==(const PrecisionProfile &, const PrecisionProfile &) = default;
+};
+
+enum class CausalAlign : std::uint8_t { bottom_right, top_left };
+enum class LseOutput : std::uint8_t { f32, storage, none };
+enum class EmptyRows : std::uint8_t { zero, unspecified };
+enum class HiddenKeys : std::uint8_t { finite, any };
+enum class Determinism : std::uint8_t { bitwise, within_bound };
+/// A tri-state switch of the precision profile: auto follows the storage dtype (PrecisionProfile::for_storage).
+enum class Allow : std::uint8_t { automatic, yes, no };
+
+/// What a kernel promises beyond the core math. Value-initialized = the defaults (what FlashAttention-2 promises).
+struct KernelContract {
+  CausalAlign causal = CausalAlign::bottom_right;
+  LseOutput lse = LseOutput::f32;
+  EmptyRows empty_rows = EmptyRows::zero;
+  HiddenKeys hidden_keys = HiddenKeys::finite;
+  Determinism forward_determinism = Determinism::bitwise;
+  Determinism backward_determinism = Determinism::within_bound;  ///< atomic dQ accumulation is FlashAttention-2's default
+  Dtype accumulate_qk = Dtype::f32;
+  Dtype accumulate_pv = Dtype::f32;
+  Allow round_p = Allow::automatic;
+  Allow rowsum_rounded_p = Allow::automatic;
+  Allow grad_per_head = Allow::automatic;
+
+  /// The precision profile for one storage dtype.
+  PrecisionProfile profile(Dtype storage) const;
+  /// The canonical text: every key, in the order of the table above ("causal=bottom-right lse=f32 …"); parses back
+  /// to the same contract.
+  std::string describe() const;
+  /// Only the keys that differ from the defaults ("causal=top-left lse=none"), "defaults" when none does.
+  std::string describe_changes() const;
+  friend bool operator==(const KernelContract &, const KernelContract &) = default;
+};
+
+/// A contract text that does not parse; what() is one line naming the token and what is accepted.
+struct ContractError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// `text` applied over `base`: each token overrides its key. Throws ContractError for an unknown key or value, or
+/// a token without '='.
+KernelContract parse_contract(std::string_view text, KernelContract base = {});
+
+/// True when `token` looks like a contract token (`key=value`): how the exec hello tells them from capabilities.
+bool is_contract_token(std::string_view token);
+
+}  // namespace attncheck

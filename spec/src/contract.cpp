@@ -1,0 +1,169 @@
+#include "attncheck/contract.h"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <utility>
+
+namespace attncheck {
+
+namespace {
+
+/// One key of the text form: its name, its values' names (in enum order) and where it lives in the contract.
+struct Key {
+  std::string_view name;
+  std::array<std::string_view, 3> values;  ///< "" past the last value
+  int (*get)(const KernelContract &);
+  void (*set)(KernelContract &, int);
+};
+
+template <class E>
+constexpr int as_int(E e) {
+  return static_cast<int>(e);
+}
+
+/// Dtype values in the text: accumulation dtypes.
+constexpr std::array<std::string_view, 3> kDtypes{"f32", "f16", "bf16"};
+constexpr std::array<std::string_view, 3> kDeterminism{"bitwise", "within-bound", ""};
+constexpr std::array<std::string_view, 3> kAllow{"auto", "yes", "no"};
+
+// The order of describe(); `accumulate` and `determinism` are shorthands that set two keys and are not listed.
+const std::array<Key, 11> kKeys{{
+    {"causal", {"bottom-right", "top-left", ""}, [](const KernelContract &c) { return as_int(c.causal); },
+     [](KernelContract &c, int v) { c.causal = static_cast<CausalAlign>(v); }},
+    {"lse", {"f32", "storage", "none"}, [](const KernelContract &c) { return as_int(c.lse); },
+     [](KernelContract &c, int v) { c.lse = static_cast<LseOutput>(v); }},
+    {"empty-rows", {"zero", "unspecified", ""}, [](const KernelContract &c) { return as_int(c.empty_rows); },
+     [](KernelContract &c, int v) { c.empty_rows = static_cast<EmptyRows>(v); }},
+    {"hidden-keys", {"finite", "any", ""}, [](const KernelContract &c) { return as_int(c.hidden_keys); },
+     [](KernelContract &c, int v) { c.hidden_keys = static_cast<HiddenKeys>(v); }},
+    {"forward-determinism", kDeterminism, [](const KernelContract &c) { return as_int(c.forward_determinism); },
+     [](KernelContract &c, int v) { c.forward_determinism = static_cast<Determinism>(v); }},
+    {"backward-determinism", kDeterminism, [](const KernelContract &c) { return as_int(c.backward_determinism); },
+     [](KernelContract &c, int v) { c.backward_determinism = static_cast<Determinism>(v); }},
+    {"accumulate-qk", kDtypes, [](const KernelContract &c) { return as_int(c.accumulate_qk); },
+     [](KernelContract &c, int v) { c.accumulate_qk = static_cast<Dtype>(v); }},
+    {"accumulate-pv", kDtypes, [](const KernelContract &c) { return as_int(c.accumulate_pv); },
+     [](KernelContract &c, int v) { c.accumulate_pv = static_cast<Dtype>(v); }},
+    {"round-p", kAllow, [](const KernelContract &c) { return as_int(c.round_p); },
+     [](KernelContract &c, int v) { c.round_p = static_cast<Allow>(v); }},
+    {"rowsum", {"auto", "rounded-p", "exact"}, [](const KernelContract &c) { return as_int(c.rowsum_rounded_p); },
+     [](KernelContract &c, int v) { c.rowsum_rounded_p = static_cast<Allow>(v); }},
+    {"grad-sum", {"auto", "per-head", "exact"}, [](const KernelContract &c) { return as_int(c.grad_per_head); },
+     [](KernelContract &c, int v) { c.grad_per_head = static_cast<Allow>(v); }},
+}};
+
+/// Shorthands: one key that sets several.
+struct Shorthand {
+  std::string_view name;
+  std::array<std::string_view, 2> keys;
+};
+constexpr std::array<Shorthand, 2> kShorthands{{
+    {"accumulate", {"accumulate-qk", "accumulate-pv"}},
+    {"determinism", {"forward-determinism", "backward-determinism"}},
+}};
+
+const Key *find_key(std::string_view name) {
+  for (const Key &k : kKeys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string values_text(const Key &k) {
+  std::string s;
+  for (std::string_view v : k.values)
+    if (!v.empty()) s += (s.empty() ? "" : "|") + std::string(v);
+  return s;
+}
+
+std::string keys_text() {
+  std::string s;
+  for (const Key &k : kKeys) s += (s.empty() ? "" : ", ") + std::string(k.name);
+  for (const Shorthand &sh : kShorthands) s += ", " + std::string(sh.name);
+  return s;
+}
+
+void set_value(KernelContract &c, const Key &k, std::string_view value, std::string_view token) {
+  for (std::size_t n = 0; n < k.values.size(); ++n)
+    if (!k.values[n].empty() && k.values[n] == value) return k.set(c, static_cast<int>(n));
+  throw ContractError("contract: '" + std::string(token) + "': " + std::string(k.name) + " is one of " +
+                      values_text(k));
+}
+
+bool resolve(Allow a, bool automatic) { return a == Allow::automatic ? automatic : a == Allow::yes; }
+
+std::string describe_keys(const KernelContract &c, bool only_changes) {
+  const KernelContract defaults;
+  std::string s;
+  for (const Key &k : kKeys) {
+    if (only_changes && k.get(c) == k.get(defaults)) continue;
+    s += (s.empty() ? "" : " ") + std::string(k.name) + "=" + std::string(k.values[static_cast<std::size_t>(k.get(c))]);
+  }
+  return s;
+}
+
+}  // namespace
+
+PrecisionProfile PrecisionProfile::for_storage(Dtype storage) { return KernelContract{}.profile(storage); }
+
+std::string PrecisionProfile::describe() const {
+  std::string s = std::string(dtype_name(storage)) + " storage, ";
+  if (accumulate_qk == accumulate)
+    s += std::string(dtype_name(accumulate)) + " accumulation";
+  else
+    s += std::string(dtype_name(accumulate_qk)) + " q·k, " + std::string(dtype_name(accumulate)) + " accumulation";
+  if (round_p) s += ", P rounded to " + std::string(dtype_name(storage));
+  if (rowsum_rounded_p) s += ", row sum from rounded P allowed";
+  if (grad_per_head) s += ", per-head GQA gradients allowed";
+  if (lse != Dtype::f32) s += ", LSE in " + std::string(dtype_name(lse));
+  return s;
+}
+
+PrecisionProfile KernelContract::profile(Dtype storage) const {
+  PrecisionProfile p;
+  p.storage = storage;
+  p.accumulate = accumulate_pv;
+  p.accumulate_qk = accumulate_qk;
+  const bool narrow = storage != Dtype::f32;
+  p.round_p = resolve(round_p, narrow);
+  p.rowsum_rounded_p = p.round_p && resolve(rowsum_rounded_p, true);
+  p.grad_per_head = resolve(grad_per_head, narrow);
+  p.lse = lse == LseOutput::storage ? storage : Dtype::f32;
+  return p;
+}
+
+std::string KernelContract::describe() const { return describe_keys(*this, false); }
+
+std::string KernelContract::describe_changes() const {
+  const std::string s = describe_keys(*this, true);
+  return s.empty() ? "defaults" : s;
+}
+
+bool is_contract_token(std::string_view token) { return token.find('=') != std::string_view::npos; }
+
+KernelContract parse_contract(std::string_view text, KernelContract base) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t end = std::min(text.find_first_of(" ,\t", pos), text.size());
+    const std::string_view token = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (token.empty()) continue;
+    const std::size_t eq = token.find('=');
+    if (eq == std::string_view::npos)
+      throw ContractError("contract: '" + std::string(token) + "' is not key=value (keys: " + keys_text() + ")");
+    const std::string_view key = token.substr(0, eq), value = token.substr(eq + 1);
+    if (const Key *k = find_key(key)) {
+      set_value(base, *k, value, token);
+      continue;
+    }
+    const auto sh = std::find_if(kShorthands.begin(), kShorthands.end(),
+                                 [&](const Shorthand &s) { return s.name == key; });
+    if (sh == kShorthands.end())
+      throw ContractError("contract: unknown key '" + std::string(key) + "' in '" + std::string(token) +
+                          "' (keys: " + keys_text() + ")");
+    for (std::string_view name : sh->keys) set_value(base, *find_key(name), value, token);
+  }
+  return base;
+}
+
+}  // namespace attncheck
