@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -43,7 +44,8 @@ const ProfileSpec &profile_spec(std::string_view name) {
 }
 
 struct CheckArgs {
-  std::string plugin, exec, kernel, properties, profile = "default", accumulate = "f32", report_dir, junit;
+  std::string plugin, exec, kernel, properties, profile = "default", report_dir, junit;
+  std::optional<std::string> accumulate, contract;
   std::vector<std::string> dtypes;
   std::optional<int> cases;
   std::optional<double> time_budget;
@@ -51,6 +53,7 @@ struct CheckArgs {
   double timeout = 10;
   std::uint64_t memory_limit_mib = 4096;
   bool quiet = false;
+  bool strict = false;
 };
 
 std::string absolute_path(const std::string &path) {
@@ -73,38 +76,54 @@ std::string known_properties() {
   return s;
 }
 
-std::string run_line(const Report &r) {
-  int passed = 0, failed = 0, undecided = 0, unsupported = 0, cases = 0;
+std::string run_line(const Report &r, bool strict) {
+  int passed = 0, failed = 0, warned = 0, undecided = 0, unsupported = 0, cases = 0;
   for (const PropertyReport &p : r.properties) {
     cases += p.cases;
     switch (p.verdict) {
       case Verdict::pass: ++passed; break;
       case Verdict::fail: ++failed; break;
+      case Verdict::warn: ++warned; break;
       case Verdict::undecided: ++undecided; break;
       case Verdict::unsupported: ++unsupported; break;
     }
   }
-  return fmt::format("{} {}: {} — {} passed, {} failed, {} undecided, {} unsupported ({} cases)", r.kernel,
-                     dtype_name(r.dtype), verdict_name(r.verdict()), passed, failed, undecided, unsupported, cases);
+  return fmt::format("{} {}: {} — {} passed, {} failed, {} warnings, {} undecided, {} unsupported ({} cases)",
+                     r.kernel, dtype_name(r.dtype), verdict_name(r.verdict(strict)), passed, failed, warned,
+                     undecided, unsupported, cases);
 }
 
 void print_table(const reporting::Document &doc) {
-  fmt::print("{:<14} {:<5} {:<26} {:<11} {:>6} {:>9} {:>9} {:>12}\n", "kernel", "dtype", "property", "verdict",
-             "cases", "declined", "undecided", "worst err/β");
+  std::size_t width = 14;  // the kernel column fits the longest name
+  for (const reporting::Run &run : doc.runs) width = std::max(width, run.report.kernel.size());
+  fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12}\n", "kernel", width, "dtype", "property",
+             "tier", "verdict", "cases", "declined", "undecided", "worst err/β");
   for (const reporting::Run &run : doc.runs)
     for (const PropertyReport &p : run.report.properties)
-      fmt::print("{:<14} {:<5} {:<26} {:<11} {:>6} {:>9} {:>9} {:>12.3g}\n", run.report.kernel,
-                 dtype_name(run.report.dtype), p.id, verdict_name(p.verdict), p.cases, p.unsupported, p.undecided,
-                 p.worst_ratio_overall());
-  std::size_t n = 0;
-  for (const auto &[r, q] : doc.failures()) {
-    const reporting::Run &run = doc.runs[r];
-    const PropertyReport &p = run.report.properties[q];
-    const Counterexample &cx = *p.counterexample;
-    fmt::print("\ncounterexample {}: {} {} {} — {} (step {}, found after {} cases, {} shrinks)\n  {}\n", ++n,
-               run.report.kernel, dtype_name(run.report.dtype), p.id, cx.minimal.spec.describe(),
-               cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.found_after, cx.shrink_steps,
-               cx.outcome.detail);
+      fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12.3g}\n", run.report.kernel, width,
+                 dtype_name(run.report.dtype), p.id, tier_name(p.tier), p.tier == Tier::off ? "-" : verdict_name(p.verdict),
+                 p.cases, p.unsupported, p.undecided, p.worst_ratio_overall());
+  // The contract each kernel was checked against, once per kernel (the same for every dtype).
+  for (std::size_t n = 0; n < doc.runs.size(); ++n) {
+    const Report &r = doc.runs[n].report;
+    if (n > 0 && doc.runs[n - 1].report.kernel == r.kernel && doc.runs[n - 1].report.contract == r.contract) continue;
+    fmt::print("contract of {}: {}\n", r.kernel, r.contract.describe_changes());
+  }
+  // Counterexamples grouped by root cause, failures before warnings; numbered as `replay --failure N` takes them.
+  const auto failures = doc.failures();
+  std::vector<reporting::FailureGroup> groups = reporting::group_failures(doc);
+  std::stable_partition(groups.begin(), groups.end(), [](const auto &g) { return !g.warning; });
+  for (const reporting::FailureGroup &g : groups) {
+    fmt::print("\n{} {}\n  {}\n", g.warning ? "warning (beyond the declared contract):" : "failure:", g.headline,
+               g.caption);
+    for (const auto &member : g.members) {
+      const std::size_t number = std::find(failures.begin(), failures.end(), member) - failures.begin() + 1;
+      const PropertyReport &p = doc.runs[member.first].report.properties[member.second];
+      const Counterexample &cx = *p.counterexample;
+      fmt::print("  counterexample {}: {} — {} (step {}, found after {} cases, {} shrinks)\n    {}\n", number, p.id,
+                 cx.minimal.spec.describe(), cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.found_after,
+                 cx.shrink_steps, cx.outcome.detail);
+    }
   }
 }
 
@@ -115,10 +134,10 @@ void write_text_file(const std::string &path, const std::string &text) {
   if (!f) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
 }
 
-int exit_code(const reporting::Document &doc) {
+int exit_code(const reporting::Document &doc, bool strict) {
   bool fail = false, undecided = false, any_ran = false;
   for (const reporting::Run &run : doc.runs) {
-    const Verdict v = run.report.verdict();
+    const Verdict v = run.report.verdict(strict);
     fail |= v == Verdict::fail;
     undecided |= v == Verdict::undecided;
     any_ran |= v != Verdict::unsupported;
@@ -156,6 +175,19 @@ int run_check(const CheckArgs &a) {
     return usage_error(e.what());
   }
 
+  // Each kernel's contract: what it declares (plugin symbol or exec hello), then --accumulate, then --contract.
+  std::vector<KernelContract> contracts;
+  for (const attncheck_kernel *k : kernels) {
+    KernelContract c = parse_contract(source->declared_contract(*k));
+    if (a.accumulate) c.accumulate_qk = c.accumulate_pv = parse_dtype(*a.accumulate);
+    try {
+      if (a.contract) c = parse_contract(*a.contract, c);
+    } catch (const ContractError &e) {
+      return usage_error(std::string("--contract: ") + e.what() + " (spec/SPEC.md §3.1)");
+    }
+    contracts.push_back(c);
+  }
+
   // Where reports go is checked before any case runs: a typo should not cost the whole check.
   try {
     if (!a.report_dir.empty()) reporting::prepare_report_dir(a.report_dir);
@@ -167,9 +199,11 @@ int run_check(const CheckArgs &a) {
   const ProfileSpec &prof = profile_spec(a.profile);
   reporting::Document doc;
   doc.tool_version = ATTNCHECK_VERSION;
+  doc.strict = a.strict;
   Progress progress(static_cast<int>(kernels.size() * dtypes.size()), a.quiet);
-  for (const attncheck_kernel *k : kernels)
+  for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
+      const attncheck_kernel *k = kernels[n];
       CheckOptions opt;
       opt.dtype = dt;
       opt.properties = ids;
@@ -177,12 +211,12 @@ int run_check(const CheckArgs &a) {
       opt.seed = a.seed;
       opt.time_budget = std::chrono::milliseconds(
           static_cast<std::int64_t>(1000 * a.time_budget.value_or(static_cast<double>(prof.budget.count()))));
-      opt.contract.accumulate_qk = opt.contract.accumulate_pv = parse_dtype(a.accumulate);
+      opt.contract = contracts[n];
       opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
       progress.start_run(fmt::format("{} {}", k->name, dtype_name(dt)));
       reporting::Run run{src, std::string(prof.name), check(*k, opt), {}};
       if (!a.report_dir.empty() || !a.junit.empty()) reporting::add_evidence(run, *k);
-      progress.finish_run(run_line(run.report));
+      progress.finish_run(run_line(run.report, a.strict));
       doc.runs.push_back(std::move(run));
     }
   print_table(doc);
@@ -196,7 +230,7 @@ int run_check(const CheckArgs &a) {
   } catch (const std::runtime_error &e) {
     return usage_error(e.what());
   }
-  return exit_code(doc);
+  return exit_code(doc, a.strict);
 }
 }  // namespace
 
@@ -223,9 +257,14 @@ void register_check_command(CLI::App &app, Action &action) {
       ->capture_default_str();
   cmd->add_option("--time-budget", args->time_budget, "Seconds per kernel and dtype (overrides the profile)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--accumulate", args->accumulate, "The kernel's declared accumulation dtype: f32 or f16")
-      ->check(CLI::IsMember({"f32", "f16"}))
-      ->capture_default_str();
+  cmd->add_option("--contract", args->contract,
+                  "What the kernel promises, overriding what it declares: key=value,... (spec/SPEC.md §3.1), e.g. "
+                  "causal=top-left,lse=none,determinism=within-bound");
+  cmd->add_option("--accumulate", args->accumulate,
+                  "The kernel's accumulation dtype, f32 or f16 (shorthand for --contract accumulate=…)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_flag("--strict", args->strict,
+                "Warnings (behaviour beyond the declared contract) fail the gate too (exit 1)");
   cmd->add_option("--timeout", args->timeout, "Seconds one kernel call may take before it counts as a hang")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -57,6 +57,13 @@ std::span<const attncheck_kernel> KernelSource::kernels() const {
   return exec_ ? exec_->kernels() : plugin_->kernels();
 }
 
+const std::string &KernelSource::declared_contract(const attncheck_kernel &kernel) const {
+  const std::span<const attncheck_kernel> ks = kernels();
+  const auto index = static_cast<std::size_t>(&kernel - ks.data());
+  if (index >= ks.size()) throw SourceError(std::string("kernel '") + kernel.name + "' is not one of this source's");
+  return exec_ ? exec_->contract(index) : plugin_->contract(index);
+}
+
 const attncheck_kernel &KernelSource::find(const std::string &name) const {
   try {
     return exec_ ? exec_->find(name) : plugin_->find(name);

@@ -34,6 +34,9 @@ class KernelSource {
   std::span<const attncheck_kernel> kernels() const;
   /// The kernel named `name`; throws SourceError listing the names there are.
   const attncheck_kernel &find(const std::string &name) const;
+  /// The contract `kernel` (one of kernels()) declares: through the plugin's attncheck_contracts, or the tokens of
+  /// its exec hello line; "" when it declares none. Validated when the source loaded.
+  const std::string &declared_contract(const attncheck_kernel &kernel) const;
   const reporting::KernelSource &source() const { return source_; }
 
  private:

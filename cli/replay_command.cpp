@@ -58,17 +58,22 @@ int run_replay(const ReplayArgs &a) {
   } catch (const SourceError &e) {
     return usage_error(e.what());
   }
-  fmt::print("counterexample {} of {}: {} {} {} ({})\n  {}\n", a.failure, failures.size(), run.report.kernel,
-             dtype_name(run.report.dtype), prop.id, run.report.profile.describe(), cx.minimal.spec.describe());
+  fmt::print("counterexample {} of {}: {} {} {} ({}; contract {})\n  {}\n", a.failure, failures.size(),
+             run.report.kernel, dtype_name(run.report.dtype), prop.id, run.report.profile.describe(),
+             run.report.contract.describe_changes(), cx.minimal.spec.describe());
   fmt::print("recorded: {} at step {}: {}\n", verdict_name(cx.outcome.verdict),
              cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.outcome.detail);
-  const Env env{*kernel, run.report.profile};
+  const Env env{*kernel, run.report.profile, run.report.contract};
   const Outcome o = def->run(env, cx.minimal);
   fmt::print("replayed: {}{}{}\n", verdict_name(o.verdict),
              o.step ? fmt::format(" at step {}", step_id(*o.step)) : std::string(),
              o.detail.empty() ? std::string() : ": " + o.detail);
+  // A warning (an advisory property: beyond the kernel's contract) fails the gate only under --strict.
+  const bool warning = prop.tier == Tier::advisory;
+  if (warning && o.verdict == Verdict::fail)
+    fmt::print("(a warning: behaviour beyond the kernel's contract{})\n", doc.strict ? "; the check was --strict" : "");
   switch (o.verdict) {
-    case Verdict::fail: return kExitCounterexample;
+    case Verdict::fail: return warning && !doc.strict ? kExitPass : kExitCounterexample;
     case Verdict::pass: return kExitPass;
     default: return kExitInconclusive;
   }
@@ -80,7 +85,7 @@ void register_replay_command(CLI::App &app, Action &action) {
   CLI::App *cmd = app.add_subcommand(
       "replay",
       "Re-run a recorded counterexample from report.json against the same kernel and show its verdict.\n"
-      "Exit codes: 0 it passes now, 1 it still fails, 2 usage error (unreadable or malformed report, bad "
+      "Exit codes: 0 it passes now (or still warns: a warning fails only a --strict check), 1 it still fails, 2 usage error (unreadable or malformed report, bad "
       "--failure), 3 undecided, 4 internal error.");
   cmd->add_option("report", args->report, "report.json written by `attncheck check --report-dir`")->required();
   cmd->add_option("--failure", args->failure, "Which counterexample (1-based, in report order)")

@@ -13,6 +13,13 @@ Planted bugs, for testing checkers (--bug NAME):
   lse_log2         lse in base 2
   gqa_no_sum       dk, dv of a kv head take only the first query head of its group
 Other options: --name NAME (kernel name, default numpy), --forward-only, --f32-only (unsupported otherwise).
+
+The kernel's contract (spec/SPEC.md §3.1) travels as key=value tokens on its hello line; --contract TOKENS declares
+them, and the kernel behaves as declared for two of them, the conventions of framework SDPA:
+  causal=top-left  the causal mask is aligned top-left (j <= i), as is_causal in PyTorch and JAX
+  lse=none         forward writes no lse.npy; backward recomputes the LSE
+e.g. --contract "causal=top-left lse=none" is a correct SDPA-style kernel; without the declaration the same
+behaviour is a bug (--bug causal_top_left).
 """
 import argparse
 import os
@@ -70,13 +77,17 @@ def save(path, x, dtype):
 
 # ---- attention (SPEC.md §2), float64 ----
 
+CONTRACT = set()  # the declared contract tokens (--contract)
+
+
 def visible(Lq, Lk, causal, bug):
     """[Lq, Lk] boolean: query i sees key j."""
     if not causal:
         return np.ones((Lq, Lk), dtype=bool)
     i = np.arange(Lq)[:, None]
     j = np.arange(Lk)[None, :]
-    return j <= i if bug == "causal_top_left" else j <= i + Lk - Lq
+    top_left = bug == "causal_top_left" or "causal=top-left" in CONTRACT
+    return j <= i if top_left else j <= i + Lk - Lq
 
 
 def probabilities(q, k, scale, causal, bug):
@@ -104,7 +115,8 @@ def forward(d, dtype, scale, causal, bug):
     p, lse, G = probabilities(q, k, scale, causal, bug)
     out = np.einsum("bhij,bhjc->bhic", p, np.repeat(v, G, axis=1))
     save(os.path.join(d, "out.npy"), out, dtype)
-    np.save(os.path.join(d, "lse.npy"), lse.astype(np.float32))
+    if "lse=none" not in CONTRACT:
+        np.save(os.path.join(d, "lse.npy"), lse.astype(np.float32))
 
 
 def backward(d, dtype, scale, causal, bug):
@@ -140,7 +152,7 @@ def send(line):
 def serve(args):
     caps = "forward" if args.forward_only else "forward backward"
     send(f"attncheck-exec {PROTOCOL_VERSION}")
-    send(f"kernel {args.name} {caps}")
+    send(f"kernel {args.name} {caps}" + "".join(f" {t}" for t in sorted(CONTRACT)))
     send("ready")
     for raw in sys.stdin:
         line = raw.rstrip("\n")
@@ -176,7 +188,10 @@ def main():
     ap.add_argument("--name", default="numpy", help="kernel name in the hello (default numpy)")
     ap.add_argument("--forward-only", action="store_true", help="announce no backward")
     ap.add_argument("--f32-only", action="store_true", help="answer 'unsupported' for float16 and bfloat16")
-    serve(ap.parse_args())
+    ap.add_argument("--contract", default="", help="contract tokens to declare, e.g. 'causal=top-left lse=none'")
+    args = ap.parse_args()
+    CONTRACT.update(args.contract.replace(",", " ").split())
+    serve(args)
 
 
 if __name__ == "__main__":

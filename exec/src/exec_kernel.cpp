@@ -1,5 +1,6 @@
 #include "attncheck/exec_kernel.h"
 
+#include "attncheck/contract.h"
 #include "attncheck/dtype.h"
 #include "attncheck/npy.h"
 #include "child_process.h"
@@ -96,6 +97,7 @@ struct ExecKernel::State {
     std::string name;
     bool backward = false;
     std::size_t slot = 0;
+    std::string contract;  ///< the hello's contract tokens (key=value), space-separated; "" when none
   };
 
   std::string command;
@@ -287,11 +289,18 @@ void ExecKernel::State::start() {
     if (f.size() < 2 || f[0] != "kernel" || !valid_name(f[1]))
       throw fail("bad hello line '" + clip(line) +
                  "': expected 'kernel <name> forward [backward]' (name: letters, digits, _ . + -) or 'ready'");
-    Info info{f[1], false, 0};
+    Info info{f[1], false, 0, ""};
     bool forward = false;
     for (std::size_t i = 2; i < f.size(); ++i) {
       if (f[i] == "forward") forward = true;
       if (f[i] == "backward") info.backward = true;  // unknown capability tokens are ignored (§3)
+      if (is_contract_token(f[i])) info.contract += (info.contract.empty() ? "" : " ") + f[i];
+    }
+    try {
+      parse_contract(info.contract);
+    } catch (const ContractError &e) {
+      throw fail("kernel '" + info.name + "' declares an invalid " + std::string(e.what()) +
+                 " (spec/SPEC.md §3.1 lists the contract keys)");
     }
     if (!forward)
       throw fail("kernel '" + info.name + "' does not list the capability 'forward': every kernel has a forward");
@@ -307,7 +316,8 @@ void ExecKernel::State::start() {
   }
   bool same = seen.size() == infos.size();
   for (std::size_t i = 0; same && i < seen.size(); ++i)
-    same = seen[i].name == infos[i].name && seen[i].backward == infos[i].backward;
+    same = seen[i].name == infos[i].name && seen[i].backward == infos[i].backward &&
+           seen[i].contract == infos[i].contract;
   if (!same) throw fail("announced other kernels when restarted: a kernel's hello must not change");
 }
 
@@ -471,6 +481,8 @@ ExecKernel::~ExecKernel() {
 }
 
 std::span<const attncheck_kernel> ExecKernel::kernels() const { return state_->abi; }
+
+const std::string &ExecKernel::contract(std::size_t index) const { return state_->infos.at(index).contract; }
 
 const attncheck_kernel &ExecKernel::find(std::string_view name) const {
   std::string names;

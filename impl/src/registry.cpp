@@ -1,5 +1,5 @@
-// The plugin's one ABI symbol, attncheck_kernels(), and builtin.h's attncheck_builtin_set_threads().
-// These two are the only symbols libattncheck_builtin.so exports (hidden visibility + exports.map).
+// The plugin's ABI symbols, attncheck_kernels() and attncheck_contracts(), and builtin.h's
+// attncheck_builtin_set_threads(): the only symbols libattncheck_builtin.so exports (hidden visibility + exports.map).
 #include "attncheck/builtin.h"
 #include "attncheck/kernel_abi.h"
 #include "common.h"
@@ -13,11 +13,22 @@ const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "naive", naive_forward, naive_backward, last_error},
     {ATTNCHECK_ABI_VERSION, "flash", flash_forward, flash_backward, last_error},
 };
+
+/// What both promise beyond the defaults, and are checked against as required: bitwise results forward and
+/// backward (fixed reduction orders, no atomics); masked keys never read (NaN in them cannot leak); GQA gradients
+/// summed over heads before one store (the tighter bound).
+constexpr const char *kPromise = "determinism=bitwise hidden-keys=any grad-sum=exact";
+const attncheck_kernel_contract kContracts[] = {{"naive", kPromise}, {"flash", kPromise}};
 }  // namespace
 
 extern "C" ATTNCHECK_EXPORT const attncheck_kernel *attncheck_kernels(int32_t *count) {
   if (count) *count = static_cast<int32_t>(sizeof kKernels / sizeof kKernels[0]);
   return kKernels;
+}
+
+extern "C" ATTNCHECK_EXPORT const attncheck_kernel_contract *attncheck_contracts(int32_t *count) {
+  if (count) *count = static_cast<int32_t>(sizeof kContracts / sizeof kContracts[0]);
+  return kContracts;
 }
 
 extern "C" ATTNCHECK_EXPORT void attncheck_builtin_set_threads(int n) { set_threads(n); }

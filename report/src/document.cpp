@@ -24,7 +24,7 @@ std::int64_t Evidence::worst_index() const {
   std::int64_t worst = -1;
   double worst_ratio = -1;
   for (std::size_t x = 0; x < got.size(); ++x) {
-    double r = error_ratio(got[x], exact[x], bound[x]);
+    double r = detail::evidence_ratio(*this, x);
     if (std::isnan(r)) r = INFINITY;  // a NaN result is as wrong as it gets
     if (r > worst_ratio) worst_ratio = r, worst = static_cast<std::int64_t>(x);
   }
@@ -39,7 +39,38 @@ std::vector<std::pair<std::size_t, std::size_t>> Document::failures() const {
   return out;
 }
 
+Verdict Document::verdict() const {
+  bool undecided = false, warn = false;
+  for (const Run &run : runs) {
+    const Verdict v = run.report.verdict(strict);
+    if (v == Verdict::fail) return Verdict::fail;
+    undecided |= v == Verdict::undecided;
+    warn |= v == Verdict::warn;
+    // Report::verdict ranks undecided above warn: a run with both says undecided, yet it warned.
+    for (const PropertyReport &p : run.report.properties) warn |= p.verdict == Verdict::warn;
+  }
+  return undecided ? Verdict::undecided : warn ? Verdict::warn : Verdict::pass;
+}
+
 namespace detail {
+
+const Case &judged_case(const Counterexample &c) {
+  return c.outcome.failing_case ? *c.outcome.failing_case : c.minimal;
+}
+
+double judged_scale(const Counterexample &c) {
+  if (c.outcome.failing_case && c.outcome.failing_scale != 0) return c.outcome.failing_scale;
+  return default_scale(judged_case(c).spec.shape.D);
+}
+
+const Evidence *evidence_of(const Run &run, std::size_t pi) {
+  return pi < run.evidence.size() && run.evidence[pi] ? &*run.evidence[pi] : nullptr;
+}
+
+double evidence_ratio(const Evidence &e, std::size_t x) {
+  const double got = e.tensor == "LSE" && e.exact[x] == -INFINITY && e.got[x] == INFINITY ? -INFINITY : e.got[x];
+  return error_ratio(got, e.exact[x], e.bound[x]);
+}
 
 std::string hex(double x) {
   if (std::isnan(x)) return "nan";
@@ -84,6 +115,7 @@ std::string_view verdict_id(Verdict v) {
     case Verdict::fail: return "fail";
     case Verdict::undecided: return "undecided";
     case Verdict::unsupported: return "unsupported";
+    case Verdict::warn: return "warn";
   }
   return "?";
 }
@@ -145,7 +177,7 @@ std::optional<std::size_t> telling_worst(const Evidence &e) {
   const std::int64_t w = e.worst_index();
   if (w < 0) return std::nullopt;
   const auto x = static_cast<std::size_t>(w);
-  if (!(error_ratio(e.got[x], e.exact[x], e.bound[x]) > 1)) return std::nullopt;
+  if (!(evidence_ratio(e, x) > 1)) return std::nullopt;
   return x;
 }
 

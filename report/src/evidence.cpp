@@ -1,5 +1,6 @@
-// add_evidence: re-runs each minimal counterexample on the kernel and keeps, element by element, what the kernel
-// returned, the exact values and the bounds of the tensor the failure is in, plus the exact probabilities P.
+// add_evidence: re-runs each counterexample's failing problem (the minimal case, or the modified copy of it that
+// the failing check judged) on the kernel and keeps, element by element, what the kernel returned, the exact values
+// and the bounds of the tensor the failure is in, plus the exact probabilities P.
 #include "common.h"
 
 #include "attncheck/property.h"
@@ -14,13 +15,14 @@ namespace {
 
 constexpr std::string_view kTensors[] = {"LSE", "dQ", "dK", "dV", "O"};
 
-/// The output tensor a ladder message names: "LSE[0,1,2]: got …" → "LSE", "O (forward)[…" → "O". Names of
-/// derived quantities ("O(v=1)", "Σ_c O(v=I)") are not outputs of the case's own call: "" then.
+/// The output tensor a ladder message names: "LSE[0,1,2]: got …" → "LSE", "O (forward)[…" → "O", "O(k+u) vs O[…"
+/// → "O", "LSE (padded)[…" → "LSE". Names of derived quantities ("Σ_c O(v=I)", "min(O(v=I), 0)") are "" (the
+/// caller falls back to O).
 std::string_view tensor_named(std::string_view text) {
   for (const std::string_view t : kTensors)
     if (text.starts_with(t)) {
       const std::string_view rest = text.substr(t.size());
-      if (rest.starts_with("[") || rest.starts_with(" (forward)[")) return t;
+      if (rest.starts_with("[") || rest.starts_with(" ") || rest.starts_with("(")) return t;
     }
   return {};
 }
@@ -32,10 +34,10 @@ std::string call_failure(std::string_view what, const CallResult &r) {
          (r.message.empty() ? "" : ": " + r.message);
 }
 
-/// P_ij = exp(s_ij − LSE_i) with s in double from the case's values and the exact LSE; 0 for hidden keys.
-std::vector<double> probabilities(const Case &c, const std::vector<double> &lse) {
+/// P_ij = exp(s_ij − LSE_i) with s = scale·q·k in double from the case's values and the exact LSE; 0 for hidden
+/// keys.
+std::vector<double> probabilities(const Case &c, double scale, const std::vector<double> &lse) {
   const Shape &s = c.spec.shape;
-  const double scale = default_scale(s.D);
   std::vector<double> p;
   p.reserve(static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk));
   for (std::int64_t b = 0; b < s.B; ++b)
@@ -58,26 +60,30 @@ std::vector<double> probabilities(const Case &c, const std::vector<double> &lse)
 }
 
 Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const attncheck_kernel &kernel,
-                     const PrecisionProfile &profile) {
-  const Case &c = cx.minimal;
+                     const Report &report) {
+  // The problem that failed: a property that judged a modified copy (shifted, permuted, rescaled …) recorded it.
+  const Case &c = detail::judged_case(cx);
+  const double scale = detail::judged_scale(cx);
   Evidence ev;
   std::string_view tensor = tensor_named(cx.outcome.detail);
   if (tensor.empty()) tensor = tensor_named(cx.outcome.worst);
   // Unnamed: a gradient property's failure is most likely in dQ, any other's in O.
   if (tensor.empty()) tensor = def && def->needs_backward ? "dQ" : "O";
   if (is_gradient(tensor) && c.dout.empty()) tensor = "O";  // no dout: the backward cannot run
+  if (tensor == "LSE" && report.contract.lse == LseOutput::none) tensor = "O";  // the kernel returns no LSE
   ev.tensor.assign(tensor.begin(), tensor.end());
   const Shape &s = c.spec.shape;
   try {
-    const Problem p = c.problem();
-    const Env env{kernel, profile};
+    Problem p = c.problem();
+    p.params.scale = scale;
+    const Env env{kernel, report.profile, report.contract};
     const ExactForward exact = reference_forward(p);
     if (static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk) <= Evidence::kMaxProbabilities)
-      ev.probabilities = probabilities(c, exact.lse);
+      ev.probabilities = probabilities(c, scale, exact.lse);
     const ForwardRun fr = run_forward(env, p);
     if (!fr.call.ok()) ev.call_error = call_failure("forward", fr.call);
     if (!is_gradient(ev.tensor)) {
-      const ForwardBounds fb = forward_bounds(p, exact, profile);
+      const ForwardBounds fb = forward_bounds(p, exact, report.profile);
       const bool lse = ev.tensor == "LSE";
       ev.shape = lse ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq} : detail::o_shape(s);
       ev.exact = lse ? exact.lse : exact.out;
@@ -85,7 +91,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
       if (fr.call.ok()) ev.got = (lse ? fr.lse : fr.out).to_vector();
     } else {
       const ExactBackward grad = reference_backward(p);
-      const BackwardBounds bb = backward_bounds(p, exact, profile);
+      const BackwardBounds bb = backward_bounds(p, exact, report.profile);
       const int which = ev.tensor == "dQ" ? 0 : ev.tensor == "dK" ? 1 : 2;
       ev.shape = which == 0 ? detail::q_shape(s) : which == 1 ? detail::k_shape(s) : detail::v_shape(s);
       ev.exact = which == 0 ? grad.dq : which == 1 ? grad.dk : grad.dv;
@@ -111,7 +117,7 @@ void add_evidence(Run &run, const attncheck_kernel &kernel) {
   run.evidence.resize(props.size());
   for (std::size_t n = 0; n < props.size(); ++n) {
     if (!props[n].counterexample) continue;
-    run.evidence[n] = evidence_of(*props[n].counterexample, find_property(props[n].id), kernel, run.report.profile);
+    run.evidence[n] = evidence_of(*props[n].counterexample, find_property(props[n].id), kernel, run.report);
   }
 }
 

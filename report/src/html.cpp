@@ -1,5 +1,7 @@
 // report.html: one self-contained page (inline CSS and SVG; no scripts, no external assets). Tooltips are SVG
-// <title> elements, so hovering a cell shows its exact values without JavaScript.
+// <title> elements, so hovering a cell shows its exact values without JavaScript. Each run shows its contract;
+// counterexamples come grouped by root cause (group_failures), failures in red, warnings (advisory properties,
+// beyond the contract) in amber.
 #include "common.h"
 
 #include <algorithm>
@@ -59,10 +61,11 @@ std::string compact(double r) {
 /// How an element compares with its bound.
 enum class Cell { exact, within, beyond, non_finite, no_bound, missing };
 
-Cell classify(double got, double exact, double bound, double *ratio) {
-  *ratio = error_ratio(got, exact, bound);
+Cell classify(const Evidence &e, std::size_t x, double *ratio) {
+  const double got = e.got[x], exact = e.exact[x], bound = e.bound[x];
+  *ratio = evidence_ratio(e, x);
   if (std::isnan(*ratio) || std::isinf(*ratio)) return Cell::non_finite;
-  if (!std::isfinite(bound) && !(got == exact)) return Cell::no_bound;
+  if (!std::isfinite(bound) && !(got == exact) && *ratio != 0) return Cell::no_bound;
   if (*ratio == 0) return Cell::exact;
   return *ratio <= 1 ? Cell::within : Cell::beyond;
 }
@@ -239,7 +242,7 @@ std::string ratio_heatmap(const Evidence &e) {
   const auto cell = [&](std::int64_t x, std::string *fill, std::string *title, std::string *label, bool *mark) {
     const auto i = static_cast<std::size_t>(x);
     double r = 0;
-    const Cell c = classify(e.got[i], e.exact[i], e.bound[i], &r);
+    const Cell c = classify(e, i, &r);
     *fill = ratio_colour(c, r);
     *mark = c == Cell::beyond || c == Cell::non_finite;
     *label = c == Cell::non_finite ? "∞" : compact(r);
@@ -274,7 +277,7 @@ std::string histogram(const Evidence &e) {
   std::array<std::int64_t, kBins> count{};
   for (std::size_t i = 0; i < e.got.size(); ++i) {
     double r = 0;
-    const Cell c = classify(e.got[i], e.exact[i], e.bound[i], &r);
+    const Cell c = classify(e, i, &r);
     std::size_t bin = 0;
     if (c == Cell::non_finite) bin = kNonFinite;
     else if (c == Cell::no_bound) bin = kNoBound;
@@ -375,12 +378,24 @@ std::string verdict_cell(Verdict v) {
   return "<td class=\"v v-" + std::string(verdict_id(v)) + "\">" + std::string(verdict_name(v)) + "</td>";
 }
 
+std::string inputs_tables(const Case &c) {
+  const Shape &sh = c.spec.shape;
+  std::string s = value_table("q", q_shape(sh), c.q) + value_table("k", k_shape(sh), c.k) +
+                  value_table("v", v_shape(sh), c.v);
+  if (!c.dout.empty()) s += value_table("dout", o_shape(sh), c.dout);
+  return s;
+}
+
 std::string failure_section(const Run &run, const PropertyReport &p, const Evidence *ev, std::size_t number) {
   const Counterexample &c = *p.counterexample;
   const Report &r = run.report;
-  std::string s = "<article class=\"failure\" id=\"failure-" + std::to_string(number) + "\">\n<h2>Failure " +
+  const bool warning = p.verdict == Verdict::warn;
+  const Case &judged = judged_case(c);
+  std::string s = "<article class=\"" + std::string(warning ? "failure warning" : "failure") + "\" id=\"failure-" +
+                  std::to_string(number) + "\">\n<h3 class=\"title\">" + (warning ? "Warning " : "Failure ") +
                   std::to_string(number) + " · <code>" + esc(p.id) + "</code> on <code>" + esc(r.kernel) +
-                  "</code> (" + std::string(dtype_name(r.dtype)) + ")</h2>\n";
+                  "</code> (" + std::string(dtype_name(r.dtype)) + ")" +
+                  (warning ? " <span class=\"tier\">advisory: beyond the declared contract</span>" : "") + "</h3>\n";
   if (!p.summary.empty()) s += "<p class=\"meaning\">" + esc(p.summary) + ".</p>\n";
   s += "<p class=\"formula\">" + esc(p.formula) + "</p>\n<dl>\n";
   s += "<dt>failing step</dt><dd><span class=\"step\">" +
@@ -391,10 +406,13 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
     s += "<dt>worst element</dt><dd><code>" + esc(element_name(ev->tensor, ev->shape, static_cast<std::int64_t>(x))) +
          "</code>: got <code>" + hex_dec(ev->got[x]) + "</code>, exact <code>" + hex_dec(ev->exact[x]) +
          "</code>, bound <code>" + hex_dec(ev->bound[x]) + "</code>, error ÷ bound <b>" +
-         ratio_text(error_ratio(ev->got[x], ev->exact[x], ev->bound[x])) + "</b></dd>\n";
+         ratio_text(evidence_ratio(*ev, x)) + "</b></dd>\n";
   }
   s += "<dt>case</dt><dd><code>" + esc(c.minimal.spec.describe()) + "</code>, scale <code>" +
        hex_dec(default_scale(c.minimal.spec.shape.D)) + "</code></dd>\n";
+  if (c.outcome.failing_case)
+    s += "<dt>failing problem</dt><dd>" + esc(c.outcome.failing_what) + ": <code>" + esc(judged.spec.describe()) +
+         "</code>, scale <code>" + hex_dec(judged_scale(c)) + "</code></dd>\n";
   if (c.found_after > 0)
     s += "<dt>search</dt><dd>found after " + std::to_string(c.found_after) + " cases; shrunk in " +
          std::to_string(c.shrink_steps) + " steps (" + std::to_string(c.shrinks_tried) + " tried) from <code>" +
@@ -402,41 +420,57 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
   s += "<dt>replay</dt><dd><code>" + replay_command(number) + "</code></dd>\n";
   s += "<dt>seed</dt><dd><code>" + std::to_string(c.seed) + "</code>, reproduce <code class=\"wrap\">" +
        esc(c.reproduce) + "</code></dd>\n</dl>\n";
+  const std::string on = c.outcome.failing_case ? " — failing problem: " + esc(c.outcome.failing_what) : "";
   if (ev) {
-    s += "<h3>Error ÷ bound over " + esc(ev->tensor) + "</h3>\n" + ratio_heatmap(*ev);
-    s += "<h3>Error histogram</h3>\n" + histogram(*ev);
-    const std::string ph = p_heatmap(*ev, c.minimal);
-    if (!ph.empty()) s += "<h3>Attention probabilities P (exact)</h3>\n" + ph;
+    s += "<h4>Error ÷ bound over " + esc(ev->tensor) + on + "</h4>\n" + ratio_heatmap(*ev);
+    s += "<h4>Error histogram</h4>\n" + histogram(*ev);
+    const std::string ph = p_heatmap(*ev, judged);
+    if (!ph.empty()) s += "<h4>Attention probabilities P (exact)" + on + "</h4>\n" + ph;
   } else {
     s += "<p class=\"note\">No evidence recorded (add_evidence was not run for this report).</p>\n";
   }
-  const Shape &sh = c.minimal.spec.shape;
-  s += "<h3>Inputs</h3>\n<div class=\"inputs\">\n" + value_table("q", q_shape(sh), c.minimal.q) +
-       value_table("k", k_shape(sh), c.minimal.k) + value_table("v", v_shape(sh), c.minimal.v);
-  if (!c.minimal.dout.empty()) s += value_table("dout", o_shape(sh), c.minimal.dout);
-  return s + "</div>\n</article>\n";
+  if (c.outcome.failing_case) {
+    s += "<h4>Inputs of the failing problem: " + esc(c.outcome.failing_what) + "</h4>\n<div class=\"inputs\">\n" +
+         inputs_tables(judged) + "</div>\n";
+    s += "<details class=\"generated\"><summary>Inputs of the generated (minimal) case</summary>\n"
+         "<div class=\"inputs\">\n" + inputs_tables(c.minimal) + "</div>\n</details>\n";
+  } else {
+    s += "<h4>Inputs</h4>\n<div class=\"inputs\">\n" + inputs_tables(c.minimal) + "</div>\n";
+  }
+  return s + "</article>\n";
 }
 
 constexpr const char *kStyle = R"(
-:root{--fg:#1d2330;--muted:#5b6575;--line:#dde2ea;--pass:#1e7b3c;--fail:#b3261e;--und:#a35a00;--uns:#6b7280}
+:root{--fg:#1d2330;--muted:#5b6575;--line:#dde2ea;--pass:#1e7b3c;--fail:#b3261e;--warn:#b86e00;--warnbg:#fff6e0;--und:#6a5a9c;--uns:#6b7280}
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:#f6f7f9}
 main{max-width:1180px;margin:0 auto;padding:24px 28px 60px}
-h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:0 0 8px}h3{font-size:15px;margin:22px 0 8px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:0 0 8px}h3{font-size:16px;margin:0 0 8px}h4{font-size:15px;margin:22px 0 8px}
 code{font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#eef1f5;padding:1px 4px;border-radius:3px}
 code.wrap{word-break:break-all}
 .sub{color:var(--muted);margin:0 0 18px}
 .badge{display:inline-block;padding:2px 10px;border-radius:12px;color:#fff;font-weight:600;font-size:13px}
-.b-pass{background:var(--pass)}.b-fail{background:var(--fail)}.b-undecided{background:var(--und)}.b-unsupported{background:var(--uns)}
+.b-pass{background:var(--pass)}.b-fail{background:var(--fail)}.b-warn{background:var(--warn)}.b-undecided{background:var(--und)}.b-unsupported{background:var(--uns)}
 section.run,article.failure{background:#fff;border:1px solid var(--line);border-radius:8px;padding:16px 20px;margin:0 0 18px}
 article.failure{border-left:5px solid var(--fail)}
+article.warning{border-left-color:var(--warn);background:#fffdf7}
+article.warning .step{background:var(--warn)}
+.tier{display:inline-block;font-size:12px;font-weight:600;color:var(--warn);background:var(--warnbg);border:1px solid #f0d08a;border-radius:10px;padding:0 8px;margin-left:6px}
+section.group{border-radius:8px;padding:12px 18px;margin:26px 0 12px}
+section.g-fail{background:#fdecea;border:1px solid #f3b7b1}section.g-warn{background:var(--warnbg);border:1px solid #f0d08a}
+section.group h2{font-size:16px;margin:0 0 4px}section.g-fail h2{color:var(--fail)}section.g-warn h2{color:var(--warn)}
+section.group p{margin:0}.caption{font-weight:600}.members{color:var(--muted);font-size:13px}
+h2.section{font-size:20px;margin:30px 0 6px}h2.s-warn{color:var(--warn)}h2.s-fail{color:var(--fail)}
+.contract{margin:0 0 10px}.contract code{background:#f3f0ff}
+details.generated{margin:6px 0 0}details.generated>summary{cursor:pointer;color:var(--muted)}
 .meta{color:var(--muted);margin:0 0 10px}
 table{border-collapse:collapse}
 table.props{width:100%}
 table.props th,table.props td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;vertical-align:top}
 table.props th{font-weight:600;color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.03em}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
-td.v{font-weight:700}.v-pass{color:var(--pass)}.v-fail{color:var(--fail);background:#fdecea}.v-undecided{color:var(--und);background:#fff4e0}.v-unsupported{color:var(--uns)}
+td.v{font-weight:700}.v-pass{color:var(--pass)}.v-fail{color:var(--fail);background:#fdecea}.v-warn{color:var(--warn);background:var(--warnbg)}.v-undecided{color:var(--und);background:#f1eef8}.v-unsupported{color:var(--uns)}
+td.tier-advisory{color:var(--warn)}td.tier-off{color:var(--uns)}
 td.note{color:var(--muted);font-size:13px}
 dl{display:grid;grid-template-columns:130px 1fr;gap:4px 12px;margin:10px 0}
 dt{color:var(--muted);font-weight:600}dd{margin:0;overflow-wrap:anywhere}
@@ -462,11 +496,9 @@ table.vals th{background:#f1f3f7;font:11px ui-monospace,Menlo,monospace;color:va
 
 std::string to_html(const Document &doc) {
   const auto failures = doc.failures();
-  Verdict overall = Verdict::pass;
-  for (const Run &run : doc.runs) {
-    const Verdict v = run.report.verdict();
-    if (v == Verdict::fail || (v == Verdict::undecided && overall != Verdict::fail)) overall = v;
-  }
+  const Verdict overall = doc.verdict();
+  std::size_t warnings = 0;
+  for (const auto &[ri, pi] : failures) warnings += doc.runs[ri].report.properties[pi].verdict == Verdict::warn;
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                   "<title>attncheck report</title>\n<style>" +
@@ -475,37 +507,71 @@ std::string to_html(const Document &doc) {
   s += "<main>\n<h1>attncheck report <span class=\"badge b-" + std::string(verdict_id(overall)) + "\">" +
        std::string(verdict_name(overall)) + "</span></h1>\n<p class=\"sub\">attncheck " + esc(doc.tool_version) +
        " · " + std::to_string(doc.runs.size()) + " kernel/dtype run" + (doc.runs.size() == 1 ? "" : "s") + " · " +
-       std::to_string(failures.size()) + " counterexample" + (failures.size() == 1 ? "" : "s") + "</p>\n";
+       std::to_string(failures.size() - warnings) + " failure" + (failures.size() - warnings == 1 ? "" : "s") +
+       " · " + std::to_string(warnings) + " warning" + (warnings == 1 ? "" : "s") +
+       (doc.strict ? " · --strict: warnings count as failures" : "") + "</p>\n";
 
   std::size_t number = 0;
   for (const Run &run : doc.runs) {
     const Report &r = run.report;
+    const Verdict rv = r.verdict(doc.strict);
     s += "<section class=\"run\">\n<h2><code>" + esc(r.kernel) + "</code> · " + std::string(dtype_name(r.dtype)) +
-         " <span class=\"badge b-" + std::string(verdict_id(r.verdict())) + "\">" +
-         std::string(verdict_name(r.verdict())) + "</span></h2>\n<p class=\"meta\">" + esc(r.profile.describe()) +
-         " · " + std::string(kind_name(run.source.kind)) +
+         " <span class=\"badge b-" + std::string(verdict_id(rv)) + "\">" + std::string(verdict_name(rv)) +
+         "</span></h2>\n<p class=\"contract\">contract: <code title=\"" + esc(r.contract.describe()) + "\">" +
+         esc(r.contract.describe_changes()) + "</code> <span class=\"note\">(" + esc(r.contract.describe()) +
+         ")</span></p>\n<p class=\"meta\">" + esc(r.profile.describe()) + " · " +
+         std::string(kind_name(run.source.kind)) +
          (run.source.location.empty() ? "" : " <code>" + esc(run.source.location) + "</code>") + " · profile " +
          esc(run.profile) + " · seed " + std::to_string(r.seed) + " · " + std::to_string(r.cases) +
          " cases per property</p>\n";
-    s += "<table class=\"props\"><tr><th>property</th><th>verdict</th><th>cases</th><th>unsupported</th>"
+    s += "<table class=\"props\"><tr><th>property</th><th>tier</th><th>verdict</th><th>cases</th><th>unsupported</th>"
          "<th>undecided</th><th>worst err/bound</th><th>note</th></tr>\n";
     for (const PropertyReport &p : r.properties) {
       std::string id = "<code>" + esc(p.id) + "</code>";
       if (p.counterexample) id = "<a href=\"#failure-" + std::to_string(++number) + "\">" + id + "</a>";
       std::string note = esc(p.note);
       if (p.budget_exhausted) note = "time budget spent" + std::string(note.empty() ? "" : "; ") + note;
-      s += "<tr><td>" + id + "</td>" + verdict_cell(p.verdict) + "<td class=\"n\">" + std::to_string(p.cases) +
-           "</td><td class=\"n\">" + std::to_string(p.unsupported) + "</td><td class=\"n\">" +
-           std::to_string(p.undecided) + "</td><td class=\"n\">" + ratio_text(p.worst_ratio_overall()) +
-           "</td><td class=\"note\">" + note + "</td></tr>\n";
+      s += "<tr><td>" + id + "</td><td class=\"tier-" + std::string(tier_name(p.tier)) + "\">" +
+           std::string(tier_name(p.tier)) + "</td>" + verdict_cell(p.verdict) + "<td class=\"n\">" +
+           std::to_string(p.cases) + "</td><td class=\"n\">" + std::to_string(p.unsupported) +
+           "</td><td class=\"n\">" + std::to_string(p.undecided) + "</td><td class=\"n\">" +
+           ratio_text(p.worst_ratio_overall()) + "</td><td class=\"note\">" + note + "</td></tr>\n";
     }
     s += "</table>\n</section>\n";
   }
-  for (std::size_t n = 0; n < failures.size(); ++n) {
-    const Run &run = doc.runs[failures[n].first];
-    const std::size_t pi = failures[n].second;
-    const Evidence *ev = pi < run.evidence.size() && run.evidence[pi] ? &*run.evidence[pi] : nullptr;
-    s += failure_section(run, run.report.properties[pi], ev, n + 1);
+
+  // Counterexamples by root cause: failures first, then warnings; each group's headline, then its members.
+  const std::vector<FailureGroup> groups = group_failures(doc);
+  for (const bool warning_section : {false, true}) {
+    bool any = false;
+    for (const FailureGroup &g : groups) any |= g.warning == warning_section;
+    if (!any) continue;
+    s += warning_section ? "<h2 class=\"section s-warn\">⚠️ Warnings — beyond the declared contract</h2>\n"
+                           "<p class=\"note\">Advisory properties: behaviour the kernel's contract does not promise." +
+                               std::string(doc.strict ? " Counted as failures (--strict)." : " Not failures.") +
+                               "</p>\n"
+                         : "<h2 class=\"section s-fail\">Failures</h2>\n";
+    for (const FailureGroup &g : groups) {
+      if (g.warning != warning_section) continue;
+      std::string members;
+      for (const auto &m : g.members) {
+        const std::size_t n =
+            static_cast<std::size_t>(std::find(failures.begin(), failures.end(), m) - failures.begin()) + 1;
+        members += std::string(members.empty() ? "" : ", ") + "<a href=\"#failure-" + std::to_string(n) +
+                   "\"><code>" + esc(doc.runs[m.first].report.properties[m.second].id) + "</code> (" +
+                   std::to_string(n) + ")</a>";
+      }
+      s += "<section class=\"group " + std::string(warning_section ? "g-warn" : "g-fail") + "\">\n<h2>" +
+           esc(g.headline) + "</h2>\n<p class=\"caption\">" + esc(g.caption) + "</p>\n<p class=\"members\">" +
+           std::to_string(g.members.size()) + " counterexample" + (g.members.size() == 1 ? "" : "s") +
+           " with this root cause: " + members + "</p>\n</section>\n";
+      for (const auto &m : g.members) {
+        const std::size_t n =
+            static_cast<std::size_t>(std::find(failures.begin(), failures.end(), m) - failures.begin()) + 1;
+        const Run &run = doc.runs[m.first];
+        s += failure_section(run, run.report.properties[m.second], evidence_of(run, m.second), n);
+      }
+    }
   }
   return s + "</main>\n</body>\n</html>\n";
 }

@@ -20,7 +20,9 @@ using detail::hex;
 using ojson = nlohmann::ordered_json;
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 1;
+/// Version 2 added the contract, the tiers, warnings, failing_case and strict (a version-1 file reads as the
+/// default contract, every property required, strict false).
+constexpr int kSchemaVersion = 2;
 constexpr std::string_view kFormat = "attncheck-report";
 constexpr int kIndent = 2;
 
@@ -32,7 +34,9 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
     if (name(static_cast<E>(x)) == s) return *out = static_cast<E>(x), true;
   return false;
 }
-constexpr int kVerdicts = 4, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 3;
+constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 3, kTiers = 3, kLse = 3;
+static_assert(static_cast<int>(Verdict::warn) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
+              static_cast<int>(Mask::causal_top_left) == kMasks - 1);
 
 // ---- writer ----
 
@@ -81,31 +85,51 @@ ojson outcome_json(const Outcome &o) {
                {"worst", o.worst}};
 }
 
-ojson counterexample_json(const Counterexample &c, std::size_t number, const Evidence *ev) {
-  const Case &m = c.minimal;
-  ojson inputs{{"spec", spec_json(m.spec)}, {"scale", hex(default_scale(m.spec.shape.D))}};
+/// A case's exact inputs: spec, scale (derived: the problem's scale), q, k, v, dout.
+ojson case_json(const Case &m, double scale) {
+  ojson inputs{{"spec", spec_json(m.spec)}, {"scale", hex(scale)}};
   inputs["q"] = hex_array(m.q);
   inputs["k"] = hex_array(m.k);
   inputs["v"] = hex_array(m.v);
   inputs["dout"] = hex_array(m.dout);
+  return inputs;
+}
+
+ojson counterexample_json(const Counterexample &c, std::size_t number, const Evidence *ev) {
   ojson j{{"failure", number},
           {"replay", detail::replay_command(number)},
           {"step", c.outcome.step ? ojson(step_id(*c.outcome.step)) : ojson(nullptr)},
           {"outcome", outcome_json(c.outcome)},
-          {"inputs", std::move(inputs)},
-          {"original", spec_json(c.original)},
-          {"found_after", c.found_after},
-          {"shrink_steps", c.shrink_steps},
-          {"shrinks_tried", c.shrinks_tried},
-          {"seed", std::to_string(c.seed)},
-          {"reproduce", c.reproduce}};
+          {"inputs", case_json(c.minimal, default_scale(c.minimal.spec.shape.D))}};
+  if (c.outcome.failing_case) {
+    j["failing_case"] = case_json(*c.outcome.failing_case, detail::judged_scale(c));
+    j["failing_scale"] = hex(c.outcome.failing_scale);
+    j["failing_what"] = c.outcome.failing_what;
+  }
+  j["original"] = spec_json(c.original);
+  j["found_after"] = c.found_after;
+  j["shrink_steps"] = c.shrink_steps;
+  j["shrinks_tried"] = c.shrinks_tried;
+  j["seed"] = std::to_string(c.seed);
+  j["reproduce"] = c.reproduce;
   if (ev) j["evidence"] = evidence_json(*ev);
   return j;
+}
+
+ojson profile_json(const PrecisionProfile &p) {
+  return ojson{{"storage", dtype_name(p.storage)},
+               {"accumulation", dtype_name(p.accumulate)},
+               {"accumulation_qk", dtype_name(p.accumulate_qk)},
+               {"round_p", p.round_p},
+               {"rowsum_rounded_p", p.rowsum_rounded_p},
+               {"grad_per_head", p.grad_per_head},
+               {"lse", dtype_name(p.lse)}};
 }
 
 ojson property_json(const PropertyReport &p) {
   return ojson{{"id", p.id},
                {"verdict", detail::verdict_id(p.verdict)},
+               {"tier", tier_name(p.tier)},
                {"cases", p.cases},
                {"unsupported", p.unsupported},
                {"undecided", p.undecided},
@@ -173,6 +197,13 @@ class Obj {
     if (v == "inf") return std::numeric_limits<double>::infinity();
     if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
     fail(where() + "\"" + key + "\" is not a number or \"inf\"");
+  }
+  double value(const char *key) const {
+    const json &v = at(key);
+    double x = 0;
+    if (!v.is_string() || !detail::parse_hex(v.get_ref<const std::string &>(), &x))
+      fail(where() + "\"" + key + "\" is not a hex float string");
+    return x;
   }
   std::vector<double> values(const char *key) const {
     const json &v = at(key);
@@ -256,29 +287,40 @@ Evidence read_evidence(const Obj &o) {
   return e;
 }
 
+/// The exact inputs of a case (an "inputs" or "failing_case" object); `failure` names it in errors.
+Case read_case(const Obj &in, const std::string &failure) {
+  Case c;
+  c.spec = read_spec(in.obj("spec"));
+  for (const char *t : {"q", "k", "v"})
+    if (!in.has(t)) fail(failure + " (\"" + t + "\" is missing)");
+  c.q = in.values("q");
+  c.k = in.values("k");
+  c.v = in.values("v");
+  c.dout = in.values("dout");
+  const Shape &s = c.spec.shape;
+  check_size(in, "q", c.q.size(), detail::numel(detail::q_shape(s)));
+  check_size(in, "k", c.k.size(), detail::numel(detail::k_shape(s)));
+  check_size(in, "v", c.v.size(), detail::numel(detail::v_shape(s)));
+  if (!c.dout.empty()) check_size(in, "dout", c.dout.size(), detail::numel(detail::o_shape(s)));
+  return c;
+}
+
 Counterexample read_counterexample(const Obj &o, std::size_t number, std::optional<Evidence> *evidence) {
   const std::string failure = "failure " + std::to_string(number);
   Counterexample c;
   if (!o.has("inputs")) fail(failure + " has no inputs");
-  const Obj in = o.obj("inputs");
-  c.minimal.spec = read_spec(in.obj("spec"));
-  for (const char *t : {"q", "k", "v"})
-    if (!in.has(t)) fail(failure + " has no inputs (\"" + t + "\" is missing)");
-  c.minimal.q = in.values("q");
-  c.minimal.k = in.values("k");
-  c.minimal.v = in.values("v");
-  c.minimal.dout = in.values("dout");
-  const Shape &s = c.minimal.spec.shape;
-  check_size(in, "q", c.minimal.q.size(), detail::numel(detail::q_shape(s)));
-  check_size(in, "k", c.minimal.k.size(), detail::numel(detail::k_shape(s)));
-  check_size(in, "v", c.minimal.v.size(), detail::numel(detail::v_shape(s)));
-  if (!c.minimal.dout.empty()) check_size(in, "dout", c.minimal.dout.size(), detail::numel(detail::o_shape(s)));
+  c.minimal = read_case(o.obj("inputs"), failure + " has no inputs");
   const Obj out = o.obj("outcome");
   c.outcome.verdict = out.name<Verdict, kVerdicts>("verdict", detail::verdict_id);
   c.outcome.step = read_step(out, "step");
   c.outcome.detail = out.str("detail");
   c.outcome.worst_ratio = out.ratio("worst_ratio");
   c.outcome.worst = out.str("worst");
+  if (o.has("failing_case")) {
+    c.outcome.failing_case = read_case(o.obj("failing_case"), failure + " has an incomplete failing_case");
+    c.outcome.failing_scale = o.value("failing_scale");
+    c.outcome.failing_what = o.str("failing_what");
+  }
   c.original = read_spec(o.obj("original"));
   c.found_after = o.count("found_after");
   c.shrink_steps = o.count("shrink_steps");
@@ -289,15 +331,36 @@ Counterexample read_counterexample(const Obj &o, std::size_t number, std::option
   return c;
 }
 
-Run read_run(const Obj &o, std::size_t *failures) {
+PrecisionProfile read_profile(const Obj &prof, std::int64_t version) {
+  PrecisionProfile p;
+  p.storage = prof.name<Dtype, kDtypes>("storage", dtype_name);
+  p.accumulate = prof.name<Dtype, kDtypes>("accumulation", dtype_name);
+  p.round_p = prof.boolean("round_p");
+  if (version < 2) {  // version 1: one accumulation dtype for everything, a float32 LSE
+    p.accumulate_qk = p.accumulate;
+    return p;
+  }
+  p.accumulate_qk = prof.name<Dtype, kDtypes>("accumulation_qk", dtype_name);
+  p.rowsum_rounded_p = prof.boolean("rowsum_rounded_p");
+  p.grad_per_head = prof.boolean("grad_per_head");
+  p.lse = prof.name<Dtype, kDtypes>("lse", dtype_name);
+  return p;
+}
+
+Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
   Run run;
   Report &r = run.report;
   r.kernel = o.str("kernel");
   r.dtype = o.name<Dtype, kDtypes>("dtype", dtype_name);
-  const Obj prof = o.obj("profile");
-  r.profile.storage = prof.name<Dtype, kDtypes>("storage", dtype_name);
-  r.profile.accumulate = prof.name<Dtype, kDtypes>("accumulation", dtype_name);
-  r.profile.round_p = prof.boolean("round_p");
+  if (version >= 2) {  // version 1 has no contract: the defaults
+    const std::string text = o.str("contract");
+    try {
+      r.contract = parse_contract(text);
+    } catch (const ContractError &e) {
+      fail(o.where() + "\"contract\" does not parse: " + detail::first_line(e.what()));
+    }
+  }
+  r.profile = read_profile(o.obj("profile"), version);
   const Obj src = o.obj("source");
   run.source.kind = src.name<KernelSource::Kind, kKinds>("kind", kind_name);
   run.source.location = src.str("location");
@@ -310,6 +373,7 @@ Run read_run(const Obj &o, std::size_t *failures) {
     PropertyReport pr;
     pr.id = p.str("id");
     pr.verdict = p.name<Verdict, kVerdicts>("verdict", detail::verdict_id);
+    if (version >= 2) pr.tier = p.name<Tier, kTiers>("tier", tier_name);
     pr.cases = p.count("cases");
     pr.unsupported = p.count("unsupported");
     pr.undecided = p.count("undecided");
@@ -322,8 +386,8 @@ Run read_run(const Obj &o, std::size_t *failures) {
     pr.summary = p.str("summary");
     std::optional<Evidence> ev;
     if (p.has("counterexample")) pr.counterexample = read_counterexample(p.obj("counterexample"), ++*failures, &ev);
-    if (pr.verdict == Verdict::fail && !pr.counterexample)
-      fail(p.where() + "verdict fail without a counterexample");
+    if ((pr.verdict == Verdict::fail || pr.verdict == Verdict::warn) && !pr.counterexample)
+      fail(p.where() + "verdict " + std::string(detail::verdict_id(pr.verdict)) + " without a counterexample");
     r.properties.push_back(std::move(pr));
     run.evidence.push_back(std::move(ev));
   }
@@ -334,7 +398,6 @@ Run read_run(const Obj &o, std::size_t *failures) {
 
 std::string to_json(const Document &doc) {
   ojson runs = ojson::array(), failures = ojson::array();
-  Verdict overall = Verdict::pass;
   std::size_t number = 0;
   for (std::size_t ri = 0; ri < doc.runs.size(); ++ri) {
     const Run &run = doc.runs[ri];
@@ -345,26 +408,21 @@ std::string to_json(const Document &doc) {
       ojson pj = property_json(p);
       if (p.counterexample) {
         ++number;
-        const Evidence *ev = pi < run.evidence.size() && run.evidence[pi] ? &*run.evidence[pi] : nullptr;
-        pj["counterexample"] = counterexample_json(*p.counterexample, number, ev);
+        pj["counterexample"] = counterexample_json(*p.counterexample, number, detail::evidence_of(run, pi));
         failures.push_back(ojson{{"failure", number},
                                  {"run", ri},
                                  {"kernel", r.kernel},
                                  {"dtype", dtype_name(r.dtype)},
-                                 {"property", p.id}});
+                                 {"property", p.id},
+                                 {"verdict", detail::verdict_id(p.verdict)}});
       }
       props.push_back(std::move(pj));
     }
-    const Verdict v = r.verdict();
-    // The document's verdict rolls up like a Report's: fail > undecided > pass.
-    if (v == Verdict::fail || (v == Verdict::undecided && overall != Verdict::fail)) overall = v;
     runs.push_back(ojson{{"kernel", r.kernel},
                          {"dtype", dtype_name(r.dtype)},
-                         {"verdict", detail::verdict_id(v)},
-                         {"profile",
-                          ojson{{"storage", dtype_name(r.profile.storage)},
-                                {"accumulation", dtype_name(r.profile.accumulate)},
-                                {"round_p", r.profile.round_p}}},
+                         {"verdict", detail::verdict_id(r.verdict(doc.strict))},
+                         {"contract", r.contract.describe()},
+                         {"profile", profile_json(r.profile)},
                          {"source", ojson{{"kind", kind_name(run.source.kind)}, {"location", run.source.location}}},
                          {"run_profile", run.profile},
                          {"seed", std::to_string(r.seed)},
@@ -374,7 +432,8 @@ std::string to_json(const Document &doc) {
   ojson j{{"format", kFormat},
           {"version", kSchemaVersion},
           {"tool_version", doc.tool_version},
-          {"verdict", detail::verdict_id(overall)},
+          {"strict", doc.strict},
+          {"verdict", detail::verdict_id(doc.verdict())},
           {"failures", std::move(failures)},
           {"runs", std::move(runs)}};
   // Invalid UTF-8 in a kernel's strings becomes U+FFFD rather than an exception.
@@ -398,10 +457,11 @@ Document from_json(std::string_view text) {
          std::to_string(kSchemaVersion) + "); update attncheck");
   Document doc;
   doc.tool_version = top.str("tool_version");
+  if (version >= 2) doc.strict = top.boolean("strict");
   const json &runs = top.array("runs");
   std::size_t failures = 0;
   for (std::size_t n = 0; n < runs.size(); ++n)
-    doc.runs.push_back(read_run(Obj(runs[n], "runs[" + std::to_string(n) + "]"), &failures));
+    doc.runs.push_back(read_run(Obj(runs[n], "runs[" + std::to_string(n) + "]"), version, &failures));
   return doc;
 }
 

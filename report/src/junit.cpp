@@ -1,6 +1,8 @@
-// JUnit XML: a <testsuite> per (kernel, dtype), a <testcase> per property. fail → <failure> with the
-// counterexample; unsupported → <skipped/>; undecided → <skipped message="undecided: …"/> (not a failure: the
-// checks could not decide, which a CI gate should see but not count as a bug).
+// JUnit XML: a <testsuite> per (kernel, dtype) with its contract in <properties>, a <testcase> per property.
+// fail → <failure> with the counterexample; warn (an advisory property: beyond the contract) → a passing testcase
+// with a "warning" <property> and "WARNING: …" in <system-out>, or <failure> when the Document is strict;
+// unsupported → <skipped/>; undecided → <skipped message="undecided: …"/> (not a failure: the checks could not
+// decide, which a CI gate should see but not count as a bug).
 #include "common.h"
 
 namespace attncheck::reporting {
@@ -16,6 +18,7 @@ std::string failure_text(const PropertyReport &p, std::size_t number, const Evid
   const Counterexample &c = *p.counterexample;
   std::string t = p.id + ": " + p.formula + "\n";
   if (!p.summary.empty()) t += "meaning: " + p.summary + "\n";
+  if (p.verdict == Verdict::warn) t += "tier: advisory — beyond the kernel's declared contract\n";
   t += "failing step: " + std::string(c.outcome.step ? step_id(*c.outcome.step) : "?") + " — " + c.outcome.detail +
        "\n";
   if (ev && !ev->call_error.empty()) t += "call error: " + ev->call_error + "\n";
@@ -23,15 +26,24 @@ std::string failure_text(const PropertyReport &p, std::size_t number, const Evid
     const std::size_t x = *w;
     t += "worst element: " + element_name(ev->tensor, ev->shape, static_cast<std::int64_t>(x)) + ": got " +
          hex_dec(ev->got[x]) + ", exact " + hex_dec(ev->exact[x]) + ", bound " + hex_dec(ev->bound[x]) +
-         ", error ÷ bound " + ratio_text(error_ratio(ev->got[x], ev->exact[x], ev->bound[x])) + "\n";
+         ", error ÷ bound " + ratio_text(evidence_ratio(*ev, x)) + "\n";
   }
   if (c.found_after > 0)
     t += "found after " + std::to_string(c.found_after) + " cases; shrunk in " + std::to_string(c.shrink_steps) +
          " steps from " + c.original.describe() + "\n";
   t += "inputs: " + c.minimal.describe(kValuesInText);
+  if (c.outcome.failing_case) {
+    t += "failing problem (" + c.outcome.failing_what + ")";
+    if (c.outcome.failing_scale != 0) t += ", scale " + hex_dec(c.outcome.failing_scale);
+    t += ": " + c.outcome.failing_case->describe(kValuesInText);
+  }
   t += "seed: " + std::to_string(c.seed) + "\nreproduce: " + c.reproduce + "\nreplay: " + replay_command(number) +
        "\n";
   return t;
+}
+
+std::string property_xml(std::string_view name, std::string_view value) {
+  return "<property name=\"" + xml_escape(name) + "\" value=\"" + xml_escape(value) + "\"/>";
 }
 
 }  // namespace
@@ -47,25 +59,35 @@ std::string to_junit(const Document &doc) {
     std::string cases;
     for (std::size_t pi = 0; pi < r.properties.size(); ++pi) {
       const PropertyReport &p = r.properties[pi];
+      const Evidence *ev = evidence_of(run, pi);
+      if (p.counterexample) ++number;
       cases += "    <testcase classname=\"" + cls + "\" name=\"" + xml_escape(p.id) + "\"";
+      const bool warning = p.verdict == Verdict::warn;
+      const std::string text = p.counterexample ? failure_text(p, number, ev) : p.note;
+      const std::string message = p.counterexample ? first_line(p.counterexample->outcome.detail) : first_line(p.note);
+      const std::string type =
+          p.counterexample && p.counterexample->outcome.step ? std::string(step_id(*p.counterexample->outcome.step))
+                                                             : "fail";
+      if (p.verdict == Verdict::fail || (warning && doc.strict)) {
+        ++s_failures;
+        cases += ">\n";
+        if (warning) cases += "      <properties>" + property_xml("warning", message) + "</properties>\n";
+        cases += "      <failure message=\"" + xml_escape((warning ? "WARNING (--strict): " : "") + message) +
+                 "\" type=\"" + xml_escape(type) + "\">" + xml_escape(text) + "</failure>\n    </testcase>\n";
+        continue;
+      }
       switch (p.verdict) {
         case Verdict::pass: cases += "/>\n"; break;
-        case Verdict::fail: {
-          ++s_failures;
-          const Evidence *ev = pi < run.evidence.size() && run.evidence[pi] ? &*run.evidence[pi] : nullptr;
-          const std::string text = p.counterexample ? failure_text(p, ++number, ev) : p.note;
-          const std::string message =
-              p.counterexample ? first_line(p.counterexample->outcome.detail) : first_line(p.note);
-          cases += ">\n      <failure message=\"" + xml_escape(message) + "\" type=\"" +
-                   xml_escape(p.counterexample && p.counterexample->outcome.step
-                                  ? step_id(*p.counterexample->outcome.step)
-                                  : "fail") +
-                   "\">" + xml_escape(text) + "</failure>\n    </testcase>\n";
+        case Verdict::fail: break;  // above
+        case Verdict::warn:
+          // Beyond the contract: a passing testcase that says what it found.
+          cases += ">\n      <properties>" + property_xml("warning", message) + "</properties>\n      <system-out>" +
+                   xml_escape("WARNING: " + text) + "</system-out>\n    </testcase>\n";
           break;
-        }
         case Verdict::unsupported:
           ++s_skipped;
-          cases += ">\n      <skipped message=\"" + xml_escape("unsupported: " + first_line(p.note)) +
+          cases += ">\n      <skipped message=\"" +
+                   xml_escape((p.tier == Tier::off ? "off by contract: " : "unsupported: ") + first_line(p.note)) +
                    "\"/>\n    </testcase>\n";
           break;
         case Verdict::undecided:
@@ -79,7 +101,10 @@ std::string to_junit(const Document &doc) {
     tests += n, failures += s_failures, skipped += s_skipped;
     suites += "  <testsuite name=\"" + cls + "\" tests=\"" + std::to_string(n) + "\" failures=\"" +
               std::to_string(s_failures) + "\" errors=\"0\" skipped=\"" + std::to_string(s_skipped) + "\">\n" +
-              cases + "  </testsuite>\n";
+              "    <properties>" + property_xml("contract", r.contract.describe()) +
+              property_xml("contract_changes", r.contract.describe_changes()) +
+              property_xml("profile", r.profile.describe()) + property_xml("strict", doc.strict ? "true" : "false") +
+              "</properties>\n" + cases + "  </testsuite>\n";
   }
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"attncheck\" tests=\"" +
          std::to_string(tests) + "\" failures=\"" + std::to_string(failures) + "\" errors=\"0\" skipped=\"" +

@@ -1,5 +1,6 @@
-// summary.md: a CI job summary or pull-request comment. One table row per (kernel, dtype), then each
-// counterexample in a few lines with the command that replays it.
+// summary.md: a CI job summary or pull-request comment. One table row per (kernel, dtype) with its contract, then
+// the failures and, in their own section, the warnings: each group of counterexamples with one root cause
+// (group_failures) under its headline and caption, then each member in a few lines with the command that replays it.
 #include "common.h"
 
 #include <algorithm>
@@ -20,7 +21,8 @@ std::string badge(Verdict v) {
   switch (v) {
     case Verdict::pass: return "✅ pass";
     case Verdict::fail: return "❌ **FAIL**";
-    case Verdict::undecided: return "⚠️ undecided";
+    case Verdict::warn: return "⚠️ warn";
+    case Verdict::undecided: return "❔ undecided";
     case Verdict::unsupported: return "➖ unsupported";
   }
   return "?";
@@ -34,21 +36,26 @@ std::string id_list(const std::vector<std::string> &ids) {
   return out;
 }
 
-/// The properties cell: failing and undecided ids, then counts of the rest.
+/// The properties cell: failing, warning and undecided ids, then counts of the rest.
 std::string properties_cell(const Report &r) {
-  std::vector<std::string> failing, undecided;
-  int pass = 0, unsupported = 0;
+  std::vector<std::string> failing, warning, undecided;
+  int pass = 0, unsupported = 0, off = 0;
   for (const PropertyReport &p : r.properties) {
     if (p.verdict == Verdict::fail) failing.push_back(p.id);
+    if (p.verdict == Verdict::warn) warning.push_back(p.id);
     if (p.verdict == Verdict::undecided) undecided.push_back(p.id);
     pass += p.verdict == Verdict::pass;
-    unsupported += p.verdict == Verdict::unsupported;
+    const bool skipped = p.verdict == Verdict::unsupported;
+    off += skipped && p.tier == Tier::off;
+    unsupported += skipped && p.tier != Tier::off;
   }
   std::vector<std::string> parts;
   if (!failing.empty()) parts.push_back("fail: " + id_list(failing));
+  if (!warning.empty()) parts.push_back("warn: " + id_list(warning));
   if (!undecided.empty()) parts.push_back("undecided: " + id_list(undecided));
   if (pass) parts.push_back(std::to_string(pass) + " pass");
   if (unsupported) parts.push_back(std::to_string(unsupported) + " unsupported");
+  if (off) parts.push_back(std::to_string(off) + " off by contract");
   std::string out;
   for (std::size_t n = 0; n < parts.size(); ++n) out += (n ? "; " : "") + parts[n];
   return out.empty() ? "none" : out;
@@ -59,60 +66,116 @@ std::string worst_element(const Evidence &e, std::size_t x) {
   std::string s(1, '`');  // not "`" + string&&: GCC 12 warns falsely there (-Wrestrict, PR 105329)
   return s + element_name(e.tensor, e.shape, w) + "`: got `" + hex(e.got[x]) + "` (" + decimal(e.got[x]) +
          "), exact `" + hex(e.exact[x]) + "` (" + decimal(e.exact[x]) + "), bound `" + hex(e.bound[x]) + "` (" +
-         decimal(e.bound[x]) + "), error ÷ bound **" + ratio_text(error_ratio(e.got[x], e.exact[x], e.bound[x])) +
-         "**";
+         decimal(e.bound[x]) + "), error ÷ bound **" + ratio_text(evidence_ratio(e, x)) + "**";
+}
+
+/// One counterexample in a few lines.
+std::string counterexample_md(const Run &run, std::size_t pi, std::size_t number) {
+  const PropertyReport &p = run.report.properties[pi];
+  const Counterexample &c = *p.counterexample;
+  const bool warning = p.verdict == Verdict::warn;
+  std::string out = "\n**" + std::to_string(number) + ". " + (warning ? "⚠️ " : "") + md_escape(p.id) + "**";
+  if (!p.summary.empty()) out += " — " + md_escape(p.summary);
+  out += "\n\n";
+  out += "- shape: `" + c.minimal.spec.describe() + "`\n";
+  if (c.outcome.failing_case) {
+    const Case &f = *c.outcome.failing_case;
+    out += "- failing problem: " + md_escape(c.outcome.failing_what);
+    if (!(f.spec == c.minimal.spec)) out += " — `" + f.spec.describe() + "`";
+    if (c.outcome.failing_scale != 0) out += ", scale `" + hex_dec(c.outcome.failing_scale) + "`";
+    out += "\n";
+  }
+  out += "- failing step: **" + std::string(c.outcome.step ? step_id(*c.outcome.step) : "?") + "** — " +
+         md_escape(first_line(c.outcome.detail)) + "\n";
+  const Evidence *ev = evidence_of(run, pi);
+  if (ev && !ev->call_error.empty()) out += "- the call failed: " + md_escape(first_line(ev->call_error)) + "\n";
+  if (const auto x = ev ? telling_worst(*ev) : std::nullopt) out += "- worst element: " + worst_element(*ev, *x) + "\n";
+  if (c.found_after > 0)
+    out += "- found after " + std::to_string(c.found_after) + " case" + (c.found_after == 1 ? "" : "s") +
+           ", shrunk in " + std::to_string(c.shrink_steps) + " step" + (c.shrink_steps == 1 ? "" : "s") + "\n";
+  out += "- replay: `" + replay_command(number) + "`\n";
+  return out;
 }
 
 }  // namespace
 
 std::string to_markdown(const Document &doc) {
   const auto failures = doc.failures();
+  std::size_t warnings = 0;
+  for (const auto &[ri, pi] : failures) warnings += doc.runs[ri].report.properties[pi].verdict == Verdict::warn;
+  const std::size_t fails = failures.size() - warnings;
   std::string out = "## attncheck";
-  out += failures.empty() ? "" : ": " + std::to_string(failures.size()) + " counterexample" +
-                                     (failures.size() == 1 ? "" : "s");
-  out += "\n\n| kernel | dtype | verdict | properties | cases | worst err/bound |\n";
-  out += "|---|---|---|---|---:|---:|\n";
+  if (!failures.empty()) {
+    std::vector<std::string> parts;
+    if (fails) parts.push_back(std::to_string(fails) + " failure" + (fails == 1 ? "" : "s"));
+    if (warnings) parts.push_back(std::to_string(warnings) + " warning" + (warnings == 1 ? "" : "s"));
+    out += ": " + parts[0] + (parts.size() > 1 ? ", " + parts[1] : "");
+  }
+  if (doc.strict && warnings) out += " (--strict: warnings count as failures)";
+  out += "\n\n| kernel | dtype | contract | verdict | properties | warn | cases | worst err/bound |\n";
+  out += "|---|---|---|---|---|---:|---:|---:|\n";
   for (const Run &run : doc.runs) {
     const Report &r = run.report;
-    int cases = 0;
+    int cases = 0, warn = 0;
     double worst = 0;
     for (const PropertyReport &p : r.properties) {
       cases += p.cases;
-      const double w = p.worst_ratio_overall();
+      warn += p.verdict == Verdict::warn;
+      // Warnings are beyond the contract: they do not make the run's worst error.
+      const double w = p.verdict == Verdict::warn ? p.worst_ratio : p.worst_ratio_overall();
       if (!(w <= worst)) worst = w;  // NaN and +∞ win
     }
-    out += "| " + md_escape(r.kernel) + " | " + std::string(dtype_name(r.dtype)) + " | " + badge(r.verdict()) +
-           " | " + properties_cell(r) + " | " + std::to_string(cases) + " | " + ratio_text(worst) + " |\n";
+    out += "| " + md_escape(r.kernel) + " | " + std::string(dtype_name(r.dtype)) + " | `" +
+           r.contract.describe_changes() + "` | " + badge(r.verdict(doc.strict)) + " | " + properties_cell(r) +
+           " | " + std::to_string(warn) + " | " + std::to_string(cases) + " | " + ratio_text(worst) + " |\n";
   }
   if (failures.empty()) return out;
 
-  out += "\n### Counterexamples\n";
-  for (std::size_t n = 0; n < failures.size(); ++n) {
-    const Run &run = doc.runs[failures[n].first];
-    const PropertyReport &p = run.report.properties[failures[n].second];
-    const Counterexample &c = *p.counterexample;
-    const std::size_t number = n + 1;
-    if (n == kMaxFailuresShown) {
-      out += "\n…and " + std::to_string(failures.size() - n) +
-             " more, every one in report.json (replay any with `attncheck replay report.json --failure N`).\n";
-      break;
+  // Failure numbers (document order) of each (run, property).
+  const auto number_of = [&](std::pair<std::size_t, std::size_t> m) {
+    return static_cast<std::size_t>(std::find(failures.begin(), failures.end(), m) - failures.begin()) + 1;
+  };
+  const std::vector<FailureGroup> groups = group_failures(doc);
+  std::size_t shown = 0;
+  for (const bool warning_section : {false, true}) {
+    std::size_t groups_here = 0, members_here = 0;
+    for (const FailureGroup &g : groups)
+      if (g.warning == warning_section) ++groups_here, members_here += g.members.size();
+    if (!groups_here) continue;
+    const std::string causes = std::to_string(groups_here) + (groups_here == 1 ? " root cause" : " root causes");
+    if (!warning_section)
+      out += "\n### ❌ Failures — " + std::to_string(members_here) + " counterexample" +
+             (members_here == 1 ? "" : "s") + ", " + causes + "\n";
+    else
+      out += "\n### ⚠️ warnings — beyond the declared contract\n\n" + std::to_string(members_here) +
+             " counterexample" + (members_here == 1 ? "" : "s") + ", " + causes +
+             ": behaviour the kernel's contract does not promise" +
+             (doc.strict ? " (counted as failures: --strict)." : " (not failures; `--strict` makes them so).") + "\n";
+    char letter = 'A';
+    for (const FailureGroup &g : groups) {
+      if (g.warning != warning_section) continue;
+      const Report &r = doc.runs[g.members.front().first].report;
+      std::vector<std::string> ids;
+      for (const auto &m : g.members) ids.push_back(doc.runs[m.first].report.properties[m.second].id);
+      out += "\n#### " + std::string(1, letter) + ". " + md_escape(r.kernel) + " (" +
+             std::string(dtype_name(r.dtype)) + "): " + id_list(ids) + "\n\n";
+      out += "> " + md_escape(g.caption) + "\n";
+      letter = letter == 'Z' ? 'A' : static_cast<char>(letter + 1);
+      for (const auto &m : g.members) {
+        const std::size_t number = number_of(m);
+        if (shown++ >= kMaxFailuresShown) {
+          out += '\n';  // not "\n" + string&&: GCC 12 warns falsely there (-Wrestrict, PR 105329)
+          out += std::to_string(number) + ". " + md_escape(doc.runs[m.first].report.properties[m.second].id) +
+                 ": `" + replay_command(number) + "`\n";
+          continue;
+        }
+        out += counterexample_md(doc.runs[m.first], m.second, number);
+      }
     }
-    out += "\n**" + std::to_string(number) + ". " + md_escape(p.id) + "** on " + md_escape(run.report.kernel) +
-           " (" + std::string(dtype_name(run.report.dtype)) + ")";
-    if (!p.summary.empty()) out += " — " + md_escape(p.summary);
-    out += "\n\n";
-    out += "- shape: `" + c.minimal.spec.describe() + "`\n";
-    out += "- failing step: **" + std::string(c.outcome.step ? step_id(*c.outcome.step) : "?") + "** — " +
-           md_escape(first_line(c.outcome.detail)) + "\n";
-    const std::size_t pi = failures[n].second;
-    const Evidence *ev = pi < run.evidence.size() && run.evidence[pi] ? &*run.evidence[pi] : nullptr;
-    if (ev && !ev->call_error.empty()) out += "- the call failed: " + md_escape(first_line(ev->call_error)) + "\n";
-    if (const auto x = ev ? telling_worst(*ev) : std::nullopt) out += "- worst element: " + worst_element(*ev, *x) + "\n";
-    if (c.found_after > 0)
-      out += "- found after " + std::to_string(c.found_after) + " case" + (c.found_after == 1 ? "" : "s") +
-             ", shrunk in " + std::to_string(c.shrink_steps) + " step" + (c.shrink_steps == 1 ? "" : "s") + "\n";
-    out += "- replay: `" + replay_command(number) + "`\n";
   }
+  if (shown > kMaxFailuresShown)
+    out += "\n…the counterexamples past the first " + std::to_string(kMaxFailuresShown) +
+           " are listed by number only; every one is in report.json.\n";
   return out;
 }
 

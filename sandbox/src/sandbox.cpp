@@ -29,6 +29,7 @@ struct SandboxedPlugin::Impl {
   Server server;
   std::mutex mu;  // one call at a time: the server is one process
   std::vector<std::string> names;
+  std::vector<std::string> contracts;
   std::vector<attncheck_kernel> kernels;
   std::vector<std::size_t> slots;
   std::vector<CallFault> faults;
@@ -125,7 +126,10 @@ SandboxedPlugin SandboxedPlugin::load(const std::string &path, SandboxOptions op
                          ": every kernel needs a unique name and a forward function");
   }
   impl->names.reserve(ks.size());  // kernels[i].name points into names: no reallocation after this
-  for (const KernelDesc &k : ks) impl->names.push_back(k.name);
+  for (const KernelDesc &k : ks) {
+    impl->names.push_back(k.name);
+    impl->contracts.push_back(k.contract);
+  }
   impl->faults.resize(ks.size());
   impl->messages.resize(ks.size());
   {
@@ -166,6 +170,7 @@ const attncheck_kernel &SandboxedPlugin::find(const std::string &name) const {
 }
 
 const CallFault &SandboxedPlugin::last_fault(std::size_t index) const { return impl_->faults.at(index); }
+const std::string &SandboxedPlugin::contract(std::size_t index) const { return impl_->contracts.at(index); }
 const std::string &SandboxedPlugin::path() const { return impl_->path; }
 int SandboxedPlugin::server_starts() const { return impl_->server.starts(); }
 

@@ -2,6 +2,7 @@
 
 #include "attncheck/tensor.h"
 
+#include "attncheck/contract.h"
 #include "attncheck/kernel_abi.h"
 #include "io.h"
 #include "wire.h"
@@ -198,6 +199,17 @@ wire::Reply serve_call(const wire::Request &req, const attncheck_kernel &k, int 
     ks = fn(&n);
     hello.count = ks ? n : 0;
   }
+  std::vector<std::string> contracts;
+  std::string contract_error;
+  if (hello.count > 0) {
+    try {
+      contracts = declared_contracts(
+          ks, n, reinterpret_cast<attncheck_contracts_fn>(dlsym(handle, ATTNCHECK_CONTRACTS_SYMBOL)));
+    } catch (const ContractError &e) {
+      contract_error = e.what();
+      contracts.assign(static_cast<std::size_t>(n), "");
+    }
+  }
   if (!send_all(sock, &hello, sizeof hello)) _exit(0);
   if (hello.count <= 0) _exit(0);
   for (std::int32_t i = 0; i < n; ++i) {
@@ -210,6 +222,10 @@ wire::Reply serve_call(const wire::Request &req, const attncheck_kernel &k, int 
     const char *name = ks[i].name ? ks[i].name : "";
     std::snprintf(info.name, sizeof info.name, "%s", name);
     info.full_name_len = static_cast<std::int32_t>(std::strlen(name));
+    const std::string &contract = contracts[static_cast<std::size_t>(i)];
+    std::snprintf(info.contract, sizeof info.contract, "%s", contract.c_str());
+    info.full_contract_len = static_cast<std::int32_t>(contract.size());
+    std::snprintf(info.contract_error, sizeof info.contract_error, "%s", contract_error.c_str());
     if (!send_all(sock, &info, sizeof info)) _exit(0);
   }
 

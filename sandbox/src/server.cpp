@@ -183,12 +183,19 @@ std::vector<KernelDesc> Server::start() {
     if (recv_all(sock_, &info, sizeof info, &deadline) != Read::ok)
       throw fail("plugin '" + path_ + "': the sandbox server died while listing the kernels");
     info.name[sizeof info.name - 1] = '\0';
+    info.contract[sizeof info.contract - 1] = '\0';
+    info.contract_error[sizeof info.contract_error - 1] = '\0';
+    if (info.contract_error[0] != '\0') throw fail("plugin '" + path_ + "': " + info.contract_error);
     KernelDesc d{info.name, info.abi_version, info.has_forward != 0, info.has_backward != 0,
-                 info.has_last_error != 0};
+                 info.has_last_error != 0, info.contract};
     if (info.full_name_len >= wire::kNameBytes)
       throw fail("plugin '" + path_ + "': kernel #" + std::to_string(i) + " has a name of " +
                  std::to_string(info.full_name_len) + " characters; the sandbox carries at most " +
                  std::to_string(wire::kNameBytes - 1));
+    if (info.full_contract_len >= wire::kMessageBytes)
+      throw fail("plugin '" + path_ + "': kernel '" + d.name + "' declares a contract of " +
+                 std::to_string(info.full_contract_len) + " characters; the sandbox carries at most " +
+                 std::to_string(wire::kMessageBytes - 1));
     ks.push_back(std::move(d));
   }
   if (!kernels_.empty()) {

@@ -18,6 +18,7 @@ struct KernelDesc {
   std::string name;
   std::uint32_t abi_version = 0;
   bool has_forward = false, has_backward = false, has_last_error = false;
+  std::string contract;  ///< declared through attncheck_contracts (ABI 1.1), "" when none
 };
 
 /// "SIGSEGV (segmentation fault)".

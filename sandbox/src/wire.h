@@ -26,6 +26,9 @@ struct KernelInfo {
   std::uint8_t has_forward, has_backward, has_last_error;
   char name[kNameBytes];  ///< truncated; the parent checks uniqueness on the full name in `full_name_len`
   std::int32_t full_name_len;
+  char contract[kMessageBytes];  ///< the kernel's contract text (attncheck_contracts, ABI 1.1), "" when none
+  std::int32_t full_contract_len;
+  char contract_error[kMessageBytes];  ///< why the plugin's contracts are invalid ("" when they are not)
 };
 
 enum Op : std::uint32_t { kForward = 1, kBackward = 2, kQuit = 3 };

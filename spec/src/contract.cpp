@@ -126,7 +126,7 @@ PrecisionProfile KernelContract::profile(Dtype storage) const {
   p.accumulate_qk = accumulate_qk;
   const bool narrow = storage != Dtype::f32;
   p.round_p = resolve(round_p, narrow);
-  p.rowsum_rounded_p = p.round_p && resolve(rowsum_rounded_p, true);
+  p.rowsum_rounded_p = p.round_p && resolve(rowsum_rounded_p, false);
   p.grad_per_head = resolve(grad_per_head, narrow);
   p.lse = lse == LseOutput::storage ? storage : Dtype::f32;
   return p;
@@ -137,6 +137,34 @@ std::string KernelContract::describe() const { return describe_keys(*this, false
 std::string KernelContract::describe_changes() const {
   const std::string s = describe_keys(*this, true);
   return s.empty() ? "defaults" : s;
+}
+
+std::vector<std::string> declared_contracts(const attncheck_kernel *kernels, std::int32_t n,
+                                            attncheck_contracts_fn contracts) {
+  std::vector<std::string> texts(static_cast<std::size_t>(std::max(n, 0)));
+  if (!contracts) return texts;
+  std::int32_t count = 0;
+  const attncheck_kernel_contract *cs = contracts(&count);
+  std::vector<bool> named(texts.size());
+  for (std::int32_t e = 0; cs && e < count; ++e) {
+    if (!cs[e].kernel)
+      throw ContractError("attncheck_contracts entry #" + std::to_string(e) + " names no kernel");
+    const std::string_view name = cs[e].kernel;
+    std::size_t i = 0;
+    while (i < texts.size() && !(kernels[i].name && name == kernels[i].name)) ++i;
+    if (i == texts.size())
+      throw ContractError("attncheck_contracts names kernel '" + std::string(name) +
+                          "', which attncheck_kernels does not list");
+    if (named[i]) throw ContractError("attncheck_contracts names kernel '" + std::string(name) + "' twice");
+    named[i] = true;
+    texts[i] = cs[e].contract ? cs[e].contract : "";
+    try {
+      parse_contract(texts[i]);
+    } catch (const ContractError &err) {
+      throw ContractError("kernel '" + std::string(name) + "' declares an invalid " + err.what());
+    }
+  }
+  return texts;
 }
 
 bool is_contract_token(std::string_view token) { return token.find('=') != std::string_view::npos; }

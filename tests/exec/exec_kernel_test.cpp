@@ -238,6 +238,32 @@ TEST_CASE("start-up: a hello without ready, a bad kernel line, no kernels") {
              Contains("exited with status 0 before its 'ready' line"));
 }
 
+TEST_CASE("start-up: contract tokens on a kernel line are the kernel's contract, and a bad one is refused") {
+  Quiet q;
+  ExecKernel exec("printf 'attncheck-exec 1\\nkernel a forward causal=top-left lse=none\\nkernel b forward\\nready\\n'; "
+                  "sleep 5",
+                  q.options());
+  CHECK(exec.contract(0) == "causal=top-left lse=none");
+  CHECK(exec.contract(1).empty());
+  const std::string msg = start_error("printf 'attncheck-exec 1\\nkernel k forward lse=maybe\\nready\\n'; sleep 5");
+  CHECK(one_line(msg));
+  CHECK_THAT(msg, Contains("kernel 'k' declares an invalid contract: 'lse=maybe': lse is one of f32|storage|none"));
+}
+
+TEST_CASE("the NumPy kernel declared SDPA-style (top-left causal, no LSE) agrees with the reference of that contract") {
+  Quiet q;
+  ExecKernel exec(numpy_kernel("--contract 'causal=top-left lse=none'"), q.options());
+  REQUIRE(exec.contract(0) == "causal=top-left lse=none");
+  std::mt19937_64 rng(7);
+  Problem p = make_problem(rng, Dtype::f32, Shape{1, 2, 1, 5, 3, 4, 4}, Mask::causal_top_left);
+  Tensor out = make_out(p.shape, Dtype::f32);
+  REQUIRE(call_forward(exec.find("numpy"), p, out, nullptr).ok());  // no LSE asked, none written
+  const ExactForward exact = reference_forward(p);
+  const ForwardBounds bound = forward_bounds(p, exact, PrecisionProfile::for_storage(Dtype::f32));
+  const std::vector<double> got = out.to_vector();
+  for (std::size_t x = 0; x < got.size(); ++x) CHECK(error_ratio(got[x], exact.out[x], bound.out[x]) <= 1);
+}
+
 // ---- protocol failures during a call: ATTNCHECK_ERROR and last_error() ----
 
 TEST_CASE("call: a garbled answer stops the child and the next call restarts it") {

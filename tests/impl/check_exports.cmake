@@ -1,6 +1,6 @@
 # cmake -DNM=<nm> -DLIB=<libattncheck_builtin.so> -P check_exports.cmake
 # Fails unless the library's defined dynamic symbols are exactly the plugin ABI and builtin.h's function.
-set(expected attncheck_builtin_set_threads attncheck_kernels)
+set(expected attncheck_builtin_set_threads attncheck_contracts attncheck_kernels)
 execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${NM} failed on ${LIB}")

@@ -1,5 +1,5 @@
-// The causal property: correct kernels pass in several summation orders; kernels that let a row read a hidden key,
-// or give NaN in rows that see no key, fail within the default case budget on a small shrunk case.
+// The causal property: correct kernels pass in several summation orders and under either declared alignment;
+// kernels that let a row read a hidden key fail within the default case budget on a small shrunk case.
 #include "attncheck/check.h"
 #include "attncheck/property.h"
 #include "property_support.h"
@@ -14,7 +14,7 @@ namespace {
 const Counterexample &shrunk(const Report &r) { return *counterexample(r, "causal"); }
 }  // namespace
 
-TEST_CASE("causal: a correct kernel's rows ignore hidden keys, even NaN or infinite ones, in every summation order") {
+TEST_CASE("causal: a correct kernel's rows ignore changes of hidden keys in every summation order") {
   for (const support::Variant &v : summation_orders()) {
     const Report r = check_property(support::variant_kernel(v), "causal", options());
     INFO(r.text());
@@ -36,12 +36,14 @@ TEST_CASE("causal: a row that sees one future key is found, and shrinks to a row
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = shrunk(r);
   const Shape &s = c.minimal.spec.shape;
-  CHECK(s.Lq == 2);  // Lq > Lk: row 0 should see no key, and sees key 0 (its LSE is finite, not −∞)
+  CHECK(s.Lq == 2);  // Lq > Lk: row 0 should see no key, and sees key 0
   CHECK(s.Lk == 1);
   CHECK(s.B * s.Hq * s.D * s.Dv == 1);
+  REQUIRE(c.outcome.failing_case);  // the report shows the changed problem
+  CHECK(c.outcome.failing_what.find("changed to other finite values") != std::string::npos);
 }
 
-TEST_CASE("causal: a row that sees one future key turns NaN when that key is poisoned, on a 2×2 square") {
+TEST_CASE("causal: a row that sees one future key changes when that key changes, on a 2×2 square") {
   // Lq = Lk = 2: row 0 sees key 0 and must not see key 1; the buggy kernel's row 0 reads key 1.
   Case c;
   c.spec.shape = {.Lq = 2, .Lk = 2};
@@ -49,18 +51,16 @@ TEST_CASE("causal: a row that sees one future key turns NaN when that key is poi
   c.resize_values(/*backward=*/false);
   c.v = {1, 3};
   const PropertyDef &causal = *find_property("causal");
-  const Env good{support::variant_kernel(support::Variant{}), PrecisionProfile::for_storage(Dtype::f32)};
-  CHECK(causal.run(good, c).verdict == Verdict::pass);
-  const Env bad{bug(Bug::causal_off_by_one), PrecisionProfile::for_storage(Dtype::f32)};
-  const Outcome o = causal.run(bad, c);
+  CHECK(causal.run(env_of(support::variant_kernel(support::Variant{})), c).verdict == Verdict::pass);
+  const Outcome o = causal.run(env_of(bug(Bug::causal_off_by_one)), c);
   INFO(o.detail);
   CHECK(o.verdict == Verdict::fail);
-  CHECK(o.step == Step::finite);  // NaN poison shows before the finite change does (step mask)
-  CHECK(o.detail.rfind("LSE[0,0,0]: got nan", 0) == 0);
-  CHECK(o.detail.find("keys hidden from row 0 (j ≥ 1)") != std::string::npos);
+  CHECK(o.step == Step::mask);
+  CHECK(o.detail.find("O[0,0,0,0]: changed to") == 0);
+  CHECK(o.detail.find("keys hidden from row 0 (j ≥ 1) changed to other finite values") != std::string::npos);
 }
 
-TEST_CASE("causal: a top-left aligned mask is found where a row that should see no key sees one") {
+TEST_CASE("causal: a top-left aligned mask fails the default contract and passes when it is declared") {
   const Report r = check_property(bug(Bug::causal_top_left), "causal", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
@@ -68,16 +68,13 @@ TEST_CASE("causal: a top-left aligned mask is found where a row that should see 
   CHECK(s.Lq == 2);  // Lq > Lk: row 0 sees no key bottom-right aligned, key 0 top-left aligned
   CHECK(s.Lk == 1);
   CHECK(s.B * s.Hq * s.D * s.Dv == 1);
-}
 
-TEST_CASE("causal: NaN in a row that sees no key fails the finite step") {
-  const Report r = check_property(bug(Bug::nan_fully_masked_rows), "causal", options());
-  INFO(r.text());
-  REQUIRE(r.verdict() == Verdict::fail);
-  const Counterexample &c = shrunk(r);
-  CHECK(c.outcome.step == Step::finite);
-  const Shape &s = c.minimal.spec.shape;
-  CHECK(s.Lq == 2);  // one row that sees no key needs Lq > Lk
-  CHECK(s.Lk == 1);
-  CHECK(s.B * s.Hq * s.D * s.Dv == 1);
+  const Report declared = check_property(bug(Bug::causal_top_left), "causal", declaring("causal=top-left"));
+  INFO(declared.text());
+  CHECK(declared.verdict() == Verdict::pass);
+  // ... and a bottom-right kernel declared top-left is caught the other way round.
+  const Report wrong = check_property(support::variant_kernel(support::Variant{}), "causal",
+                                      declaring("causal=top-left"));
+  INFO(wrong.text());
+  CHECK(wrong.verdict() == Verdict::fail);
 }

@@ -63,3 +63,35 @@ TEST_CASE("determinism: a kernel that flips the last bit on every other call fai
   const Shape &s = c.minimal.spec.shape;
   CHECK(s.B * s.Hq * s.Lq * s.Lk * s.D * s.Dv == 1);
 }
+
+TEST_CASE("determinism: a forward promised only within its bound may flip a last bit, and bitwise_determinism warns") {
+  // Rows that see no key are exact by contract (O = 0): left unspecified here, so that every flip is a rounding.
+  const CheckOptions o = declaring("forward-determinism=within-bound empty-rows=unspecified");
+  const Report r = check(kFlaky, [&] {
+    CheckOptions x = o;
+    x.properties = {"determinism", "bitwise_determinism"};
+    return x;
+  }());
+  INFO(r.text());
+  CHECK(r.find("determinism")->verdict == Verdict::pass);
+  const PropertyReport &bits = *r.find("bitwise_determinism");
+  CHECK(bits.tier == Tier::advisory);
+  CHECK(bits.verdict == Verdict::warn);
+  REQUIRE(bits.counterexample);
+  CHECK(bits.counterexample->outcome.detail.rfind("O[0,0,0,0]", 0) == 0);
+  CHECK(r.verdict() == Verdict::warn);
+  CHECK(r.verdict(/*strict=*/true) == Verdict::fail);
+}
+
+TEST_CASE("determinism: results accumulated onto garbage are beyond any bound, even when only the bound is promised") {
+  const Report r = check_property(bug(Bug::output_not_zeroed), "determinism", declaring("determinism=within-bound"));
+  INFO(r.text());
+  REQUIRE(r.verdict() == Verdict::fail);
+}
+
+TEST_CASE("bitwise_determinism: nothing to check when the kernel promises every output bitwise") {
+  const Report r = check_property(support::variant_kernel(support::Variant{}), "bitwise_determinism",
+                                  declaring("determinism=bitwise"));
+  CHECK(r.find("bitwise_determinism")->tier == Tier::off);
+  CHECK(r.verdict() == Verdict::unsupported);
+}

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attncheck/check.h"
+#include "attncheck/property.h"
 #include "variant_kernels.h"
 
 #include <string>
@@ -29,6 +30,19 @@ inline CheckOptions options(Dtype dt = Dtype::f32, std::uint64_t seed = 1) {
   o.dtype = dt;
   o.seed = seed;
   return o;
+}
+
+/// options() checking against the contract `text` (SPEC.md §3.1).
+inline CheckOptions declaring(std::string_view text, Dtype dt = Dtype::f32) {
+  CheckOptions o = options(dt);
+  o.contract = parse_contract(text);
+  return o;
+}
+
+/// The Env a property runs in for `kernel` under the contract `text`, float32 storage.
+inline Env env_of(const attncheck_kernel &kernel, std::string_view text = "") {
+  const KernelContract c = parse_contract(text);
+  return Env{kernel, c.profile(Dtype::f32), c};
 }
 
 /// The shrunk counterexample of `id` in `r` (nullptr when there is none).

@@ -144,8 +144,8 @@ TEST_CASE("self-test: q·k accumulated in float16 is caught by accuracy on a cas
 TEST_CASE("self-test: query heads reading kv head h mod Hkv are caught by slice_independence on a small case") {
   caught(Bug::gqa_head_mod, "slice_independence");
 }
-TEST_CASE("self-test: NaN in rows that see no key is caught by causal on a case with every dim at most 4") {
-  caught(Bug::nan_fully_masked_rows, "causal");
+TEST_CASE("self-test: NaN in rows that see no key is caught by empty_rows on a case with every dim at most 4") {
+  caught(Bug::nan_fully_masked_rows, "empty_rows");
 }
 TEST_CASE("self-test: dK without the scale is caught by gradient_accuracy on a case with every dim at most 4") {
   caught(Bug::dk_missing_scale, "gradient_accuracy");

@@ -1,6 +1,9 @@
 // The reports, on Documents made by real checks: a kernel with a planted bug (scale ignored) fails accuracy with a
-// shrunk counterexample; a correct kernel passes a few properties.
+// shrunk counterexample; a correct kernel passes a few properties. Then contracts, tiers and warnings (report.json
+// version 2, version 1 still read), the failing problem of metamorphic properties and its evidence, and the grouping
+// of counterexamples by root cause — on hand-made Documents and on real checks of planted bugs.
 #include "attncheck/check.h"
+#include "attncheck/reference.h"
 #include "attncheck/report_io.h"
 #include "variant_kernels.h"
 
@@ -28,11 +31,19 @@ constexpr const char *kHostile = "<script>alert(1)</script> & \"quoted\" 'single
 const attncheck_kernel &buggy() { return support::variant_kernel(support::bug_variant(support::Bug::missing_scale)); }
 const attncheck_kernel &correct() { return support::variant_kernel(support::Variant{}); }
 
+/// A builtin kernel's run of `report`, without evidence.
+Run run_of(Report report) {
+  Run run;
+  run.profile = "quick";
+  run.report = std::move(report);
+  return run;
+}
+
 Run checked(const attncheck_kernel &kernel, std::vector<std::string> properties) {
   CheckOptions opt;
   opt.cases = kCases;
   opt.properties = std::move(properties);
-  Run run{{KernelSource::Kind::builtin, ""}, "quick", check(kernel, opt), {}};
+  Run run = run_of(check(kernel, opt));
   add_evidence(run, kernel);
   return run;
 }
@@ -169,7 +180,9 @@ TEST_CASE("checking the same kernel twice gives byte-identical report.json") {
 TEST_CASE("report.json holds the marker, the exact inputs as hex floats and the reproduce string") {
   const std::string json = to_json(document());
   CHECK(json.find("\"format\": \"attncheck-report\"") != std::string::npos);
-  CHECK(json.find("\"version\": 1") != std::string::npos);
+  CHECK(json.find("\"version\": 2") != std::string::npos);
+  CHECK(json.find("\"contract\": \"" + KernelContract{}.describe() + "\"") != std::string::npos);
+  CHECK(json.find("\"tier\": \"required\"") != std::string::npos);
   const Counterexample &c = the_counterexample();
   for (const auto *values : {&c.minimal.q, &c.minimal.k, &c.minimal.v})
     for (const double x : *values) CHECK(json.find(quoted_hex(x)) != std::string::npos);
@@ -191,7 +204,11 @@ TEST_CASE("from_json rejects malformed, truncated and foreign files with a one-l
       {"foreign JSON", "{\"name\": \"some-package\", \"version\": \"1.0\"}",
        "report.json: not an attncheck report (no \"format\": \"attncheck-report\")"},
       {"a JSON array", "[1, 2, 3]", "report.json: not an attncheck report"},
-      {"a newer version", replace_once(json, "\"version\": 1", "\"version\": 7"), "report.json: version 7 is newer"},
+      {"a newer version", replace_once(json, "\"version\": 2", "\"version\": 7"), "report.json: version 7 is newer"},
+      {"a contract that does not parse", replace_once(json, "\"contract\": \"causal=bottom-right", "\"contract\": \"causal=sideways"),
+       "report.json: runs[0]: \"contract\" does not parse: "},
+      {"an unknown tier", replace_once(json, "\"tier\": \"required\"", "\"tier\": \"optional\""),
+       "report.json: runs[0].properties[0]: \"tier\" has an unknown value \"optional\""},
       {"a failure without inputs", replace_once(json, "\"inputs\":", "\"inputz\":"),
        "report.json: failure 1 has no inputs"},
       {"a value that is not a hex float", replace_once(json, quoted_hex(the_counterexample().minimal.q[0]), "\"zz\""),
@@ -214,8 +231,11 @@ TEST_CASE("from_json rejects malformed, truncated and foreign files with a one-l
 
 TEST_CASE("summary.md has the verdict table, the counterexample and its replay command") {
   const std::string md = to_markdown(document());
-  CHECK(md.find("| kernel | dtype | verdict | properties | cases | worst err/bound |") != std::string::npos);
-  CHECK(count(md, "\n| bug:missing\\_scale | f32 | ❌ **FAIL** | fail: accuracy |") == 1);
+  CHECK(md.find("| kernel | dtype | contract | verdict | properties | warn | cases | worst err/bound |") !=
+        std::string::npos);
+  CHECK(count(md, "\n| bug:missing\\_scale | f32 | `defaults` | ❌ **FAIL** | fail: accuracy | 0 |") == 1);
+  CHECK(md.find("### ❌ Failures — 1 counterexample, 1 root cause") != std::string::npos);
+  CHECK(md.find("warnings — beyond the declared contract") == std::string::npos);
   CHECK(md.find("2 pass") != std::string::npos);
   CHECK(md.find("`attncheck replay report.json --failure 1`") != std::string::npos);
   CHECK(md.find("`" + the_counterexample().minimal.spec.describe() + "`") != std::string::npos);
@@ -339,4 +359,349 @@ TEST_CASE("a kernel whose call fails leaves its message in the evidence") {
   doc.runs.push_back(run);
   CHECK(to_json(from_json(to_json(doc))) == to_json(doc));
   CHECK(to_html(doc).find("out of &lt;memory&gt;") != std::string::npos);
+}
+
+// ---- contracts, warnings, failing problems and root causes ----
+
+namespace {
+
+/// The document with its first run checked against a non-default contract and its counterexample turned into a
+/// warning (an advisory property) that failed on a modified copy of the case.
+Document warned_document() {
+  Document doc = document();
+  Report &r = doc.runs[0].report;
+  r.contract = parse_contract("causal=top-left lse=storage empty-rows=unspecified");
+  r.profile = r.contract.profile(r.dtype);
+  PropertyReport &p = r.properties[0];
+  p.tier = Tier::advisory;
+  p.verdict = Verdict::warn;
+  Outcome &o = p.counterexample->outcome;
+  o.verdict = Verdict::warn;
+  Case shifted = p.counterexample->minimal;
+  for (double &x : shifted.k) x += 1;
+  shifted.k[0] = -0.0;  // bits that must survive the round trip
+  o.failing_case = shifted;
+  o.failing_scale = 0x1.8p-1;
+  o.failing_what = "k + 1 on every key";
+  return doc;
+}
+
+/// A property line with a counterexample on `minimal`, failing with `detail` at `step`.
+PropertyReport failing(std::string id, const Case &minimal, Step step, std::string detail, Verdict v = Verdict::fail) {
+  PropertyReport p;
+  p.id = std::move(id);
+  p.formula = "f";
+  p.summary = "generic summary of " + p.id;
+  p.verdict = v;
+  p.tier = v == Verdict::warn ? Tier::advisory : Tier::required;
+  p.cases = 1;
+  Counterexample c;
+  c.minimal = minimal;
+  c.original = minimal.spec;
+  c.outcome.verdict = v;
+  c.outcome.step = step;
+  c.outcome.detail = std::move(detail);
+  c.outcome.worst_ratio = INFINITY;
+  p.counterexample = c;
+  return p;
+}
+
+/// A two-row causal case whose row 0 sees no key (Lq = 2 > Lk = 1, bottom-right).
+Case empty_row_case() {
+  Case c;
+  c.spec.shape = {.Lq = 2, .Lk = 1, .D = 1, .Dv = 1};
+  c.spec.mask = Mask::causal;
+  c.resize_values(false);
+  c.q = {1, 2};
+  c.k = {1};
+  c.v = {3};
+  return c;
+}
+
+Document hand_document(std::vector<PropertyReport> properties) {
+  Document doc;
+  doc.tool_version = "t";
+  Run run;
+  run.source = {KernelSource::Kind::builtin, ""};
+  run.profile = "quick";
+  run.report.kernel = "hand";
+  run.report.properties = std::move(properties);
+  run.evidence.resize(run.report.properties.size());
+  doc.runs.push_back(std::move(run));
+  return doc;
+}
+
+}  // namespace
+
+TEST_CASE("report.json round-trips the contract, tiers, a warning and its failing case exactly") {
+  const Document doc = warned_document();
+  const std::string json = to_json(doc);
+  CHECK(json.find("\"contract\": \"" + doc.runs[0].report.contract.describe() + "\"") != std::string::npos);
+  CHECK(json.find("\"tier\": \"advisory\"") != std::string::npos);
+  CHECK(json.find("\"verdict\": \"warn\"") != std::string::npos);
+  CHECK(json.find("\"failing_what\": \"k + 1 on every key\"") != std::string::npos);
+  CHECK(json.find("\"failing_scale\": \"0x1.8p-1\"") != std::string::npos);
+  CHECK(json.find("\"strict\": false") != std::string::npos);
+  const Document back = from_json(json);
+  CHECK(to_json(back) == json);
+  const Report &r = back.runs[0].report;
+  CHECK(r.contract == doc.runs[0].report.contract);
+  CHECK(r.profile == doc.runs[0].report.profile);
+  CHECK(r.properties[0].tier == Tier::advisory);
+  CHECK(r.properties[0].verdict == Verdict::warn);
+  CHECK(back.runs[1].report.properties[0].tier == Tier::required);
+  const Outcome &o = r.properties[0].counterexample->outcome;
+  REQUIRE(o.failing_case.has_value());
+  CHECK(o.failing_case->same_as(*doc.runs[0].report.properties[0].counterexample->outcome.failing_case));
+  CHECK(std::signbit(o.failing_case->k[0]));
+  CHECK(o.failing_scale == 0x1.8p-1);
+  CHECK(o.failing_what == "k + 1 on every key");
+  // A warning is a failure for replay: its number is in the list.
+  REQUIRE(back.failures().size() == 1);
+  CHECK(back.verdict() == Verdict::warn);
+
+  Document strict = doc;
+  strict.strict = true;
+  const std::string sj = to_json(strict);
+  CHECK(sj.find("\"strict\": true") != std::string::npos);
+  CHECK(from_json(sj).strict);
+  CHECK(to_json(from_json(sj)) == sj);
+  CHECK(strict.verdict() == Verdict::fail);
+}
+
+TEST_CASE("a version-1 report.json reads with the default contract and every property required") {
+  const std::string v1 = R"({
+  "format": "attncheck-report",
+  "version": 1,
+  "tool_version": "0.1.0",
+  "verdict": "fail",
+  "failures": [{"failure": 1, "run": 0, "kernel": "k", "dtype": "f16", "property": "accuracy"}],
+  "runs": [{
+    "kernel": "k", "dtype": "f16", "verdict": "fail",
+    "profile": {"storage": "f16", "accumulation": "f32", "round_p": true},
+    "source": {"kind": "plugin", "location": "/x/libk.so"},
+    "run_profile": "quick", "seed": "7", "cases": 15,
+    "properties": [
+      {"id": "lse", "verdict": "pass", "cases": 15, "unsupported": 0, "undecided": 0, "worst_ratio": 0.5,
+       "worst": "", "budget_exhausted": false, "seed": "1", "note": "", "formula": "f", "summary": "s"},
+      {"id": "accuracy", "verdict": "fail", "cases": 3, "unsupported": 0, "undecided": 0, "worst_ratio": "inf",
+       "worst": "", "budget_exhausted": false, "seed": "2", "note": "", "formula": "f", "summary": "s",
+       "counterexample": {
+         "failure": 1, "replay": "attncheck replay report.json --failure 1", "step": "finite",
+         "outcome": {"verdict": "fail", "step": "finite", "detail": "O[0,0,0,0]: got nan", "worst_ratio": "inf",
+                     "worst": ""},
+         "inputs": {"spec": {"dtype": "f16", "B": 1, "Hq": 1, "Hkv": 1, "Lq": 1, "Lk": 1, "D": 1, "Dv": 1,
+                             "mask": "none", "layout": "bhld", "family": "small_ints"},
+                    "scale": "0x1p+0", "q": ["0x1p+0"], "k": ["-0x1p+1"], "v": ["0x1.8p+0"], "dout": []},
+         "original": {"dtype": "f16", "B": 1, "Hq": 1, "Hkv": 1, "Lq": 7, "Lk": 9, "D": 4, "Dv": 4,
+                      "mask": "causal", "layout": "padded", "family": "normal"},
+         "found_after": 1, "shrink_steps": 4, "shrinks_tried": 30, "seed": "2", "reproduce": "abc"}}
+    ]
+  }]
+}
+)";
+  const Document doc = from_json(v1);
+  REQUIRE(doc.runs.size() == 1);
+  const Report &r = doc.runs[0].report;
+  CHECK(r.contract == KernelContract{});
+  CHECK(r.profile.storage == Dtype::f16);
+  CHECK(r.profile.round_p);
+  CHECK(r.profile.lse == Dtype::f32);
+  CHECK_FALSE(doc.strict);
+  REQUIRE(r.properties.size() == 2);
+  CHECK(r.properties[0].tier == Tier::required);
+  CHECK(r.properties[1].tier == Tier::required);
+  REQUIRE(r.properties[1].counterexample.has_value());
+  const Counterexample &c = *r.properties[1].counterexample;
+  CHECK(c.minimal.k == std::vector<double>{-2});
+  CHECK_FALSE(c.outcome.failing_case.has_value());
+  CHECK(doc.failures().size() == 1);
+  // Written back as version 2, which reads back to the same document.
+  const std::string json = to_json(doc);
+  CHECK(json.find("\"version\": 2") != std::string::npos);
+  CHECK(to_json(from_json(json)) == json);
+}
+
+TEST_CASE("summary.md shows the contract per run and the warning in its own section") {
+  const std::string md = to_markdown(warned_document());
+  INFO(md);
+  CHECK(md.find("## attncheck: 1 warning") != std::string::npos);
+  CHECK(md.find("| bug:missing\\_scale | f32 | `causal=top-left lse=storage empty-rows=unspecified` | ⚠️ warn | "
+                "warn: accuracy | 1 |") != std::string::npos);
+  CHECK(md.find("| `defaults` | ✅ pass |") != std::string::npos);
+  CHECK(md.find("### ⚠️ warnings — beyond the declared contract") != std::string::npos);
+  CHECK(md.find("### ❌ Failures") == std::string::npos);
+  CHECK(md.find("**1. ⚠️ accuracy**") != std::string::npos);
+  CHECK(md.find("- failing problem: k + 1 on every key") != std::string::npos);
+  CHECK(md.find("`attncheck replay report.json --failure 1`") != std::string::npos);
+}
+
+TEST_CASE("report.html shows the contract per run and the warning in amber, apart from failures") {
+  const Document doc = warned_document();
+  const std::string html = to_html(doc);
+  CHECK(html.find("contract: <code title=\"" + doc.runs[0].report.contract.describe() + "\">" +
+                  doc.runs[0].report.contract.describe_changes() + "</code>") != std::string::npos);
+  CHECK(html.find("contract: <code title=\"" + KernelContract{}.describe() + "\">defaults</code>") !=
+        std::string::npos);
+  CHECK(html.find("<article class=\"failure warning\" id=\"failure-1\">") != std::string::npos);
+  CHECK(html.find("Warning 1 · <code>accuracy</code>") != std::string::npos);
+  CHECK(html.find("<td class=\"v v-warn\">WARN</td>") != std::string::npos);
+  CHECK(html.find("<section class=\"group g-warn\">") != std::string::npos);
+  CHECK(html.find("<section class=\"group g-fail\">") == std::string::npos);
+  CHECK(html.find("Inputs of the failing problem: k + 1 on every key") != std::string::npos);
+  CHECK(html.find("article.warning{border-left-color:var(--warn)") != std::string::npos);
+  std::string why;
+  const bool ok = balanced(html.substr(html.find("<html")), &why);
+  INFO(why);
+  CHECK(ok);
+  // A failure keeps the red article.
+  const std::string failed = to_html(document());
+  CHECK(failed.find("<article class=\"failure\" id=\"failure-1\">") != std::string::npos);
+  CHECK(failed.find("<section class=\"group g-fail\">") != std::string::npos);
+}
+
+TEST_CASE("JUnit: a warning is a passing testcase unless strict, and every suite carries its contract") {
+  Document doc = warned_document();
+  const std::string xml = to_junit(doc);
+  std::string why;
+  CHECK(balanced(xml, &why));
+  INFO(why);
+  CHECK(count(xml, "<failure ") == 0);
+  CHECK(xml.find("failures=\"0\"") != std::string::npos);
+  CHECK(xml.find("<system-out>WARNING: accuracy:") != std::string::npos);
+  CHECK(xml.find("<property name=\"warning\" value=\"") != std::string::npos);
+  CHECK(xml.find("<property name=\"contract\" value=\"" + doc.runs[0].report.contract.describe() + "\"/>") !=
+        std::string::npos);
+  CHECK(xml.find("<property name=\"contract\" value=\"" + KernelContract{}.describe() + "\"/>") != std::string::npos);
+  CHECK(count(xml, "<properties>") == 3);  // two suites and the warning
+
+  doc.strict = true;
+  const std::string strict = to_junit(doc);
+  CHECK(balanced(strict, &why));
+  CHECK(count(strict, "<failure ") == 1);
+  CHECK(strict.find("<failure message=\"WARNING (--strict): ") != std::string::npos);
+  CHECK(strict.find("<system-out>") == std::string::npos);
+  CHECK(strict.find("<testsuites name=\"attncheck\" tests=\"3\" failures=\"1\"") != std::string::npos);
+}
+
+TEST_CASE("group_failures puts two properties failing on one case with one signature in one group") {
+  const Case c = empty_row_case();
+  Case other = c;
+  other.spec.shape.Lq = 3;
+  other.resize_values(false);
+  const std::string nan_o = "O[0,0,0,0]: got nan (nan), exact 0x0p+0 (0), bound 0x0p+0 (0) (NaN: produced, or the "
+                            "element was never written)";
+  Document doc = hand_document({
+      failing("accuracy", c, Step::finite, nan_o),
+      failing("scale_parameter", c, Step::finite, nan_o),
+      failing("lse", c, Step::mask, "LSE[0,0,0]: got inf (inf), exact -inf (-inf), bound 0x0p+0 (0) (the contract "
+                                    "fixes this value)"),
+      failing("convex_hull", c, Step::values,
+              "O vs its nearest point of [min_j v_jc, max_j v_jc][0,0,1,0]: got 0x1p+2 (4), exact 0x1.8p+1 (3), bound 0x1p-20 (9.5e-07), error "
+              "÷ bound 5.2e+05"),
+      failing("sum_to_one", other, Step::finite, nan_o),  // another minimal case
+      failing("empty_rows", c, Step::finite, nan_o, Verdict::warn),  // a warning, not a failure
+  });
+  const std::vector<FailureGroup> groups = group_failures(doc);
+  REQUIRE(groups.size() == 5);
+  CHECK(groups[0].members == std::vector<std::pair<std::size_t, std::size_t>>{{0, 0}, {0, 1}});
+  CHECK_FALSE(groups[0].warning);
+  CHECK(groups[0].caption.find("step finite: O[0,0,0,0] of a row that sees no key is NaN, the contract fixes 0") == 0);
+  CHECK(groups[0].headline.find("accuracy, scale_parameter") != std::string::npos);
+  CHECK(groups[0].headline.find("failures 1, 2") != std::string::npos);
+  CHECK(groups[1].members == std::vector<std::pair<std::size_t, std::size_t>>{{0, 2}});
+  CHECK(groups[1].caption == "step mask: LSE[0,0,0] of a row that sees no key is +Inf, the contract fixes −Inf");
+  CHECK(groups[2].caption.starts_with("step values: O elements out of bound by up to "));
+  CHECK(groups[3].members == std::vector<std::pair<std::size_t, std::size_t>>{{0, 4}});
+  CHECK(groups[4].warning);
+  for (const FailureGroup &g : groups) {
+    CHECK(g.headline.find('\n') == std::string::npos);
+    CHECK(g.caption.find('\n') == std::string::npos);
+  }
+  CHECK(group_failures(doc).size() == groups.size());  // deterministic
+  CHECK(group_failures(doc)[2].headline == groups[2].headline);
+
+  // summary.md: the group's headline before its members' details, the warning in its own section.
+  const std::string md = to_markdown(doc);
+  INFO(md);
+  CHECK(md.find("### ❌ Failures — 5 counterexamples, 4 root causes") != std::string::npos);
+  const std::size_t head = md.find("#### A. hand (f32): accuracy, scale\\_parameter");
+  REQUIRE(head != std::string::npos);
+  CHECK(head < md.find("**1. accuracy**"));
+  CHECK(md.find("**1. accuracy**") < md.find("**2. scale\\_parameter**"));
+  CHECK(md.find("### ⚠️ warnings — beyond the declared contract") < md.find("**6. ⚠️ empty\\_rows**"));
+}
+
+TEST_CASE("a planted bug found by several properties gives fewer root causes than counterexamples") {
+  CheckOptions opt;
+  opt.cases = kCases;
+  opt.properties = {"accuracy", "scale_parameter", "convex_hull", "shift_invariance"};
+  const attncheck_kernel &kernel = support::variant_kernel(support::bug_variant(support::Bug::nan_fully_masked_rows));
+  Document doc;
+  doc.tool_version = "t";
+  doc.runs.push_back(run_of(check(kernel, opt)));
+  const std::size_t counterexamples = doc.failures().size();
+  const std::vector<FailureGroup> groups = group_failures(doc);
+  INFO(to_markdown(doc));
+  REQUIRE(counterexamples >= 2);
+  CHECK(groups.size() < counterexamples);
+  std::size_t members = 0;
+  for (const FailureGroup &g : groups) members += g.members.size();
+  CHECK(members == counterexamples);
+}
+
+TEST_CASE("a metamorphic failure's evidence is the kernel on the failing problem, not the generated case") {
+  CheckOptions opt;
+  opt.cases = kCases;
+  opt.properties = {"shift_invariance"};
+  const attncheck_kernel &kernel = support::variant_kernel(support::bug_variant(support::Bug::no_rescale));
+  Run run = run_of(check(kernel, opt));
+  REQUIRE(run.report.properties.size() == 1);
+  REQUIRE(run.report.properties[0].counterexample.has_value());
+  const Counterexample &c = *run.report.properties[0].counterexample;
+  INFO(run.report.text());
+  REQUIRE(c.outcome.failing_case.has_value());
+  CHECK(c.outcome.failing_what == "v + 1 on every value");
+  const Case &f = *c.outcome.failing_case;
+  CHECK_FALSE(f.same_as(c.minimal));
+  CHECK(f.v != c.minimal.v);
+  add_evidence(run, kernel);
+  REQUIRE(run.evidence[0].has_value());
+  const Evidence &ev = *run.evidence[0];
+  CHECK(ev.call_error.empty());
+  // The exact values are those of the failing problem (every O shifted by 1), not of the generated case.
+  const ExactForward on_failing = reference_forward(f.problem()), on_minimal = reference_forward(c.minimal.problem());
+  CHECK(ev.exact == on_failing.out);
+  CHECK(ev.exact != on_minimal.out);
+  Document doc;
+  doc.tool_version = "t";
+  doc.runs.push_back(run);
+  const std::string json = to_json(doc);
+  CHECK(json.find("\"failing_case\": {") != std::string::npos);
+  CHECK(to_json(from_json(json)) == json);
+  const std::string html = to_html(doc);
+  CHECK(html.find("Inputs of the failing problem: v + 1 on every value") != std::string::npos);
+  CHECK(html.find("Inputs of the generated (minimal) case") != std::string::npos);
+}
+
+TEST_CASE("a rescaled failure's evidence runs at the failing scale") {
+  CheckOptions opt;
+  opt.cases = kCases;
+  opt.properties = {"scale_parameter"};
+  const attncheck_kernel &kernel = buggy();  // scale ignored
+  Run run = run_of(check(kernel, opt));
+  REQUIRE(run.report.properties[0].counterexample.has_value());
+  const Counterexample &c = *run.report.properties[0].counterexample;
+  REQUIRE(c.outcome.failing_case.has_value());
+  REQUIRE(c.outcome.failing_scale != 0);
+  add_evidence(run, kernel);
+  const Evidence &ev = *run.evidence[0];
+  Problem p = c.outcome.failing_case->problem();
+  p.params.scale = c.outcome.failing_scale;
+  const ExactForward exact = reference_forward(p);
+  CHECK((ev.tensor == "O" ? ev.exact == exact.out : ev.exact == exact.lse));
+  const auto w = ev.worst_index();
+  REQUIRE(w >= 0);
+  CHECK(error_ratio(ev.got[static_cast<std::size_t>(w)], ev.exact[static_cast<std::size_t>(w)],
+                    ev.bound[static_cast<std::size_t>(w)]) > 1);
 }

@@ -62,6 +62,9 @@ class ExecKernel {
   std::span<const attncheck_kernel> kernels() const;
   /// The kernel named `name`; throws ExecError listing the names there are.
   const attncheck_kernel &find(std::string_view name) const;
+  /// The contract kernel `index` declares in the hello: its `key=value` tokens, space-separated ("" when none);
+  /// validated at start (an invalid one is an ExecError).
+  const std::string &contract(std::size_t index) const;
   const std::string &command() const;
   /// How many times the child has been started (1 unless a call timed out or broke the protocol).
   int starts() const;

@@ -69,9 +69,10 @@ struct CaseOptions {
   std::optional<Mask> mask;      ///< fixed mask (default: drawn, and shrunk toward none)
   /// The causal mask drawn (and that a fixed Mask::causal means): the alignment the kernel declares.
   Mask causal = Mask::causal;
-  /// false: no case has a row that sees no key (bottom-right causal with Lq > Lk), for kernels whose contract
-  /// leaves such rows unspecified; kept while shrinking.
-  bool empty_rows = true;
+  /// Rows that see no key (bottom-right causal with Lq > Lk): drawn or not (nullopt); none (false: for kernels
+  /// whose contract leaves such rows unspecified); or in every case (true: a causal case with Lq > Lk). Kept
+  /// while shrinking.
+  std::optional<bool> empty_rows;
   std::optional<Family> family;  ///< fixed value family (default: drawn, and shrunk toward small_ints)
   std::optional<Layout> layout;  ///< fixed layout (default: drawn, and shrunk toward bhld)
   std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()

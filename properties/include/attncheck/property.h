@@ -83,8 +83,12 @@ inline constexpr std::int64_t kOutputPad = 3;
 struct ForwardRun {
   CallResult call;
   Tensor out, lse;
+  /// The kernel was given lse (its contract says lse=f32 or lse=storage); false for lse=none: lse stays all NaN
+  /// and no check may read it.
+  bool has_lse = true;
 };
-/// kernel.forward on `p`; the outputs are NaN before the call so that unwritten elements show.
+/// kernel.forward on `p`; the outputs are NaN before the call so that unwritten elements show. lse is float32, in
+/// the storage dtype, or not passed, as env.contract.lse says.
 ForwardRun run_forward(const Env &env, const Problem &p);
 
 /// A backward call: dq, dk, dv in the layouts of q, k, v, NaN-filled (padding included) before the call.

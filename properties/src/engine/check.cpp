@@ -212,7 +212,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   CaseOptions co;
   co.dtype = opt.dtype;
   co.causal = env.contract.causal == CausalAlign::top_left ? Mask::causal_top_left : Mask::causal;
-  co.empty_rows = env.contract.empty_rows == EmptyRows::zero;
+  if (env.contract.empty_rows == EmptyRows::unspecified) co.empty_rows = false;
   co.backward = def.needs_backward;
   if (def.require) def.require(co);
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment

@@ -28,10 +28,12 @@ ForwardRun run_forward(const Env &env, const Problem &p) {
   const Shape &s = p.shape;
   ForwardRun r;
   r.out = poisoned(p.dtype(), {s.B, s.Hq, s.Lq, s.Dv}, layout_of(p.q));
-  r.lse = Tensor(Dtype::f32, {s.B, s.Hq, s.Lq}, {s.Hq * s.Lq, s.Lq, 1}, kOutputPad,
+  // The LSE the contract declares: float32, the storage dtype, or none (the kernel gets NULL; r.lse stays NaN).
+  r.has_lse = env.contract.lse != LseOutput::none;
+  r.lse = Tensor(env.profile.lse, {s.B, s.Hq, s.Lq}, {s.Hq * s.Lq, s.Lq, 1}, kOutputPad,
                  s.B * s.Hq * s.Lq + 2 * kOutputPad);
   r.lse.fill_storage(kNaN);
-  r.call = call_forward(env.kernel, p, r.out, &r.lse);
+  r.call = call_forward(env.kernel, p, r.out, r.has_lse ? &r.lse : nullptr);
   return r;
 }
 
@@ -40,7 +42,7 @@ BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd
   r.dq = poisoned(p.dtype(), p.q.shape(), layout_of(p.q));
   r.dk = poisoned(p.dtype(), p.k.shape(), layout_of(p.k));
   r.dv = poisoned(p.dtype(), p.v.shape(), layout_of(p.v));
-  r.call = call_backward(env.kernel, p, fwd.out, &fwd.lse, r.dq, r.dk, r.dv);
+  r.call = call_backward(env.kernel, p, fwd.out, fwd.has_lse ? &fwd.lse : nullptr, r.dq, r.dk, r.dv);
   return r;
 }
 
@@ -52,10 +54,12 @@ Outcome forward_accuracy(const Env &env, const Problem &p) {
   const ForwardBounds bound = forward_bounds(p, exact, env.profile);
   // Each check is a no-op once one has failed: the outcome names the first failing step.
   L.finite("O", fr.out, exact.out, bound.out);
-  L.finite("LSE", fr.lse, exact.lse, bound.lse);
+  if (fr.has_lse) L.finite("LSE", fr.lse, exact.lse, bound.lse);
   L.masked("O", fr.out, exact.out, bound.out);
-  L.masked("LSE", fr.lse, exact.lse, bound.lse);
-  L.within(Step::sums, "LSE", fr.lse, exact.lse, bound.lse);  // LSE is the log of the row sum
+  if (fr.has_lse) {
+    L.masked("LSE", fr.lse, exact.lse, bound.lse);
+    L.within(Step::sums, "LSE", fr.lse, exact.lse, bound.lse);  // LSE is the log of the row sum
+  }
   L.within(Step::values, "O", fr.out, exact.out, bound.out);
   return L.outcome();
 }

@@ -145,6 +145,20 @@ bool overflow_within_bound(double got, double exact, double bound, Dtype dt) {
   return std::abs(exact) + bound >= threshold;
 }
 
+namespace {
+/// `got` as the checks read it: an LSE of +∞ where the exact LSE is −∞ (a row that sees no key) reads as −∞ — both
+/// say "no finite log-sum", and FlashAttention-2 writes +∞ there so that its backward's exp(s − LSE) is 0
+/// (SPEC.md §2.3).
+std::vector<double> checked_values(std::string_view name, const Tensor &got, const std::vector<double> &exact) {
+  std::vector<double> g = got.to_vector();
+  if (!name.starts_with("LSE")) return g;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (std::size_t x = 0; x < g.size() && x < exact.size(); ++x)
+    if (exact[x] == -kInf && g[x] == kInf) g[x] = -kInf;
+  return g;
+}
+}  // namespace
+
 bool Ladder::finite(std::string_view name, const Tensor &got, const std::vector<double> &exact) {
   return finite(name, got, exact, {});
 }
@@ -152,7 +166,7 @@ bool Ladder::finite(std::string_view name, const Tensor &got, const std::vector<
 bool Ladder::finite(std::string_view name, const Tensor &got, const std::vector<double> &exact,
                     const std::vector<double> &bound) {
   if (!check_order(Step::finite)) return false;
-  const std::vector<double> g = got.to_vector();
+  const std::vector<double> g = checked_values(name, got, exact);
   for (std::size_t x = 0; x < g.size(); ++x) {
     const auto ix = static_cast<std::int64_t>(x);
     if (std::isnan(exact[x])) {
@@ -181,7 +195,7 @@ bool Ladder::finite(std::string_view name, const Tensor &got, const std::vector<
 bool Ladder::masked(std::string_view name, const Tensor &got, const std::vector<double> &exact,
                     const std::vector<double> &bound) {
   if (!check_order(Step::mask)) return false;
-  const std::vector<double> g = got.to_vector();
+  const std::vector<double> g = checked_values(name, got, exact);
   for (std::size_t x = 0; x < g.size(); ++x)
     if (bound[x] == 0 && !(g[x] == exact[x])) {
       const std::string where = element_text(name, got.shape(), static_cast<std::int64_t>(x), g[x], exact[x], 0);
@@ -194,7 +208,7 @@ bool Ladder::masked(std::string_view name, const Tensor &got, const std::vector<
 bool Ladder::within(Step step, std::string_view name, const Tensor &got, const std::vector<double> &exact,
                     const std::vector<double> &bound) {
   if (failed()) return false;
-  std::vector<double> g = got.to_vector();
+  std::vector<double> g = checked_values(name, got, exact);
   for (std::size_t x = 0; x < g.size() && x < exact.size() && x < bound.size(); ++x)
     if (overflow_within_bound(g[x], exact[x], bound[x], got.dtype())) g[x] = exact[x];  // a legitimate overflow
   return within(step, name, g, exact, bound, got.shape());

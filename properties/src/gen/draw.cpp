@@ -162,9 +162,10 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
   s.layout = opts.layout.value_or(b.pick(kLayouts));
   s.family = opts.family.value_or(static_cast<Family>(b.uniform(0, kFamilyCount - 1)));
   fit_work(s, opts, protect);
-  // A contract without fixed empty rows: bottom-right causal cases keep every row seeing a key (Lq ≤ Lk).
+  // Rows that see no key exactly when asked (CaseOptions::empty_rows): Lq > Lk makes them under bottom-right causal.
   if (!opts.admits(s)) {
     std::swap(sh.Lq, sh.Lk);
+    if (sh.Lq == sh.Lk) ++sh.Lq;
     if (opts.dv_equals_lk) sh.Dv = sh.Lk;
   }
   return s;

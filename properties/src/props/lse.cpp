@@ -25,6 +25,8 @@ const PropertyDef &lse_property() {
       .id = "lse",
       .formula = "|L̂SE_i − log Σ_{j∈V(i)} exp(s_ij)| ≤ β_LSE,i; L̂SE_i = −∞ when V(i) = ∅ (SPEC §4.3)",
       .summary = "the log-sum-exp the kernel returns is wrong (whatever its O)",
+      // A kernel that declares lse=none returns none.
+      .tier = [](const KernelContract &c) { return c.lse == LseOutput::none ? Tier::off : Tier::required; },
       .run = &run,
   };
   return def;

@@ -79,7 +79,13 @@ Outcome run(const Env &env, const Case &c) {
   if (e > 0) problems.push_back(amplified.problem());  // else the case is already as large as it may get
   std::vector<ForwardRun> runs;
   Ladder L;
+  // Checks of problem n judge it: the case itself (n = 0) or its amplified copy (n = 1); a failure records it.
+  const auto judge = [&](std::size_t n) {
+    if (n == 0) L.judging_original();
+    else L.judging(amplified, "q·2^" + std::to_string(e) + " on every query (exact amplification of the logits)");
+  };
   for (const Problem &p : problems) {
+    judge(runs.size());
     runs.push_back(run_forward(env, p));
     const ForwardRun &fr = runs.back();
     if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
@@ -88,8 +94,9 @@ Outcome run(const Env &env, const Case &c) {
     const ExactForward exact = reference_forward(problems[n]);
     const ForwardBounds bound = forward_bounds(problems[n], exact, env.profile);
     const std::string suffix = n == 0 ? "" : tag;
+    judge(n);
     finite_where_bounded(L, "O" + suffix, runs[n].out, exact.out, bound.out);
-    finite_where_bounded(L, "LSE" + suffix, runs[n].lse, exact.lse, bound.lse);
+    if (runs[n].has_lse) finite_where_bounded(L, "LSE" + suffix, runs[n].lse, exact.lse, bound.lse);
   }
   return L.outcome();
 }

@@ -47,8 +47,15 @@ Outcome run(const Env &env, const Case &c) {
   queries.q = reversed_rows(c.q, s.Lq, s.D);
   ForwardSide base(c.problem()), key_side(keys.problem()), query_side(queries.problem());
   Ladder L;
+  // The checks that follow judge the permuted copy `copy` (nullptr: the case itself); a failure records it.
+  const auto judge = [&](const Case *copy) {
+    if (copy == &keys) L.judging(keys, "keys and values reversed (π k, π v)");
+    else if (copy == &queries) L.judging(queries, "queries reversed (π q)");
+    else L.judging_original();
+  };
   for (auto [side, what] :
        {std::pair{&base, "O"}, std::pair{&key_side, "O(π k, π v)"}, std::pair{&query_side, "O(π q)"}}) {
+    judge(side == &key_side ? &keys : side == &query_side ? &queries : nullptr);
     side->fr = run_forward(env, side->p);
     if (!L.call(side->fr.call, "forward") || !L.intact(side->fr.out, what)) return L.outcome();
   }
@@ -58,10 +65,15 @@ Outcome run(const Env &env, const Case &c) {
   query_side.exact = {reversed_rows(base.exact.out, s.Lq, s.Dv), reversed_rows(base.exact.lse, s.Lq, 1)};
   for (ForwardSide *side : {&base, &key_side, &query_side}) side->bound = forward_bounds(side->p, side->exact, env.profile);
   // Each check is a no-op once one has failed: the outcome names the first failing step.
+  judge(nullptr);
   L.finite("O", base.fr.out, base.exact.out, base.bound.out);
+  judge(&keys);
   L.finite("O(π k, π v)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
+  judge(&queries);
   L.finite("O(π q)", query_side.fr.out, query_side.exact.out, query_side.bound.out);
+  judge(&keys);
   related(L, "O(π k, π v) vs O", base, key_side, /*rows_reversed=*/false);
+  judge(&queries);
   related(L, "O(π q) vs π O", base, query_side, /*rows_reversed=*/true);
   return L.outcome();
 }

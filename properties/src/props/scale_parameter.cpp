@@ -2,6 +2,7 @@
 // Every other property passes the default 1/√D, so a kernel that hard-codes it would pass them all; here the same
 // accuracy ladder runs at a scale picked from the case among values a caller really passes (1, 1/D, a temperature
 // on 1/√D), all different from 1/√D for D > 1.
+#include "attncheck/compare.h"
 #include "attncheck/property.h"
 
 #include <array>
@@ -26,7 +27,14 @@ void require(CaseOptions &o) { o.draw_v = true; }
 Outcome run(const Env &env, const Case &c) {
   Problem p = c.problem();
   p.params.scale = pick_scale(c);
-  return forward_accuracy(env, p);
+  Outcome o = forward_accuracy(env, p);
+  // forward_accuracy judged the case at p.params.scale: a failure records that problem (Ladder::judging's fields).
+  if (o.verdict == Verdict::fail) {
+    o.failing_case = c;
+    o.failing_scale = p.params.scale;
+    o.failing_what = "params.scale = " + hex_and_decimal(p.params.scale) + " instead of 1/√D";
+  }
+  return o;
 }
 }  // namespace
 

@@ -64,7 +64,14 @@ Outcome run(const Env &env, const Case &c) {
   values.v = shifted(c.v, kValueShift, c.spec.dtype);
   ForwardSide base(c.problem()), key_side(keys.problem()), value_side(values.problem());
   Ladder L;
+  // The checks that follow judge the shifted copy `copy` (nullptr: the case itself); a failure records it.
+  const auto judge = [&](const Case *copy) {
+    if (copy == &keys) L.judging(keys, "k + 1 on every key");
+    else if (copy == &values) L.judging(values, "v + 1 on every value");
+    else L.judging_original();
+  };
   for (auto [side, what] : {std::pair{&base, "O"}, std::pair{&key_side, "O(k+u)"}, std::pair{&value_side, "O(v+w)"}}) {
+    judge(side == &key_side ? &keys : side == &value_side ? &values : nullptr);
     side->fr = run_forward(env, side->p);
     if (!L.call(side->fr.call, "forward") || !L.intact(side->fr.out, what)) return L.outcome();
   }
@@ -73,13 +80,21 @@ Outcome run(const Env &env, const Case &c) {
     side->bound = forward_bounds(side->p, side->exact, env.profile);
   }
   // Each check is a no-op once one has failed: the outcome names the first failing step.
+  judge(nullptr);
   L.finite("O", base.fr.out, base.exact.out, base.bound.out);
+  judge(&keys);
   L.finite("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
+  judge(&values);
   L.finite("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
+  judge(nullptr);
   L.masked("O", base.fr.out, base.exact.out, base.bound.out);
+  judge(&keys);
   L.masked("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
+  judge(&values);
   L.masked("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
+  judge(&keys);
   related(L, "O(k+u) vs O", base, key_side, row_offsets(base.p, 0));
+  judge(&values);
   related(L, "O(v+w) vs O + w", base, value_side, row_offsets(base.p, kValueShift));
   return L.outcome();
 }

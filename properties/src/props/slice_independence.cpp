@@ -112,7 +112,10 @@ Outcome run(const Env &env, const Case &c) {
   if (s.Hkv > 1)
     for (std::int64_t g = 0; g < s.Hkv; ++g) slices.push_back({Slice::Kind::kv_head, g});
   std::vector<ForwardRun> runs;
+  // Checks of a perturbed or repeated run judge that case; a failure records it.
+  const auto judge = [&](const Slice &sl) { L.judging(perturbed(c, sl), "the " + sl.describe() + " changed"); };
   for (const Slice &sl : slices) {
+    judge(sl);
     runs.push_back(run_forward(env, perturbed(c, sl).problem()));
     const ForwardRun &r = runs.back();
     if (!L.call(r.call, "forward (" + sl.describe() + " changed)") || !L.intact(r.out, "O") ||
@@ -120,6 +123,8 @@ Outcome run(const Env &env, const Case &c) {
       return L.outcome();
   }
   const bool gqa = s.Hkv < s.Hq;
+  const auto judge_repeated = [&] { L.judging(repeated_kv(c), "kv heads repeated per query head (Hkv = Hq)"); };
+  if (gqa) judge_repeated();
   const Problem rp = gqa ? repeated_kv(c).problem() : Problem{};
   const ForwardRun rep = gqa ? run_forward(env, rp) : ForwardRun{};
   if (gqa && (!L.call(rep.call, "forward (kv heads repeated)") || !L.intact(rep.out, "O (kv heads repeated)") ||
@@ -156,15 +161,24 @@ Outcome run(const Env &env, const Case &c) {
   };
 
   // Each check is a no-op once one has failed: the outcome names the first failing step.
-  for (std::size_t n = 0; n < slices.size(); ++n) compare(slices[n], runs[n], true);
+  for (std::size_t n = 0; n < slices.size(); ++n) {
+    judge(slices[n]);
+    compare(slices[n], runs[n], true);
+  }
   if (gqa) {
     const ExactForward exact = reference_forward(p);
     const ForwardBounds b1 = forward_bounds(p, exact, env.profile), b2 = forward_bounds(rp, exact, env.profile);
+    L.judging_original();
     L.finite("O", base.out, exact.out, b1.out);
-    L.finite("LSE", base.lse, exact.lse, b1.lse);
+    if (base.has_lse) L.finite("LSE", base.lse, exact.lse, b1.lse);
+    judge_repeated();
     L.finite("O (kv heads repeated)", rep.out, exact.out, b2.out);
-    L.finite("LSE (kv heads repeated)", rep.lse, exact.lse, b2.lse);
-    for (std::size_t n = 0; n < slices.size(); ++n) compare(slices[n], runs[n], false);
+    if (base.has_lse) L.finite("LSE (kv heads repeated)", rep.lse, exact.lse, b2.lse);
+    for (std::size_t n = 0; n < slices.size(); ++n) {
+      judge(slices[n]);
+      compare(slices[n], runs[n], false);
+    }
+    L.judging_original();  // the GQA problem is the one under test; the repeated one is its reference
     // |Ô − Ô_rep| ≤ β + β_rep: each is within its own bound of the same exact value.
     auto sum = [](std::vector<double> a, const std::vector<double> &b) {
       for (std::size_t x = 0; x < a.size(); ++x) a[x] += b[x];
@@ -172,10 +186,14 @@ Outcome run(const Env &env, const Case &c) {
     };
     L.within(Step::values, "O vs O (kv heads repeated)", base.out.to_vector(), rep.out.to_vector(),
              sum(b1.out, b2.out), base.out.shape());
-    L.within(Step::values, "LSE vs LSE (kv heads repeated)", base.lse.to_vector(), rep.lse.to_vector(),
-             sum(b1.lse, b2.lse), base.lse.shape());
+    if (base.has_lse)
+      L.within(Step::values, "LSE vs LSE (kv heads repeated)", base.lse.to_vector(), rep.lse.to_vector(),
+               sum(b1.lse, b2.lse), base.lse.shape());
   } else {
-    for (std::size_t n = 0; n < slices.size(); ++n) compare(slices[n], runs[n], false);
+    for (std::size_t n = 0; n < slices.size(); ++n) {
+      judge(slices[n]);
+      compare(slices[n], runs[n], false);
+    }
   }
   return L.outcome();
 }

@@ -47,15 +47,40 @@ std::vector<double> ones_exact(const Problem &p) {
   return e;
 }
 
+/// The case with v[b, h, j, c] = f(j, c): the Case of with_v(c, f), for reports of a failure on it.
+template <class F>
+Case with_v_case(const Case &c, F f) {
+  Case out = c;
+  const Shape &s = c.spec.shape;
+  out.v.assign(static_cast<std::size_t>(s.B * s.Hkv * s.Lk * s.Dv), 0.0);
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hkv; ++h)
+      for (std::int64_t j = 0; j < s.Lk; ++j)
+        for (std::int64_t x = 0; x < s.Dv; ++x)
+          out.v[static_cast<std::size_t>(((b * s.Hkv + h) * s.Lk + j) * s.Dv + x)] = f(j, x);
+  return out;
+}
+
 Outcome run(const Env &env, const Case &c) {
-  const Problem ones = with_v(c, [](std::int64_t, std::int64_t) { return 1.0; });
-  const Problem ident = with_v(c, [](std::int64_t j, std::int64_t x) { return j == x ? 1.0 : 0.0; });
+  const auto one_fn = [](std::int64_t, std::int64_t) { return 1.0; };
+  const auto ident_fn = [](std::int64_t j, std::int64_t x) { return j == x ? 1.0 : 0.0; };
+  const Problem ones = with_v(c, one_fn);
+  const Problem ident = with_v(c, ident_fn);
   const Shape &s = ones.shape;
   const ForwardRun f1 = run_forward(env, ones), f2 = run_forward(env, ident);
   Ladder L;
-  if (!L.call(f1.call, "forward (v = ones)") || !L.call(f2.call, "forward (v = identity)") ||
-      !L.intact(f1.out, "O(v=1)") || !L.intact(f2.out, "O(v=I)"))
-    return L.outcome();
+  // The checks that follow judge one of the two modified problems; a failure records it.
+  const Case ones_case = with_v_case(c, one_fn), ident_case = with_v_case(c, ident_fn);
+  const auto judge_ones = [&] { L.judging(ones_case, "v = 1 (every value one)"); };
+  const auto judge_ident = [&] { L.judging(ident_case, "v = I (value j is the j-th unit vector, Dv = Lk)"); };
+  judge_ones();
+  if (!L.call(f1.call, "forward (v = ones)")) return L.outcome();
+  judge_ident();
+  if (!L.call(f2.call, "forward (v = identity)")) return L.outcome();
+  judge_ones();
+  if (!L.intact(f1.out, "O(v=1)")) return L.outcome();
+  judge_ident();
+  if (!L.intact(f2.out, "O(v=I)")) return L.outcome();
   const ExactForward e1 = reference_forward(ones), e2 = reference_forward(ident);
   const ForwardBounds b1 = forward_bounds(ones, e1, env.profile), b2 = forward_bounds(ident, e2, env.profile);
   const std::vector<double> one = ones_exact(ones);
@@ -80,11 +105,17 @@ Outcome run(const Env &env, const Case &c) {
   for (std::size_t x = 0; x < p_hat.size(); ++x) negative[x] = std::min(p_hat[x], 0.0);
 
   // Each check is a no-op once one has failed: the outcome names the first failing step.
+  judge_ones();
   L.finite("O(v=1)", f1.out, one, b1.out);
+  judge_ident();
   L.finite("O(v=I)", f2.out, e2.out, b2.out);
+  judge_ones();
   L.masked("O(v=1)", f1.out, one, b1.out);
+  judge_ident();
   L.masked("O(v=I)", f2.out, e2.out, b2.out);
+  judge_ones();
   L.within(Step::sums, "O(v=1)", f1.out, one, b1.out);
+  judge_ident();
   L.within(Step::sums, "Σ_c O(v=I)", sum, sum_exact, sum_bound, {s.B, s.Hq, s.Lq});
   L.within(Step::values, "min(O(v=I), 0)", negative, zero, b2.out, f2.out.shape());
   return L.outcome();

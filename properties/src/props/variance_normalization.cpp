@@ -149,13 +149,23 @@ Outcome run(const Env &env, const Case &c) {
   const Problem pa = sp.c.problem(), pb = gp.c.problem();
   const ForwardRun fa = run_forward(env, pa), fb = run_forward(env, pb);
   Ladder L;
-  if (!L.call(fa.call, "forward (integer probe)") || !L.call(fb.call, "forward (Gaussian probe)") ||
-      !L.intact(fa.out, "O(integer probe)") || !L.intact(fb.out, "O(Gaussian probe)"))
-    return L.outcome();
+  // The case itself is never run: every check judges one of the two probes; a failure records it.
+  const auto judge_integer = [&] { L.judging(sp.c, "integer probe: q = 1, keys 0 and −g, v = I (O = P)"); };
+  const auto judge_gauss = [&] { L.judging(gp.c, "Gaussian probe: N(0,1) q, k seeded by the case, v = I (O = P)"); };
+  judge_integer();
+  if (!L.call(fa.call, "forward (integer probe)")) return L.outcome();
+  judge_gauss();
+  if (!L.call(fb.call, "forward (Gaussian probe)")) return L.outcome();
+  judge_integer();
+  if (!L.intact(fa.out, "O(integer probe)")) return L.outcome();
+  judge_gauss();
+  if (!L.intact(fb.out, "O(Gaussian probe)")) return L.outcome();
   const ExactForward ea = reference_forward(pa), eb = reference_forward(pb);
   const ForwardBounds ba = forward_bounds(pa, ea, env.profile), bb = forward_bounds(pb, eb, env.profile);
-  if (!L.finite("O(integer probe)", fa.out, ea.out, ba.out) || !L.finite("O(Gaussian probe)", fb.out, eb.out, bb.out))
-    return L.outcome();
+  judge_integer();
+  if (!L.finite("O(integer probe)", fa.out, ea.out, ba.out)) return L.outcome();
+  judge_gauss();
+  if (!L.finite("O(Gaussian probe)", fb.out, eb.out, bb.out)) return L.outcome();
   for (const std::vector<double> *bound : {&ba.out, &bb.out})
     for (double x : *bound)
       if (!std::isfinite(x)) {
@@ -165,6 +175,7 @@ Outcome run(const Env &env, const Case &c) {
   const double scale = pa.params.scale, root_d = std::sqrt(static_cast<double>(c.spec.shape.D));
 
   // (a) the effective scale of the integer probe.
+  judge_integer();
   const std::vector<double> p_int = fa.out.to_vector();
   const Interval s = probe::effective_scale(sp, p_int, ba.out);
   const double est = (std::log(p_int[0]) - std::log(p_int[1])) / sp.gap;
@@ -179,6 +190,7 @@ Outcome run(const Env &env, const Case &c) {
   if (L.failed()) return L.outcome();
 
   // (b) the variance of the effective logits of N(0, 1) q, k.
+  judge_gauss();
   const Statistic st = statistic(gp, pb.params.scale, fb.out.to_vector(), bb.out);
   const Interval accept = acceptance(st.m);
   L.note(std::max(st.T.lo / accept.hi, accept.lo / st.T.hi), "Gaussian probe: T/m = " + fmt(st.point / st.m));

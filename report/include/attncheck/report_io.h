@@ -64,28 +64,62 @@ struct Run {
 struct Document {
   std::string tool_version;
   std::vector<Run> runs;
-  /// Every counterexample in document order: (run index, property index). `attncheck replay --failure N` is the
-  /// N-th (1-based) of these.
+  /// --strict: warnings (advisory properties that found a counterexample) count as failures — in the verdicts
+  /// written, in JUnit (<failure>) and in the roll-ups. Set by the CLI; kept in report.json.
+  bool strict = false;
+  /// Every counterexample in document order, failures and warnings alike: (run index, property index).
+  /// `attncheck replay --failure N` is the N-th (1-based) of these.
   std::vector<std::pair<std::size_t, std::size_t>> failures() const;
+  /// The roll-up over runs (each Report::verdict(strict)): fail > undecided > warn > pass.
+  Verdict verdict() const;
 };
 
-/// Re-runs each counterexample's minimal case on `kernel` (forward, and backward for gradient properties) and
-/// fills run.evidence with the failing tensor's values, the exact values, the bounds (error model, the run's
-/// profile) and the exact probabilities.
+/// Counterexamples that share one root cause: the same run, the same kind (failure or warning), the same minimal
+/// case (Case::same_as, or the same spec) and the same failing element signature — the failing ladder step, the
+/// tensor (O, LSE, dQ, dK, dV, or the name the check used) and the kind of wrongness (NaN, ±Inf, wrong sign, a row
+/// that sees no key, a value out of its bound, bits that differ, a failed call, a write outside the outputs …),
+/// read off Outcome::step and Outcome::detail. One defect found by several properties becomes one group.
+struct FailureGroup {
+  /// One line: kernel, dtype, the signature and the member properties with their failure numbers, e.g.
+  /// "bug:no_rescale (f32) · step values: O out of bound · accuracy, shift_invariance · failures 1, 3".
+  std::string headline;
+  /// What the failing element shows, from its step and element (not the properties' generic summaries), e.g.
+  /// "step mask: LSE[0,0,1] of a row that sees no key is +Inf, the contract fixes −Inf" or
+  /// "step values: O elements out of bound by up to 3.1e5× (a wrong scale, or a lost rescale?)".
+  std::string caption;
+  /// (run index, property index) of each member, in document order (the order of Document::failures()).
+  std::vector<std::pair<std::size_t, std::size_t>> members;
+  /// True when the members are warnings (advisory properties: beyond the declared contract), false for failures.
+  bool warning = false;
+};
+
+/// The counterexamples of `doc` grouped by root cause (see FailureGroup), groups ordered by their first member in
+/// document order. Pure and deterministic: the same Document gives the same groups.
+std::vector<FailureGroup> group_failures(const Document &doc);
+
+/// Re-runs each counterexample on `kernel` (forward, and backward for gradient properties) under the run's
+/// contract and fills run.evidence with the failing tensor's values, the exact values, the bounds (error model,
+/// the run's profile) and the exact probabilities. The case re-run is the problem that failed: the outcome's
+/// failing_case (a shifted, permuted, rescaled … copy, at failing_scale when ≠ 0) when the property recorded one,
+/// else the minimal case.
 void add_evidence(Run &run, const attncheck_kernel &kernel);
 
 /// report.json. Inputs of every counterexample are exact (C99 hex floats), so replay rebuilds the very case.
 std::string to_json(const Document &doc);
 /// Parses report.json (throws ReportError).
 Document from_json(std::string_view text);
-/// summary.md: verdict table per kernel and dtype, then each counterexample (shape, step, worst element in hex and
-/// decimal, the command that replays it).
+/// summary.md: verdict table per kernel and dtype (with its contract and warning count), then the failures and,
+/// in their own section, the warnings — each grouped by root cause (group_failures): the group's headline and
+/// caption, then each member counterexample (shape, step, worst element in hex and decimal, the replay command).
 std::string to_markdown(const Document &doc);
-/// report.html: self-contained (inline CSS and SVG); per property verdicts; for each counterexample its inputs,
-/// a heatmap of error ÷ bound over the output, the attention probabilities, an error histogram. Every string that
-/// came from a kernel or a plugin is HTML-escaped.
+/// report.html: self-contained (inline CSS and SVG); per run its contract and per property verdicts and tiers;
+/// counterexamples grouped by root cause, failures in red and warnings in amber, each with its inputs (those of
+/// the failing problem), a heatmap of error ÷ bound over the output, the attention probabilities, an error
+/// histogram. Every string that came from a kernel or a plugin is HTML-escaped.
 std::string to_html(const Document &doc);
-/// JUnit XML: one <testcase> per (kernel, dtype, property); failures carry the counterexample text.
+/// JUnit XML: one <testsuite> per (kernel, dtype) with its contract as a <property>, one <testcase> per property;
+/// failures carry the counterexample text in <failure>; a warning is a passing testcase with a "warning"
+/// <property> and "WARNING: …" in <system-out> — or a <failure> when doc.strict.
 std::string to_junit(const Document &doc);
 
 /// Creates `dir` if needed and checks that it can be written; throws std::runtime_error with a one-line message.

@@ -73,6 +73,9 @@ class SandboxedPlugin {
   std::span<const attncheck_kernel> kernels() const;
   /// The kernel named `name`; throws SandboxError listing the names there are.
   const attncheck_kernel &find(const std::string &name) const;
+  /// The contract text kernel `index` declares through the plugin's attncheck_contracts (ABI 1.1); "" when none.
+  /// Validated at load: a plugin whose contracts do not parse does not load.
+  const std::string &contract(std::size_t index) const;
   /// The fault of kernel `index`'s last call (Kind::none when it had none).
   const CallFault &last_fault(std::size_t index) const;
   const std::string &path() const;

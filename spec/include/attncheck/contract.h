@@ -18,8 +18,8 @@
 //   accumulate-pv   f32 | f16 | bf16                 softmax, P·V and every backward product
 //   round-p         auto | yes | no                  P (and dS) rounded to storage before the matmuls; auto = yes
 //                                                    for float16/bfloat16 storage
-//   rowsum          auto | exact | rounded-p         l = Σ p from the unrounded p, or from the rounded P (auto:
-//                                                    rounded-p allowed wherever P is rounded)
+//   rowsum          auto | exact | rounded-p         l = Σ p from the unrounded p (auto, as FlashAttention-2), or
+//                                                    from the rounded P (e.g. a ones column appended to V)
 //   grad-sum        auto | exact | per-head          GQA dK, dV: summed over query heads before one store, or each
 //                                                    head's part stored in the storage dtype first (auto: per-head
 //                                                    allowed for float16/bfloat16 storage)
@@ -31,12 +31,14 @@
 #pragma once
 
 #include "attncheck/dtype.h"
+#include "attncheck/kernel_abi.h"
 
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace attncheck {
 
@@ -49,8 +51,8 @@ struct PrecisionProfile {
   bool rowsum_rounded_p = false;     ///< the row sum l may be Σ of the rounded P (only with round_p)
   bool grad_per_head = false;        ///< GQA dK, dV may be each query head's part rounded to storage, then summed
   Dtype lse = Dtype::f32;            ///< dtype the LSE is returned in (float32, or the storage dtype)
-  /// FlashAttention's practice: float32 accumulation; for float16/bfloat16 P rounded to storage, its row sum from
-  /// either P, and GQA gradients summed from per-head parts.
+  /// FlashAttention-2's practice: float32 accumulation; for float16/bfloat16 P rounded to storage (its row sum
+  /// from the unrounded P) and GQA gradients summed from per-head parts rounded to storage.
   static PrecisionProfile for_storage(Dtype storage);
   std::string describe() const;  ///< "f16 storage, f32 accumulation, P rounded"
   friend bool operator==(const PrecisionProfile &, const PrecisionProfile &) = default;
@@ -96,6 +98,13 @@ struct ContractError : std::invalid_argument {
 /// `text` applied over `base`: each token overrides its key. Throws ContractError for an unknown key or value, or
 /// a token without '='.
 KernelContract parse_contract(std::string_view text, KernelContract base = {});
+
+/// The contract text each of a plugin's `n` kernels declares through `contracts` (its attncheck_contracts symbol,
+/// ABI 1.1; nullptr for a 1.0 plugin): "" for a kernel without an entry. Every text is parsed to validate it.
+/// Throws ContractError (one line naming the kernel) for an entry without a kernel name, one naming no kernel of
+/// `kernels`, a kernel named twice, or a contract that does not parse.
+std::vector<std::string> declared_contracts(const attncheck_kernel *kernels, std::int32_t n,
+                                            attncheck_contracts_fn contracts);
 
 /// True when `token` looks like a contract token (`key=value`): how the exec hello tells them from capabilities.
 bool is_contract_token(std::string_view token);

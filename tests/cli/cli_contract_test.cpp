@@ -1,0 +1,78 @@
+// The gate judges a kernel against the contract it declares — through its plugin (attncheck_contracts), its exec
+// hello, or --contract — and tells warnings (behaviour beyond the contract) from failures: exit 0 unless --strict.
+#include "cli_support.h"
+
+#include <string>
+
+using namespace cli_test;
+
+namespace {
+constexpr int kExitPass = 0, kExitCounterexample = 1;
+constexpr const char *kQuick = " --dtype f32 --profile quick --quiet";
+
+std::string bug_check(const std::string &kernel, const std::string &properties, const std::string &extra = "") {
+  return attncheck("check --plugin " BUG_PLUGIN " --kernel " + kernel + " --properties " + properties + kQuick +
+                   extra);
+}
+
+std::string numpy_check(const std::string &kernel_args, const std::string &extra = "") {
+  return attncheck("check --exec \"" NUMPY_PYTHON " " NUMPY_KERNEL " " + kernel_args + "\"" + kQuick + extra);
+}
+}  // namespace
+
+TEST_CASE("--contract declares what the kernel promises: a top-left causal kernel passes when declared") {
+  const Run undeclared = run(bug_check("bug:causal_top_left", "causal,accuracy"));
+  INFO(undeclared.out << undeclared.err);
+  CHECK(undeclared.status == kExitCounterexample);
+  const Run declared = run(bug_check("bug:causal_top_left", "causal,accuracy", " --contract causal=top-left"));
+  INFO(declared.out << declared.err);
+  CHECK(declared.status == kExitPass);
+  CHECK(declared.out.find("contract of bug:causal_top_left f32: causal=top-left") != std::string::npos);
+}
+
+TEST_CASE("a bad --contract is one line naming the token, exit 2") {
+  require_usage_error(run(bug_check("bug:causal_top_left", "causal", " --contract causal=sideways")),
+                      "--contract: contract: 'causal=sideways': causal is one of bottom-right|top-left");
+  require_usage_error(run(bug_check("bug:causal_top_left", "causal", " --contract speed=fast")),
+                      "unknown key 'speed'");
+}
+
+TEST_CASE("a warning exits 0 with its counterexample printed, and --strict makes it exit 1") {
+  // A row reading a hidden key leaks a poisoned key's NaN: beyond the default contract (hidden-keys=finite).
+  const Run warned = run(bug_check("bug:causal_off_by_one", "masked_nonfinite"));
+  INFO(warned.out << warned.err);
+  CHECK(warned.status == kExitPass);
+  CHECK(warned.out.find("WARN") != std::string::npos);
+  CHECK(warned.out.find("masked_nonfinite") != std::string::npos);
+  const Run strict = run(bug_check("bug:causal_off_by_one", "masked_nonfinite", " --strict"));
+  INFO(strict.out << strict.err);
+  CHECK(strict.status == kExitCounterexample);
+  // Declared as a promise, the same leak is a failure without --strict.
+  const Run promised = run(bug_check("bug:causal_off_by_one", "masked_nonfinite", " --contract hidden-keys=any"));
+  CHECK(promised.status == kExitCounterexample);
+}
+
+TEST_CASE("the bundled kernels declare bitwise determinism and isolation through attncheck_contracts") {
+  const Run r = run(attncheck("check --plugin builtin --kernel flash --properties bitwise_determinism,masked_nonfinite" +
+                              std::string(kQuick)));
+  INFO(r.out << r.err);
+  CHECK(r.status == kExitPass);
+  CHECK(r.out.find("contract of flash f32: hidden-keys=any backward-determinism=bitwise grad-sum=exact") !=
+        std::string::npos);
+  CHECK(r.out.find("bitwise_determinism        off") != std::string::npos);
+  CHECK(r.out.find("masked_nonfinite           required") != std::string::npos);
+}
+
+TEST_CASE("an SDPA-style exec kernel (top-left causal, no LSE) passes every property by declaring its contract") {
+  if (std::string(NUMPY_PYTHON).empty()) {
+    WARN("no python3 with NumPy (ATTNCHECK_NUMPY_PYTHON): not run");
+    return;
+  }
+  const Run r = run(numpy_check("--contract 'causal=top-left lse=none'"));
+  INFO(r.out << r.err);
+  CHECK(r.status == kExitPass);
+  CHECK(r.out.find("causal=top-left lse=none") != std::string::npos);
+  // The same kernel without the declaration is a top-left bug under the default contract.
+  const Run undeclared = run(numpy_check("--bug causal_top_left", " --properties causal"));
+  CHECK(undeclared.status == kExitCounterexample);
+}
