@@ -46,7 +46,7 @@ struct RowModel {
   std::vector<double> rho;         ///< ρ_ij: bound on |P̂_ij / P_ij − 1| from the θ's alone
   std::vector<double> abs_dot;     ///< scale·Σ_d |q_id k_jd|
   double theta_bar = 0;            ///< Σ_j P_ij θ_ij
-  bool overflow = false;           ///< a dot product's magnitude may overflow the accumulation dtype
+  bool overflow = false;           ///< a logit's magnitude may overflow the logits' (or the softmax's) dtype
   double max_abs_s = 0;            ///< M_i = max_j |s_ij|
   double log_A = 0;                ///< ln Σ_j P_ij e^{θ_ij}
 };
@@ -56,17 +56,24 @@ struct Ctx {
   const Shape &sh;
   const PrecisionProfile &prof;
   double ua, us, eta_s, tiny_a;  // u_acc, u_storage, η_storage, flush-to-zero threshold of accumulation
-  double gamma_dot;              // γ_{D+2}(u_a)
+  double uqk;                    // u of the logits' arithmetic (accumulate_qk)
+  double gamma_dot;              // γ_{D+2}(u_qk)
   double acc_max;                // magnitudes at or above it may overflow the accumulation dtype
+  double qk_max;                 // the same for the logits' dtype
   double exp_err;                // log-space error of one exp: kExpUlps·u_a/(1 − kExpUlps·u_a)
+  bool rowsum_p;                 // the row sum may be Σ of the P rounded to storage (SPEC.md §4.2)
+  bool per_head;                 // GQA dK, dV may be summed from per-head parts rounded to storage (SPEC.md §4.4)
 
   Ctx(const Problem &p_, const PrecisionProfile &prof_)
       : p(p_), sh(p_.shape), prof(prof_), ua(unit_roundoff(prof_.accumulate)), us(unit_roundoff(prof_.storage)),
         eta_s(min_subnormal(prof_.storage)), tiny_a(min_normal(prof_.accumulate)),
-        gamma_dot(gamma_n(static_cast<double>(p_.shape.D) + 2, ua)),
-        acc_max(max_finite(prof_.accumulate) / kOverflowMargin), exp_err(gamma_n(Budgets::kExpUlps, ua)) {}
+        uqk(unit_roundoff(prof_.accumulate_qk)), gamma_dot(gamma_n(static_cast<double>(p_.shape.D) + 2, uqk)),
+        acc_max(max_finite(prof_.accumulate) / kOverflowMargin),
+        qk_max(max_finite(prof_.accumulate_qk) / kOverflowMargin), exp_err(gamma_n(Budgets::kExpUlps, ua)),
+        rowsum_p(prof_.round_p && prof_.rowsum_rounded_p), per_head(prof_.grad_per_head && p_.shape.group() > 1) {}
 
   bool overflows(double magnitude) const { return !(magnitude < acc_max); }
+  bool overflows_qk(double magnitude) const { return !(magnitude < qk_max); }
   /// Rounding a value of this magnitude to the storage dtype may give ±Inf.
   bool overflows_storage(double magnitude) const { return !(magnitude < max_finite(prof.storage) / kOverflowMargin); }
   /// exp of an argument this large may overflow the accumulation dtype.
@@ -98,8 +105,10 @@ struct Ctx {
       r.keys.push_back(j);
       r.s.push_back(s);
       r.abs_dot.push_back(static_cast<double>(std::fabs(scale) * adot));
-      // Partial sums of q·k reach Σ|q k| before (or after) the scale is applied.
-      r.overflow |= overflows(static_cast<double>(std::max<long double>(adot, std::fabs(scale) * adot)));
+      // Partial sums of q·k reach Σ|q k| before (or after) the scale is applied; the logit then enters the softmax
+      // arithmetic.
+      r.overflow |= overflows_qk(static_cast<double>(std::max<long double>(adot, std::fabs(scale) * adot))) ||
+                    overflows(static_cast<double>(std::fabs(scale) * adot));
       M = std::max(M, std::fabs(s));
     }
     double tb = 0, log_A_max = -kInf;
@@ -183,10 +192,12 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         const double comb = c.combine_error(n, lse, r.max_abs_s);
         // Flushed-to-zero or underflowed terms: each p̂ ≤ tiny is lost, against a row sum l ≥ 1.
         const double underflow = static_cast<double>(n) * c.tiny_a;
+        // Row sum from the rounded P: Σ_j p̃_j = (1 + E)·Σ_j p̂_j with |E| ≤ u_s + n·η_s/2 (l ≥ 1).
+        const double e_rowsum = c.rowsum_p ? c.us + static_cast<double>(n) * c.eta_s / 2 : 0.0;
         const std::int64_t hk = sh.kv_head(h);
         for (std::int64_t col = 0; col < sh.Dv; ++col) {
           const double O = exact.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
-          double arg = 0, hull = 0, abs_sum = 0, vmax = 0, p_round = 0;
+          double arg = 0, hull = 0, abs_sum = 0, vmax = 0, p_round = 0, p_centered = 0;
           for (std::size_t t = 0; t < n; ++t) {
             const double v = p.v.get({b, hk, r.keys[t], col});
             const double dv = std::fabs(v - O);
@@ -194,11 +205,15 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
             hull = std::max(hull, dv);
             abs_sum += r.P[t] * (1 + r.rho[t]) * std::fabs(v);
             vmax = std::max(vmax, std::fabs(v));
-            if (prof.round_p) p_round += (c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2) * std::fabs(v);
+            // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight.
+            const double a = c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2;
+            if (prof.round_p) p_round += a * std::fabs(v);
+            if (c.rowsum_p) p_centered += a * dv;
           }
           // Σ_j P̂_ij = 1, so Σ_j P̂_ij|v_jc| ≤ max_j |v_jc|: caps the terms when some θ is out of exp's range
           // (0·∞ there is NaN, and the cap is the right bound).
           const double b_arg = std::isnan(arg) ? hull : std::min(arg, hull);
+          const double abs_raw = abs_sum;
           abs_sum = std::isnan(abs_sum) ? vmax : std::min(abs_sum, vmax);
           p_round = std::isnan(p_round) ? c.us * vmax : p_round;
           const double b_sum = gs / (1 - std::min(gs, 0.5)) * (abs_sum + std::fabs(O) + b_arg);
@@ -206,6 +221,16 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
           // magnitude), the log, the exp and the sum over splits scale the partial outputs (SPEC.md §4.2).
           const double b_comb = comb * abs_sum;
           double e = b_arg + b_sum + b_comb + p_round + underflow * vmax;
+          if (c.rowsum_p) {
+            // Numerator and row sum from the same rounded weights p̃_j = p̂_j(1 + ε_j): O stays a convex combination,
+            // P̃_j − P̂_j = P̂_j(ε_j − E)/(1 + E), so the rounding is centered at O (SPEC.md §4.2); |Õ − O| ≤ hull.
+            const double b_c = (p_centered + e_rowsum * b_arg) / (1 - e_rowsum);
+            const double b_argc = std::isnan(b_c) ? hull : std::min(b_arg + b_c, hull);
+            double abs_r = (abs_raw + p_round) / (1 - e_rowsum);  // Σ_j P̃_ij |v_jc|
+            abs_r = std::isnan(abs_r) ? vmax : std::min(abs_r, vmax);
+            const double b_sum_r = gs / (1 - std::min(gs, 0.5)) * (abs_r + std::fabs(O) + b_argc);
+            e = std::max(e, b_argc + b_sum_r + comb * abs_r + underflow * vmax);
+          }
           if (c.overflows(static_cast<double>(n) * vmax)) e = kInf;  // Σ_j p_j|v_jc| with p_j ≤ 1
           e += Budgets::kDivUlps * c.ua * (std::fabs(O) + e);
           // Near the storage dtype's largest value a correct result may round to ±Inf.
@@ -215,8 +240,15 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         // LSE = m + ln l: log-space errors of the terms, the row sum, the log and the final conversions.
         const double gl = c.gamma_lse(n);
         double e = std::max(r.log_A, r.theta_bar) - std::log1p(-std::min(gl, 0.5)) + underflow;
+        if (c.rowsum_p) e -= std::log1p(-std::min(e_rowsum, 0.5));  // ln(1 + E)
         e += Budgets::kLogUlps * c.ua * std::log(static_cast<double>(std::max<std::size_t>(n, 1)));
         e += (Budgets::kShiftUlps * c.ua + u32) * (std::fabs(lse) + e);
+        if (prof.lse != Dtype::f32) {
+          // Returned in the storage dtype: one more rounding, to ±Inf past its largest value.
+          e = std::fabs(lse) + e < max_finite(prof.lse)
+                  ? e + unit_roundoff(prof.lse) * (std::fabs(lse) + e) + min_subnormal(prof.lse) / 2
+                  : kInf;
+        }
         out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = unbounded_if_nan(e * (1 + kDoubleSlack));
       }
   return out;
@@ -233,6 +265,9 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const double g_dq = gamma_n(static_cast<double>(sh.Lk) + 2, c.ua);
   const double n_kv = static_cast<double>(sh.Lq * sh.group());
   const double g_dk = gamma_n(n_kv + 2, c.ua), g_dvsum = gamma_n(n_kv + 1, c.ua);
+  // Per-head GQA parts: one head's sum over its Lq rows (and the scale for dK).
+  const double n_head = static_cast<double>(sh.Lq);
+  const double g_dk_head = gamma_n(n_head + 2, c.ua), g_dv_head = gamma_n(n_head + 1, c.ua);
 
   // Running sums per output element: Σ e·|x| (propagated error) and Σ |x| (magnitude for γ), plus the value in
   // double for the storage rounding term.
@@ -335,8 +370,23 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         }
       }
     }
+  // The G per-head parts of a GQA dK or dV (SPEC.md §4.4): part h computed in accumulation precision
+  // (|x̂_h − x_h| ≤ err_h + g_head·mag_h, |x̂_h| ≤ (1 + g_head)·mag_h), rounded to storage, then the G parts summed in
+  // any order, either in accumulation precision and stored, or in storage precision (no further store).
+  const double G = static_cast<double>(sh.group());
+  auto per_head = [&](double err, double mag, double val, double g_head) {
+    const double part = (1 + g_head) * mag;                // Σ_h |x̂_h|
+    if (c.overflows_storage(part)) return kInf;             // a part, or a partial sum in storage, may round to ±Inf
+    const double rounded = c.us * part + G * c.eta_s / 2;  // Σ_h |x̃_h − x̂_h|
+    const double e1 = err + g_head * mag + rounded;        // Σ_h |x̃_h − x_h|
+    const double m2 = part + rounded;                      // Σ_h |x̃_h|
+    const double e_acc = e1 + gamma_n(G - 1, c.ua) * m2 + kDoubleSlack * mag;
+    const double e_st = e1 + gamma_n(G - 1, c.us) * m2 + kDoubleSlack * mag;
+    const double b_acc = c.overflows_storage(std::fabs(val) + e_acc) ? kInf : c.store(std::fabs(val), e_acc);
+    return std::max(b_acc, e_st);
+  };
   auto finish = [&](const std::vector<double> &err, const std::vector<double> &mag, const std::vector<double> &val,
-                    double g) {
+                    double g, double g_head) {
     std::vector<double> out(err.size());
     for (std::size_t x = 0; x < err.size(); ++x) {
       if (mag[x] == 0 && err[x] == 0) continue;  // no visible contribution: the gradient is exactly zero
@@ -345,16 +395,16 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         continue;
       }
       const double e = err[x] + g * mag[x] + kDoubleSlack * mag[x];
-      out[x] = c.overflows_storage(std::fabs(val[x]) + e)
-                   ? kInf
-                   : unbounded_if_nan(c.store(std::fabs(val[x]), e) * (1 + kDoubleSlack));
+      double bound = c.overflows_storage(std::fabs(val[x]) + e) ? kInf : c.store(std::fabs(val[x]), e);
+      if (c.per_head && g_head >= 0) bound = std::max(bound, per_head(err[x], mag[x], val[x], g_head));
+      out[x] = unbounded_if_nan(bound * (1 + kDoubleSlack));
     }
     return out;
   };
   BackwardBounds bb;
-  bb.dq = finish(dq_err, dq_mag, dq_val, g_dq);
-  bb.dk = finish(dk_err, dk_mag, dk_val, g_dk);
-  bb.dv = finish(dv_err, dv_mag, dv_val, g_dvsum);
+  bb.dq = finish(dq_err, dq_mag, dq_val, g_dq, -1);
+  bb.dk = finish(dk_err, dk_mag, dk_val, g_dk, g_dk_head);
+  bb.dv = finish(dv_err, dv_mag, dv_val, g_dvsum, g_dv_head);
   return bb;
 }
 

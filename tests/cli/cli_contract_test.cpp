@@ -27,7 +27,7 @@ TEST_CASE("--contract declares what the kernel promises: a top-left causal kerne
   const Run declared = run(bug_check("bug:causal_top_left", "causal,accuracy", " --contract causal=top-left"));
   INFO(declared.out << declared.err);
   CHECK(declared.status == kExitPass);
-  CHECK(declared.out.find("contract of bug:causal_top_left f32: causal=top-left") != std::string::npos);
+  CHECK(declared.out.find("contract of bug:causal_top_left: causal=top-left") != std::string::npos);
 }
 
 TEST_CASE("a bad --contract is one line naming the token, exit 2") {
@@ -57,7 +57,7 @@ TEST_CASE("the bundled kernels declare bitwise determinism and isolation through
                               std::string(kQuick)));
   INFO(r.out << r.err);
   CHECK(r.status == kExitPass);
-  CHECK(r.out.find("contract of flash f32: hidden-keys=any backward-determinism=bitwise grad-sum=exact") !=
+  CHECK(r.out.find("contract of flash: hidden-keys=any backward-determinism=bitwise grad-sum=exact") !=
         std::string::npos);
   CHECK(r.out.find("bitwise_determinism        off") != std::string::npos);
   CHECK(r.out.find("masked_nonfinite           required") != std::string::npos);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -179,7 +180,8 @@ struct Ctx {
   Mask mask = Mask::none;
   Dtype storage = Dtype::f32;
   Arith acc;                   ///< the variant's arithmetic
-  Arith dot;                   ///< q·k arithmetic: acc, or float16 under Bug::f16_dot_accumulation
+  Arith dot;                   ///< q·k arithmetic: accumulate_qk (f32: acc), or float16 under Bug::f16_dot_accumulation
+  Arith logit;                 ///< the multiply by score_mul: dot, or acc under Bug::f16_dot_accumulation
   float scale = 1;             ///< effective scale, in acc
   float score_mul = 1;         ///< u = (q·k) · score_mul: scale, or scale·log₂e with exp2_fold
   std::int64_t key_end = 0;    ///< keys the loops visit: Lk, or Lk + 1 under Bug::read_past_last_key
@@ -191,13 +193,20 @@ struct Ctx {
   /// kv head of query head h: h / (Hq/Hkv), or h % Hkv under Bug::gqa_head_mod.
   std::int64_t kv_head(std::int64_t h) const { return has(Bug::gqa_head_mod) ? h % s.Hkv : s.kv_head(h); }
 
-  /// Whether row i sees key j (j = Lk, the read-past key, is seen by the rows that see key Lk − 1).
+  /// The last key causal row i sees (< 0: none): bottom-right i + Lk − Lq, top-left i, one more under the bug.
+  std::int64_t last_seen(std::int64_t i) const {
+    if (has(Bug::causal_off_by_one)) return i + s.Lk - s.Lq + 1;
+    if (has(Bug::causal_top_left) || var.causal_top_left) return i;
+    return last_visible(mask, i, s.Lq, s.Lk);
+  }
+
+  /// Whether row i sees key j (j = Lk, the read-past key, is seen by the rows that see key Lk − 1). With
+  /// empty_rows_mean a row that sees no key sees them all.
   bool sees(std::int64_t i, std::int64_t j) const {
     if (j == s.Lk) j = s.Lk - 1;
     if (mask == Mask::none) return true;
-    if (has(Bug::causal_off_by_one)) return j <= i + s.Lk - s.Lq + 1;
-    if (has(Bug::causal_top_left)) return j <= i;
-    return visible(mask, i, j, s.Lq, s.Lk);
+    const std::int64_t last = last_seen(i);
+    return j <= last || (var.empty_rows_mean && last < 0);
   }
 
   /// False for the keys Bug::drop_last_partial_block skips: those of a split's last block when it is partial.
@@ -220,7 +229,7 @@ struct Ctx {
   float score(const float *qrow, std::int64_t b, std::int64_t hk, std::int64_t j) const {
     float d = 0;
     for (std::int64_t x = 0; x < s.D; ++x) d = dot.add(d, dot.mul(qrow[x], key_elem(k, b, hk, j, x)));
-    return acc.mul(d, score_mul);
+    return logit.mul(d, score_mul);
   }
   /// e^x, or 2^x with exp2_fold.
   float expo(float x) const { return var.exp2_fold ? acc.exp2(x) : acc.exp(x); }
@@ -229,6 +238,12 @@ struct Ctx {
   float from_natural(float l) const { return var.exp2_fold ? acc.mul(l, kLog2e) : l; }
   /// p as P·V (and backward) use it: rounded to the storage dtype with round_p.
   float stored_p(float p) const { return var.round_p ? static_cast<float>(round_to(storage, p)) : p; }
+  /// What l = Σ p adds for one key: p, or the rounded p with rowsum_rounded_p.
+  float rowsum_term(float p, float p_stored) const { return var.rowsum_rounded_p ? p_stored : p; }
+  /// The LSE as returned: rounded to the storage dtype with lse_storage.
+  float returned_lse(float lse) const {
+    return var.lse_storage ? static_cast<float>(round_to(storage, lse)) : lse;
+  }
   /// A result as stored: added to what the output held under Bug::output_not_zeroed.
   float result(const View &t, std::int64_t off, float x) const {
     return has(Bug::output_not_zeroed) ? acc.add(t.load(off), x) : x;
@@ -251,7 +266,9 @@ int make_ctx(const Variant &var, const attncheck_params *params, const DLTensor 
   c->mask = static_cast<Mask>(params->mask);
   c->storage = c->q.dtype();
   c->acc = Arith{var.accumulate};
-  c->dot = Arith{var.bug == Bug::f16_dot_accumulation ? Dtype::f16 : var.accumulate};
+  const Dtype qk = var.accumulate_qk != Dtype::f32 ? var.accumulate_qk : var.accumulate;
+  c->dot = Arith{var.bug == Bug::f16_dot_accumulation ? Dtype::f16 : qk};
+  c->logit = var.bug == Bug::f16_dot_accumulation ? c->acc : c->dot;
   c->scale = c->acc.r(static_cast<float>(effective_scale(var.bug, params->scale, c->s)));
   c->score_mul = var.exp2_fold ? c->acc.mul(c->scale, kLog2e) : c->scale;
   c->key_end = c->s.Lk + (var.bug == Bug::read_past_last_key ? 1 : 0);
@@ -270,6 +287,18 @@ bool bind_like(View *view, const DLTensor *t, const char *what, Dtype dt, std::i
         *why = std::string(what) + " must have shape " + dims_text(shape.begin(), rank) + "; got " + view->shape_text(),
         false);
   }
+  return true;
+}
+
+/// Binds lse [B, Hq, Lq]: float32 or the storage dtype.
+bool bind_lse(View *view, const DLTensor *t, Dtype storage, const Shape &s, std::string *why) {
+  if (!view->bind(t, "lse", kLseRank, why)) return false;
+  if (view->dtype() != Dtype::f32 && view->dtype() != storage)
+    return (*why = "lse has the wrong dtype (float32 or the storage dtype)", false);
+  if (!view->has_shape({s.B, s.Hq, s.Lq}))
+    return (*why = "lse must have shape " + dims_text(std::array{s.B, s.Hq, s.Lq}.data(), kLseRank) + "; got " +
+                   view->shape_text(),
+            false);
   return true;
 }
 
@@ -323,17 +352,18 @@ void run_split(const Ctx &c, Scratch &w, std::int64_t b, std::int64_t hk, std::i
         block_max = std::max(block_max, u);
         ++count;
       }
-      if (count == 0) continue;
+      if (count == 0 && !c.var.dense_pv) continue;
       const float m_new = no_max ? 0.f : std::max(m, block_max);
       const bool rescale = seen > 0 && m_new != m;
       const float alpha = rescale ? c.expo(c.acc.sub(m, m_new)) : 1.f;
       float block_l = 0;
       std::fill(w.blk.begin(), w.blk.end(), 0.f);
       for (std::int64_t j = b0; j < b1; ++j) {
-        if (!c.sees(i, j)) continue;
-        const float p = c.expo(c.acc.sub(w.u[static_cast<std::size_t>(j)], m_new));
-        block_l = c.acc.add(block_l, p);
+        const bool vis = c.sees(i, j);
+        if (!vis && !c.var.dense_pv) continue;  // dense_pv: a masked key enters with p = 0
+        const float p = vis ? c.expo(c.acc.sub(w.u[static_cast<std::size_t>(j)], m_new)) : 0.f;
         const float pv = c.stored_p(p);
+        block_l = c.acc.add(block_l, c.rowsum_term(p, pv));
         for (std::size_t x = 0; x < Dv; ++x)
           w.blk[x] = c.acc.add(w.blk[x], c.acc.mul(pv, c.key_elem(c.v, b, hk, j, static_cast<std::int64_t>(x))));
       }
@@ -413,7 +443,7 @@ int run_forward(const Variant &var, const attncheck_params *params, const DLTens
   std::string why;
   View o, l;
   if (!bind_like(&o, out, "out", c.storage, {s.B, s.Hq, s.Lq, s.Dv}, &why)) return fail(ATTNCHECK_ERROR, why);
-  if (lse && !bind_like(&l, lse, "lse", Dtype::f32, {s.B, s.Hq, s.Lq}, &why)) return fail(ATTNCHECK_ERROR, why);
+  if (lse && !bind_lse(&l, lse, c.storage, s, &why)) return fail(ATTNCHECK_ERROR, why);
   Scratch w(c);
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t h = 0; h < s.Hq; ++h)
@@ -423,13 +453,16 @@ int run_forward(const Variant &var, const attncheck_params *params, const DLTens
           const std::int64_t off = o.offset(b, h, i, x);
           o.store(off, c.result(o, off, w.o[static_cast<std::size_t>(x)]));
         }
-        if (lse) l.store(l.offset(b, h, i), row_lse);
+        if (lse) l.store(l.offset(b, h, i), c.returned_lse(row_lse));
       }
   return ATTNCHECK_OK;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Backward.
+
+/// Backward calls so far, over every variant and thread: picks nondeterministic_backward's dQ order.
+std::atomic<std::uint64_t> g_backward_calls{0};
 
 int run_backward(const Variant &var, const attncheck_params *params, const DLTensor *q, const DLTensor *k,
                  const DLTensor *v, const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq,
@@ -440,7 +473,7 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
   std::string why;
   View o, l, go, gq, gk, gv;
   if (!bind_like(&o, out, "out", c.storage, {s.B, s.Hq, s.Lq, s.Dv}, &why) ||
-      (lse && !bind_like(&l, lse, "lse", Dtype::f32, {s.B, s.Hq, s.Lq}, &why)) ||
+      (lse && !bind_lse(&l, lse, c.storage, s, &why)) ||
       !bind_like(&go, dout, "dout", c.storage, {s.B, s.Hq, s.Lq, s.Dv}, &why) ||
       !bind_like(&gq, dq, "dq", c.storage, {s.B, s.Hq, s.Lq, s.D}, &why) ||
       !bind_like(&gk, dk, "dk", c.storage, {s.B, s.Hkv, s.Lk, s.D}, &why) ||
@@ -450,22 +483,42 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
   Scratch w(c);
   const std::size_t D = static_cast<std::size_t>(s.D), Dv = static_cast<std::size_t>(s.Dv);
   const std::size_t nkeys = static_cast<std::size_t>(c.key_end);
-  std::vector<float> qrow(D), dorow(Dv), orow(Dv), P(nkeys), dP(nkeys), dq_acc(D);
-  std::vector<float> dk_acc(static_cast<std::size_t>(s.Lk) * D), dv_acc(static_cast<std::size_t>(s.Lk) * Dv);
+  const std::size_t nk = static_cast<std::size_t>(s.Lk) * D, nv = static_cast<std::size_t>(s.Lk) * Dv;
+  std::vector<float> qrow(D), dorow(Dv), orow(Dv), P(nkeys), dP(nkeys), dS(nkeys), dq_acc(D);
+  // dK, dV of the kv head: the sum over its query heads — of every term, or (grad_per_head) of each head's part,
+  // accumulated in dk_part, dv_part and rounded to storage.
+  const bool per_head = c.var.grad_per_head;
+  std::vector<float> dk_acc(nk), dv_acc(nv), dk_part(per_head ? nk : 0), dv_part(per_head ? nv : 0);
   std::vector<char> live(nkeys);  // key j is seen by the row and not dropped
+  std::vector<char> used(nkeys);  // key j enters the products: live, or any key with dense_pv (P = 0)
   auto key_at = [&](std::size_t t) { return c.var.reverse_keys ? nkeys - 1 - t : t; };
+  // dQ's order over keys: key_at, or with nondeterministic_backward rotated by (call / 2) and reversed on odd calls.
+  const std::uint64_t call = c.var.nondeterministic_backward ? g_backward_calls.fetch_add(1) : 0;
+  auto dq_key_at = [&](std::size_t t) {
+    if (!c.var.nondeterministic_backward) return key_at(t);
+    const std::size_t r = (t + static_cast<std::size_t>((call / 2) % nkeys)) % nkeys;
+    return (call % 2) ? nkeys - 1 - r : r;
+  };
+  const bool scale_dk = !c.has(Bug::dk_missing_scale);
 
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t hk = 0; hk < s.Hkv; ++hk) {
       std::fill(dk_acc.begin(), dk_acc.end(), 0.f);
       std::fill(dv_acc.begin(), dv_acc.end(), 0.f);
+      float *dk_sum = per_head ? dk_part.data() : dk_acc.data();  // where this head's terms go
+      float *dv_sum = per_head ? dv_part.data() : dv_acc.data();
       for (std::int64_t h = 0; h < s.Hq; ++h) {
         if (c.kv_head(h) != hk) continue;
+        if (per_head) {
+          std::fill(dk_part.begin(), dk_part.end(), 0.f);
+          std::fill(dv_part.begin(), dv_part.end(), 0.f);
+        }
         for (std::int64_t i = 0; i < s.Lq; ++i) {
           std::int64_t n_live = 0;
           for (std::size_t j = 0; j < nkeys; ++j) {
             const auto jj = static_cast<std::int64_t>(j);
             live[j] = c.sees(i, jj) && c.kept(jj);
+            used[j] = live[j] || c.var.dense_pv;
             n_live += live[j];
           }
           if (n_live == 0) {  // a row that sees no key: dQ = 0 (NaN under the NaN bug)
@@ -476,19 +529,19 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
             }
             continue;
           }
-          const float row_lse = lse ? l.get(b, h, i) : forward_row(c, w, b, h, i);
+          const float row_lse = lse ? l.get(b, h, i) : c.returned_lse(forward_row(c, w, b, h, i));
           const float lse_u = c.from_natural(row_lse);
           for (std::size_t x = 0; x < D; ++x) qrow[x] = c.q.get(b, h, i, static_cast<std::int64_t>(x));
           for (std::size_t x = 0; x < Dv; ++x) {
             dorow[x] = go.get(b, h, i, static_cast<std::int64_t>(x));
             orow[x] = o.get(b, h, i, static_cast<std::int64_t>(x));
           }
-          // P_ij = e^(u_j − LSE_i) recomputed from the given LSE; dP_ij = dO_i·v_j.
+          // P_ij = e^(u_j − LSE_i) recomputed from the given LSE (0 for a masked key under dense_pv); dP_ij = dO_i·v_j.
           for (std::size_t t = 0; t < nkeys; ++t) {
             const std::size_t j = key_at(t);
-            if (!live[j]) continue;
+            if (!used[j]) continue;
             const auto jj = static_cast<std::int64_t>(j);
-            P[j] = c.expo(c.acc.sub(c.score(qrow.data(), b, hk, jj), lse_u));
+            P[j] = live[j] ? c.expo(c.acc.sub(c.score(qrow.data(), b, hk, jj), lse_u)) : 0.f;
             float d = 0;
             for (std::size_t x = 0; x < Dv; ++x)
               d = c.acc.add(d, c.acc.mul(dorow[x], c.key_elem(c.v, b, hk, jj, static_cast<std::int64_t>(x))));
@@ -498,41 +551,54 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
           float Di = 0;
           if (c.var.d_from_p) {
             for (std::size_t t = 0; t < nkeys; ++t)
-              if (const std::size_t j = key_at(t); live[j]) Di = c.acc.add(Di, c.acc.mul(P[j], dP[j]));
+              if (const std::size_t j = key_at(t); used[j]) Di = c.acc.add(Di, c.acc.mul(P[j], dP[j]));
           } else {
             for (std::size_t x = 0; x < Dv; ++x) Di = c.acc.add(Di, c.acc.mul(dorow[x], orow[x]));
           }
-          // dS_ij = P_ij (dP_ij − D_i); dQ_i += dS_ij k_j; dK_j += dS_ij q_i; dV_j += P_ij dO_i.
-          std::fill(dq_acc.begin(), dq_acc.end(), 0.f);
+          // dS_ij = P_ij (dP_ij − D_i) (as stored with round_p); dK_j += dS_ij q_i; dV_j += P_ij dO_i.
           for (std::size_t t = 0; t < nkeys; ++t) {
             const std::size_t j = key_at(t);
-            if (!live[j]) continue;
+            if (!used[j]) continue;
             const auto jj = static_cast<std::int64_t>(j);
-            const float dS =
+            const float dSj =
                 c.has(Bug::ds_without_d_term) ? c.acc.mul(P[j], dP[j]) : c.acc.mul(P[j], c.acc.sub(dP[j], Di));
-            const float ps = c.stored_p(P[j]), dss = c.stored_p(dS);
-            for (std::size_t x = 0; x < D; ++x)
-              dq_acc[x] =
-                  c.acc.add(dq_acc[x], c.acc.mul(dss, c.key_elem(c.k, b, hk, jj, static_cast<std::int64_t>(x))));
+            const float ps = c.stored_p(P[j]), dss = c.stored_p(dSj);
+            dS[j] = dss;
             if (jj >= s.Lk) continue;  // the read-past key has no dK, dV
             for (std::size_t x = 0; x < D; ++x)
-              dk_acc[j * D + x] = c.acc.add(dk_acc[j * D + x], c.acc.mul(dss, qrow[x]));
+              dk_sum[j * D + x] = c.acc.add(dk_sum[j * D + x], c.acc.mul(dss, qrow[x]));
             for (std::size_t x = 0; x < Dv; ++x)
-              dv_acc[j * Dv + x] = c.acc.add(dv_acc[j * Dv + x], c.acc.mul(ps, dorow[x]));
+              dv_sum[j * Dv + x] = c.acc.add(dv_sum[j * Dv + x], c.acc.mul(ps, dorow[x]));
+          }
+          // dQ_i = scale Σ_j dS_ij k_j.
+          std::fill(dq_acc.begin(), dq_acc.end(), 0.f);
+          for (std::size_t t = 0; t < nkeys; ++t) {
+            const std::size_t j = dq_key_at(t);
+            if (!used[j]) continue;
+            const auto jj = static_cast<std::int64_t>(j);
+            for (std::size_t x = 0; x < D; ++x)
+              dq_acc[x] =
+                  c.acc.add(dq_acc[x], c.acc.mul(dS[j], c.key_elem(c.k, b, hk, jj, static_cast<std::int64_t>(x))));
           }
           for (std::int64_t x = 0; x < s.D; ++x) {
             const std::int64_t off = gq.offset(b, h, i, x);
             gq.store(off, c.result(gq, off, c.acc.mul(c.scale, dq_acc[static_cast<std::size_t>(x)])));
           }
         }
+        if (per_head) {  // this head's part of dK (scaled) and dV, rounded to storage, added in float32
+          for (std::size_t x = 0; x < nk; ++x) {
+            const float part = scale_dk ? c.acc.mul(c.scale, dk_part[x]) : dk_part[x];
+            dk_acc[x] += static_cast<float>(round_to(c.storage, part));
+          }
+          for (std::size_t x = 0; x < nv; ++x) dv_acc[x] += static_cast<float>(round_to(c.storage, dv_part[x]));
+        }
       }
-      const bool scale_dk = !c.has(Bug::dk_missing_scale);
       for (std::int64_t j = 0; j < s.Lk; ++j) {
         const std::size_t row = static_cast<std::size_t>(j);
         for (std::int64_t x = 0; x < s.D; ++x) {
           const float g = dk_acc[row * D + static_cast<std::size_t>(x)];
           const std::int64_t off = gk.offset(b, hk, j, x);
-          gk.store(off, c.result(gk, off, scale_dk ? c.acc.mul(c.scale, g) : g));
+          gk.store(off, c.result(gk, off, scale_dk && !per_head ? c.acc.mul(c.scale, g) : g));
         }
         for (std::int64_t x = 0; x < s.Dv; ++x) {
           const std::int64_t off = gv.offset(b, hk, j, x);
@@ -608,7 +674,16 @@ std::string config_name(const Variant &v) {
   if (v.round_p) n += "_roundp";
   if (v.reciprocal_norm) n += "_recip";
   if (v.d_from_p) n += "_dfromp";
-  return n + "_" + std::string(dtype_name(v.accumulate)) + "acc";
+  n.append("_").append(dtype_name(v.accumulate)).append("acc");
+  if (v.accumulate_qk != Dtype::f32) n.append("_qk").append(dtype_name(v.accumulate_qk)).append("acc");
+  if (v.rowsum_rounded_p) n += "_rowsumP";
+  if (v.grad_per_head) n += "_gradPerHead";
+  if (v.lse_storage) n += "_lseS";
+  if (v.causal_top_left) n += "_topleft";
+  if (v.dense_pv) n += "_densePV";
+  if (v.empty_rows_mean) n += "_emptyMean";
+  if (v.nondeterministic_backward) n += "_nondetBwd";
+  return n;
 }
 
 }  // namespace
@@ -721,6 +796,37 @@ std::vector<Variant> correct_variants() {
       {.accumulate = bf16},
       {.accumulate = bf16, .key_block = kOddBlock, .reverse_keys = true, .d_from_p = true},
   };
+}
+
+std::vector<Variant> contract_variants() {
+  constexpr int kTile = 16;
+  Variant base;  // FlashAttention-like
+  base.key_block = kTile;
+  base.exp2_fold = true;
+  base.round_p = true;
+  std::vector<Variant> out(8, base);
+  out[0].accumulate_qk = Dtype::f16;
+  out[1].rowsum_rounded_p = true;
+  out[2].grad_per_head = true;
+  out[3].lse_storage = true;
+  out[4].causal_top_left = true;
+  out[5].dense_pv = true;
+  out[6].empty_rows_mean = true;
+  out[7].nondeterministic_backward = true;
+  return out;
+}
+
+KernelContract contract_of(const Variant &v) {
+  KernelContract c;
+  c.accumulate_pv = v.accumulate;
+  c.accumulate_qk = v.accumulate_qk != Dtype::f32 ? v.accumulate_qk : v.accumulate;
+  if (v.rowsum_rounded_p) c.rowsum_rounded_p = Allow::yes;
+  if (v.grad_per_head) c.grad_per_head = Allow::yes;
+  if (v.lse_storage) c.lse = LseOutput::storage;
+  if (v.causal_top_left) c.causal = CausalAlign::top_left;
+  if (v.empty_rows_mean) c.empty_rows = EmptyRows::unspecified;
+  // dense_pv: hidden-keys=finite and nondeterministic_backward: backward-determinism=within-bound are the defaults.
+  return c;
 }
 
 }  // namespace attncheck::support

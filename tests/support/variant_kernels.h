@@ -14,7 +14,8 @@
 //   dQ_i = scale Σ_j dS_ij k_j,   dK_j = scale Σ_i dS_ij q_i,   dV_j = Σ_i P_ij dO_i
 //   (dK, dV of a kv head sum over the query heads that read it).
 // Storage may be float32, float16 or bfloat16 (any strides, NULL strides meaning compact); results are rounded to
-// the storage dtype on store; LSE is float32.
+// the storage dtype on store; LSE is written in the lse tensor's dtype (float32 or the storage dtype), and lse may
+// be NULL in forward and in backward (which then recomputes it).
 //
 // Example:
 //   using namespace attncheck::support;
@@ -30,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attncheck/contract.h"
 #include "attncheck/dtype.h"
 #include "attncheck/kernel_abi.h"
 
@@ -97,10 +99,50 @@ struct Variant {
   bool reciprocal_norm = false;
   /// Backward: D_i = Σ_j P_ij dP_ij instead of Σ_c dO_ic O_ic (equal in exact arithmetic).
   bool d_from_p = false;
+
+  // The options below are correct kernels under a contract other than the default one (contract_of gives it).
+
+  /// Arithmetic of the logits: q·k (each product and partial sum) and the multiply by the scale (or by
+  /// scale·log₂e with exp2_fold; that constant itself stays in `accumulate`) rounded to this dtype; the rest follows
+  /// `accumulate`. f32 (the default) means the logits follow `accumulate`. Contract: accumulate-qk=<dtype>.
+  Dtype accumulate_qk = Dtype::f32;
+  /// With round_p: the row sum l = Σ of the rounded p (the same values that multiply V), forward and wherever
+  /// backward recomputes it — as a ones column appended to V does. A no-op without round_p. Contract:
+  /// rowsum=rounded-p.
+  bool rowsum_rounded_p = false;
+  /// Backward, GQA: dK, dV of a kv head = Σ over its G query heads of each head's part (scale·Σ_i dS q for dK,
+  /// Σ_i P dO for dV) rounded to the storage dtype, summed in float32, then stored — as FlashAttention-2 and
+  /// PyTorch SDPA do. Contract: grad-sum=per-head (allowed by default for float16/bfloat16).
+  bool grad_per_head = false;
+  /// Forward writes LSE rounded to the storage dtype (and backward, given no LSE, recomputes that rounded value).
+  /// Contract: lse=storage. Independently of this option every variant accepts an lse tensor of float32 or of the
+  /// storage dtype, writes LSE in the dtype that tensor has, reads either in backward, and takes lse == NULL in
+  /// both (backward then recomputes the LSE from q and k, as a kernel declaring lse=none does).
+  bool lse_storage = false;
+  /// Causal rows see keys j ≤ i (top-left aligned), the same visibility as Bug::causal_top_left but declared.
+  /// Contract: causal=top-left (attncheck then passes Mask::causal_top_left problems as ATTNCHECK_MASK_CAUSAL).
+  bool causal_top_left = false;
+  /// P·V and backward's products run densely over every key of each block, masked keys included with P = 0
+  /// (0·v, 0·dO, dS = 0·(dP − D), 0·k): finite hidden k, v never change visible rows, but NaN/Inf there leaks
+  /// (0·NaN = NaN) — like tensor-core GEMM kernels. Fully masked blocks are not skipped. A row that sees no key still
+  /// gives O = 0, LSE = −∞. Contract: hidden-keys=finite (the default).
+  bool dense_pv = false;
+  /// A row that sees no key behaves as if it saw every key: O = softmax over all keys · v, LSE = log-sum-exp over
+  /// all keys (finite), gradients to match — what an additive large finite negative mask gives (with equal logits,
+  /// the mean of v). Contract: empty-rows=unspecified.
+  bool empty_rows_mean = false;
+  /// Backward: the order of dQ's sum over keys changes from call to call (a global atomic call counter picks the
+  /// rotation and direction), so dQ differs in the last bits between calls while staying within the error bound —
+  /// like FlashAttention-2's atomic dQ accumulation. Thread-safe. Contract: backward-determinism=within-bound
+  /// (the default).
+  bool nondeterministic_backward = false;
+
   Bug bug = Bug::none;
 
-  /// Unique description: e.g. "online_b7_rev_exp2_f32acc", "twopass_split5_roundp_f16acc"; a bug variant is
-  /// "bug:<bug_name>" when its configuration is bug_variant(bug)'s, else "bug:<bug_name>/<configuration>".
+  /// Unique description: e.g. "online_b7_rev_exp2_f32acc", "twopass_split5_roundp_f16acc"; the contract options
+  /// append "_qkf16acc", "_rowsumP", "_gradPerHead", "_lseS", "_topleft", "_densePV", "_emptyMean", "_nondetBwd".
+  /// A bug variant is "bug:<bug_name>" when its configuration is bug_variant(bug)'s, else
+  /// "bug:<bug_name>/<configuration>".
   std::string name() const;
   friend bool operator==(const Variant &, const Variant &) = default;
 };
@@ -119,6 +161,18 @@ inline constexpr std::size_t kMaxVariantKernels = 256;
 /// A spread of correct variants over summation orders and precisions: key_block 1, 3, 7, 16, 64 and two-pass;
 /// reversed; split-KV 2 and 5; exp2 folding; reciprocal normalization; D from P; float16 and bfloat16
 /// accumulation; round_p (which matters for float16/bfloat16 storage); and FlashAttention/FlashDecoding-like mixes.
+/// Each is correct under the default contract with its accumulation dtype (contract_of(v): accumulate=<accumulate>).
 std::vector<Variant> correct_variants();
+
+/// One variant per contract option (accumulate_qk = f16, rowsum_rounded_p, grad_per_head, lse_storage,
+/// causal_top_left, dense_pv, empty_rows_mean, nondeterministic_backward), in that order, each on a
+/// FlashAttention-like base (key_block 16, exp2_fold, round_p). Each is correct under contract_of(v).
+std::vector<Variant> contract_variants();
+
+/// The contract under which `v` is a correct kernel: the defaults, changed only where v needs it —
+/// accumulate-qk/-pv from accumulate and accumulate_qk, rowsum=rounded-p, grad-sum=per-head, lse=storage,
+/// causal=top-left, empty-rows=unspecified (dense_pv needs hidden-keys=finite and nondeterministic_backward
+/// backward-determinism=within-bound: both defaults). For a bug variant: the contract of its configuration.
+KernelContract contract_of(const Variant &v);
 
 }  // namespace attncheck::support

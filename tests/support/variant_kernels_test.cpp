@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "attncheck/kernel_call.h"
@@ -189,7 +190,32 @@ Errors errors(const Run &r, const Exact &e) {
 
 /// kTolUnits · u of the variant's coarsest arithmetic on `storage`.
 double tolerance(const Variant &v, Dtype storage) {
-  return kTolUnits * std::max(unit_roundoff(v.accumulate), unit_roundoff(storage));
+  return kTolUnits * std::max({unit_roundoff(v.accumulate), unit_roundoff(v.accumulate_qk), unit_roundoff(storage)});
+}
+
+/// `p` with the causal alignment of `v`'s contract (top-left problems reach the kernel as ATTNCHECK_MASK_CAUSAL).
+Problem aligned(Problem p, const Variant &v) {
+  if (v.causal_top_left && p.params.mask == Mask::causal) p.params.mask = Mask::causal_top_left;
+  return p;
+}
+
+/// Zeroes dout on the rows that see no key.
+void zero_dout_of_empty_rows(Problem &p) {
+  const Shape &s = p.shape;
+  for (std::int64_t i = 0; i < s.Lq; ++i)
+    if (visible_count(p.params.mask, i, s.Lq, s.Lk) == 0)
+      for (std::int64_t b = 0; b < s.B; ++b)
+        for (std::int64_t h = 0; h < s.Hq; ++h)
+          for (std::int64_t c = 0; c < s.Dv; ++c) p.dout->set({b, h, i, c}, 0.0);
+}
+
+/// The results bit for bit (−0 equal to +0, NaN to NaN).
+bool same(const Tensor &a, const Tensor &b) {
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  if (x.size() != y.size()) return false;
+  for (std::size_t e = 0; e < x.size(); ++e)
+    if (!(x[e] == y[e] || (std::isnan(x[e]) && std::isnan(y[e])))) return false;
+  return true;
 }
 
 }  // namespace
@@ -297,18 +323,31 @@ TEST_CASE("strided layouts and NULL strides give bit-identical results to contig
 }
 
 TEST_CASE("backward without an LSE recomputes it and gives the same gradients", "[variants]") {
-  const Case &c = cases()[2];  // causal Lq > Lk
-  for (const Variant &v : correct_variants()) {
-    const Problem p = make_problem(c.shape, c.mask, Dtype::f32, kSeed);
-    const Run r = run(variant_kernel(v), p);
-    Tensor dq = r.dq, dk = r.dk, dv = r.dv;
-    dq.fill_storage(kNaN);
-    REQUIRE(call_backward(variant_kernel(v), p, r.out, nullptr, dq, dk, dv).ok());
-    INFO(v.name());
-    REQUIRE(dq.to_vector() == r.dq.to_vector());
-    REQUIRE(dk.to_vector() == r.dk.to_vector());
-    REQUIRE(dv.to_vector() == r.dv.to_vector());
-  }
+  std::vector<Variant> all = correct_variants();
+  for (const Variant &v : contract_variants()) all.push_back(v);
+  for (Dtype dt : {Dtype::f32, Dtype::bf16})
+    for (const Case &c : {cases()[2], cases()[4]})  // causal Lq > Lk (rows that see no key); causal square GQA
+      for (const Variant &v : all) {
+        const Problem p = aligned(make_problem(c.shape, c.mask, dt, kSeed), v);
+        const Run r = run(variant_kernel(v), p);
+        REQUIRE(r.fwd.ok());
+        REQUIRE(r.bwd.ok());
+        Tensor out = r.out, dq = r.dq, dk = r.dk, dv = r.dv;
+        out.fill_storage(kNaN);
+        dq.fill_storage(kNaN);
+        REQUIRE(call_forward(variant_kernel(v), p, out, nullptr).ok());  // forward without an LSE
+        REQUIRE(call_backward(variant_kernel(v), p, r.out, nullptr, dq, dk, dv).ok());
+        INFO(v.name() << " " << dtype_name(dt) << " " << c.what);
+        REQUIRE(same(out, r.out));
+        if (v.nondeterministic_backward) {  // same gradients up to dQ's summation order
+          const Exact e = exact(p);
+          CHECK(error(dq, e.dq) <= tolerance(v, dt));
+        } else {
+          REQUIRE(same(dq, r.dq));
+        }
+        REQUIRE(same(dk, r.dk));
+        REQUIRE(same(dv, r.dv));
+      }
 }
 
 namespace {
@@ -414,6 +453,7 @@ TEST_CASE("read_past_last_key reads the next key row inside the tensor and zeros
 TEST_CASE("variant names are unique and equal variants share one kernel", "[variants]") {
   std::set<std::string> names;
   std::vector<Variant> all = correct_variants();
+  for (const Variant &v : contract_variants()) all.push_back(v);
   for (Bug b : all_bugs()) all.push_back(bug_variant(b));
   Variant odd = bug_variant(Bug::no_rescale);
   odd.key_block = 3;
@@ -432,6 +472,13 @@ TEST_CASE("variant names are unique and equal variants share one kernel", "[vari
   REQUIRE(Variant{}.name() == "online_b1_f32acc");
   REQUIRE(bug_variant(Bug::missing_scale).name() == "bug:missing_scale");
   REQUIRE(odd.name() == "bug:no_rescale/online_b3_f32acc");
+  REQUIRE(bug_variant(Bug::causal_top_left).name() == "bug:causal_top_left");
+  const std::vector<Variant> cv = contract_variants();
+  REQUIRE(cv.size() == 8);
+  const char *suffixes[] = {"_qkf16acc", "_rowsumP",  "_gradPerHead", "_lseS",
+                            "_topleft",  "_densePV", "_emptyMean",   "_nondetBwd"};
+  for (std::size_t n = 0; n < cv.size(); ++n)
+    CHECK(cv[n].name() == std::string("online_b16_exp2_roundp_f32acc") + suffixes[n]);
   const std::vector<Bug> bugs = all_bugs();
   REQUIRE(bugs.size() == kBugCount);
   REQUIRE(std::find(bugs.begin(), bugs.end(), Bug::none) == bugs.end());
@@ -468,4 +515,298 @@ TEST_CASE("kernels refuse bad calls with a message and invalid variants with an 
   bad = Variant{};
   bad.splits = 0;
   REQUIRE_THROWS_AS(variant_kernel(bad), std::invalid_argument);
+}
+
+// ---- contract variants ------------------------------------------------------------------------------------------
+
+TEST_CASE("contract_of names what each variant needs and nothing else", "[variants][contract]") {
+  for (const Variant &v : correct_variants()) {
+    INFO(v.name());
+    KernelContract want;
+    want.accumulate_qk = want.accumulate_pv = v.accumulate;
+    CHECK(contract_of(v) == want);
+  }
+  const std::vector<Variant> cv = contract_variants();
+  const char *changes[] = {"accumulate-qk=f16",     "rowsum=rounded-p", "grad-sum=per-head", "lse=storage",
+                           "causal=top-left",       "defaults",         "empty-rows=unspecified", "defaults"};
+  for (std::size_t n = 0; n < cv.size(); ++n) {
+    INFO(cv[n].name());
+    CHECK(contract_of(cv[n]).describe_changes() == changes[n]);
+  }
+  Variant bug = bug_variant(Bug::f16_dot_accumulation);
+  CHECK(contract_of(bug) == KernelContract{});  // the bug declares the defaults: float32 q·k
+}
+
+TEST_CASE("contract variants agree with a double-precision computation", "[variants][contract]") {
+  std::uint32_t seed = kSeed;
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16})
+    for (const Case &c : cases())
+      for (const Variant &v : contract_variants()) {
+        Problem p = aligned(make_problem(c.shape, c.mask, dt, ++seed), v);
+        if (v.empty_rows_mean) zero_dout_of_empty_rows(p);  // those rows are checked on their own below
+        const Exact e = exact(p);
+        const Run r = run(variant_kernel(v), p);
+        INFO(v.name() << " on " << dtype_name(dt) << " " << c.what);
+        REQUIRE(r.fwd.ok());
+        REQUIRE(r.bwd.ok());
+        Errors err = errors(r, e);
+        if (v.empty_rows_mean) {  // rows that see no key: compared with the unmasked problem in the next test
+          Exact masked = e;
+          const std::vector<double> lse = r.lse.to_vector(), out = r.out.to_vector();
+          const auto Dv = static_cast<std::size_t>(p.shape.Dv);
+          for (std::size_t row = 0; row < e.lse.size(); ++row)
+            if (std::isinf(e.lse[row])) {
+              masked.lse[row] = lse[row];
+              std::copy_n(out.begin() + static_cast<std::ptrdiff_t>(row * Dv), Dv,
+                          masked.out.begin() + static_cast<std::ptrdiff_t>(row * Dv));
+            }
+          err = errors(r, masked);
+        }
+        INFO("errors out " << err.out << " lse " << err.lse << " dq " << err.dq << " dk " << err.dk << " dv "
+                           << err.dv);
+        CHECK(err.max() <= tolerance(v, dt));
+      }
+}
+
+TEST_CASE("empty_rows_mean: a row that sees no key behaves as if it saw every key", "[variants][contract]") {
+  const Shape s{1, 2, 1, 6, 3, 4, 5};  // causal, Lq − Lk = 3: rows 0, 1, 2 see nothing
+  Variant v = contract_variants()[6];
+  REQUIRE(v.empty_rows_mean);
+  for (bool dense : {false, true}) {
+    v.dense_pv = dense;
+    const Problem p = make_problem(s, Mask::causal, Dtype::f32, kSeed);
+    Problem unmasked = p;
+    unmasked.params.mask = Mask::none;
+    const Exact causal = exact(p), all = exact(unmasked);
+    const Run r = run(variant_kernel(v), p);
+    REQUIRE(r.fwd.ok());
+    REQUIRE(r.bwd.ok());
+    INFO(v.name());
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        const Exact &want = i < 3 ? all : causal;  // dQ_i depends on row i alone
+        CHECK(r.lse.get({0, h, i}) == Approx(want.lse[static_cast<std::size_t>(lse_offset(s, 0, h, i))]).margin(1e-5));
+        for (std::int64_t c = 0; c < s.Dv; ++c)
+          CHECK(r.out.get({0, h, i, c}) ==
+                Approx(want.out[static_cast<std::size_t>(out_offset(s, 0, h, i, c))]).margin(1e-5));
+        for (std::int64_t x = 0; x < s.D; ++x)
+          CHECK(r.dq.get({0, h, i, x}) ==
+                Approx(want.dq[static_cast<std::size_t>((h * s.Lq + i) * s.D + x)]).margin(1e-5));
+      }
+  }
+}
+
+TEST_CASE("lse_storage writes the LSE rounded to storage; every variant takes an lse of float32 or the storage dtype",
+          "[variants][contract]") {
+  const Case &c = cases()[1];  // gqa
+  const Variant rounded = contract_variants()[3];
+  Variant base = rounded;
+  base.lse_storage = false;
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) {
+    const Problem p = make_problem(c.shape, c.mask, dt, kSeed);
+    const Run b = run(variant_kernel(base), p), r = run(variant_kernel(rounded), p);
+    REQUIRE(b.fwd.ok());
+    REQUIRE(r.fwd.ok());
+    const std::vector<double> full = b.lse.to_vector(), got = r.lse.to_vector();
+    for (std::size_t x = 0; x < full.size(); ++x) REQUIRE(got[x] == round_to(dt, full[x]));
+    REQUIRE(same(r.out, b.out));
+    bool differs = false;
+    for (std::size_t x = 0; x < full.size(); ++x) differs |= got[x] != full[x];
+    CHECK(differs);
+    for (const Variant &v : {base, rounded}) {
+      INFO(v.name() << " " << dtype_name(dt));
+      const Run f32 = run(variant_kernel(v), p);
+      Tensor out = make_out(p.shape, dt), lse = Tensor::contiguous(dt, {p.shape.B, p.shape.Hq, p.shape.Lq});
+      REQUIRE(call_forward(variant_kernel(v), p, out, &lse).ok());
+      const std::vector<double> l = lse.to_vector(), l32 = f32.lse.to_vector();
+      for (std::size_t x = 0; x < l.size(); ++x) REQUIRE(l[x] == round_to(dt, l32[x]));
+      // Backward reads the storage-dtype LSE as it reads the same values in float32.
+      Tensor lse32 = make_lse(p.shape);
+      lse32.assign(l);
+      Tensor dq = f32.dq, dk = f32.dk, dv = f32.dv, dq2 = f32.dq, dk2 = f32.dk, dv2 = f32.dv;
+      REQUIRE(call_backward(variant_kernel(v), p, out, &lse, dq, dk, dv).ok());
+      REQUIRE(call_backward(variant_kernel(v), p, out, &lse32, dq2, dk2, dv2).ok());
+      REQUIRE(same(dq, dq2));
+      REQUIRE(same(dk, dk2));
+      REQUIRE(same(dv, dv2));
+    }
+    // A third dtype is refused.
+    Tensor out = make_out(p.shape, dt);
+    Tensor wrong = Tensor::contiguous(dt == Dtype::f16 ? Dtype::bf16 : Dtype::f16, {p.shape.B, p.shape.Hq, p.shape.Lq});
+    const CallResult bad = call_forward(variant_kernel(rounded), p, out, &wrong);
+    REQUIRE(bad.status == ATTNCHECK_ERROR);
+    REQUIRE_THAT(bad.message, Catch::Contains("lse"));
+  }
+}
+
+TEST_CASE("causal_top_left is the visibility of Bug::causal_top_left, declared", "[variants][contract]") {
+  const Case &c = cases()[3];  // causal Lq < Lk
+  Variant v = bug_variant(Bug::causal_top_left);
+  v.bug = Bug::none;
+  v.causal_top_left = true;
+  const Problem p = make_problem(c.shape, c.mask, Dtype::f32, kSeed);
+  const Run declared = run(variant_kernel(v), p), bug = run(variant_kernel(bug_variant(Bug::causal_top_left)), p);
+  REQUIRE(declared.fwd.ok());
+  REQUIRE(declared.bwd.ok());
+  for (const auto &[a, b] : {std::pair{&declared.out, &bug.out}, {&declared.lse, &bug.lse}, {&declared.dq, &bug.dq},
+                             {&declared.dk, &bug.dk}, {&declared.dv, &bug.dv}})
+    REQUIRE(same(*a, *b));
+  Problem tl = p;
+  tl.params.mask = Mask::causal_top_left;
+  CHECK(errors(declared, exact(tl)).max() <= tolerance(v, Dtype::f32));
+  CHECK(errors(declared, exact(p)).max() > tolerance(v, Dtype::f32));  // not bottom-right
+}
+
+TEST_CASE("dense_pv: finite hidden keys change nothing, NaN or Inf in a hidden k or v leaks into visible rows",
+          "[variants][contract]") {
+  const Variant dense = contract_variants()[5];
+  Variant sparse = dense;
+  sparse.dense_pv = false;
+  for (const Case &c : {cases()[2], cases()[4]}) {  // causal Lq > Lk; causal square GQA
+    const Problem p = make_problem(c.shape, c.mask, Dtype::f16, kSeed);
+    const Run d = run(variant_kernel(dense), p), s = run(variant_kernel(sparse), p);
+    INFO(c.what);
+    REQUIRE(d.fwd.ok());
+    REQUIRE(d.bwd.ok());
+    REQUIRE(same(d.out, s.out));
+    REQUIRE(same(d.lse, s.lse));
+    REQUIRE(same(d.dq, s.dq));
+    REQUIRE(same(d.dk, s.dk));
+    REQUIRE(same(d.dv, s.dv));
+  }
+  // The last key, hidden from every row but the last ones: NaN in v spoils the output of rows that do not see it,
+  // NaN in k their dQ (dS = 0 for it, and 0·NaN = NaN); rows that see no key stay exactly 0.
+  const Shape s = cases()[2].shape;  // Lq = 45 > Lk = 40: rows 0..4 see nothing, row 5 sees key 0 only
+  for (bool in_v : {true, false}) {
+    Problem p = make_problem(s, Mask::causal, Dtype::f32, kSeed);
+    Tensor &t = in_v ? p.v : p.k;
+    t.set({0, 0, s.Lk - 1, 0}, kNaN);
+    const Run d = run(variant_kernel(dense), p), sp = run(variant_kernel(sparse), p);
+    INFO((in_v ? "NaN in v" : "NaN in k"));
+    REQUIRE(d.fwd.ok());
+    REQUIRE(d.bwd.ok());
+    const std::int64_t row = 5;  // sees key 0 only
+    if (in_v) {
+      CHECK(std::isnan(d.out.get({0, 0, row, 0})));
+      CHECK(std::isfinite(sp.out.get({0, 0, row, 0})));
+    }
+    CHECK(std::isnan(d.dq.get({0, 0, row, 0})));
+    CHECK(std::isfinite(sp.dq.get({0, 0, row, 0})));
+    for (std::int64_t i = 0; i < 5; ++i) {
+      CHECK(d.out.get({0, 0, i, 0}) == 0.0);
+      CHECK(d.lse.get({0, 0, i}) == -kInf);
+      CHECK(d.dq.get({0, 0, i, 0}) == 0.0);
+    }
+  }
+}
+
+TEST_CASE("grad_per_head: per-head parts rounded to storage, summed in float32", "[variants][contract]") {
+  const Variant per_head = contract_variants()[2];
+  Variant plain = per_head;
+  plain.grad_per_head = false;
+  // One query head per kv head: the part is the whole sum, so the results are the same bits.
+  const Problem mha = make_problem(cases()[0].shape, Mask::none, Dtype::bf16, kSeed);
+  const Run a = run(variant_kernel(per_head), mha), b = run(variant_kernel(plain), mha);
+  REQUIRE(a.bwd.ok());
+  REQUIRE(same(a.dk, b.dk));
+  REQUIRE(same(a.dv, b.dv));
+  // GQA: dK, dV = Σ_h round(part_h); each part from a problem holding only head h's dout.
+  const Case &c = cases()[4];  // causal square GQA, G = 2
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) {
+    const Problem p = make_problem(c.shape, c.mask, dt, kSeed);
+    const Run r = run(variant_kernel(per_head), p), q = run(variant_kernel(plain), p);
+    REQUIRE(r.bwd.ok());
+    const std::int64_t G = p.shape.group();
+    std::vector<double> dk_sum(r.dk.to_vector().size()), dv_sum(r.dv.to_vector().size());
+    for (std::int64_t h = 0; h < G; ++h) {
+      Problem part = p;  // dout of the query heads h, h + G, … only: one head per kv head
+      for (std::int64_t hq = 0; hq < p.shape.Hq; ++hq)
+        if (hq % G != h)
+          for (std::int64_t i = 0; i < p.shape.Lq; ++i)
+            for (std::int64_t x = 0; x < p.shape.Dv; ++x) part.dout->set({0, hq, i, x}, 0.0);
+      Tensor dq = r.dq, dk = r.dk, dv = r.dv;
+      REQUIRE(call_backward(variant_kernel(plain), part, r.out, &r.lse, dq, dk, dv).ok());
+      const std::vector<double> k = dk.to_vector(), v = dv.to_vector();
+      for (std::size_t x = 0; x < k.size(); ++x) dk_sum[x] += k[x];
+      for (std::size_t x = 0; x < v.size(); ++x) dv_sum[x] += v[x];
+    }
+    // The plain kernel on one head's dout gives that head's part rounded to storage (as a float32 sum of G values
+    // the order of which does not matter for G = 2), then the sum is rounded once more.
+    std::vector<double> dk_want(dk_sum.size()), dv_want(dv_sum.size());
+    for (std::size_t x = 0; x < dk_sum.size(); ++x) dk_want[x] = round_to(dt, static_cast<float>(dk_sum[x]));
+    for (std::size_t x = 0; x < dv_sum.size(); ++x) dv_want[x] = round_to(dt, static_cast<float>(dv_sum[x]));
+    INFO(dtype_name(dt));
+    REQUIRE(G == 2);
+    CHECK(r.dk.to_vector() == dk_want);
+    CHECK(r.dv.to_vector() == dv_want);
+    CHECK((r.dk.to_vector() != q.dk.to_vector() || r.dv.to_vector() != q.dv.to_vector()));
+  }
+}
+
+TEST_CASE("rowsum_rounded_p: l from the rounded P changes the LSE in bfloat16, nothing in float32",
+          "[variants][contract]") {
+  const Variant rowsum = contract_variants()[1];
+  Variant exact_sum = rowsum;
+  exact_sum.rowsum_rounded_p = false;
+  const Case &c = cases()[0];
+  const Problem p32 = make_problem(c.shape, c.mask, Dtype::f32, kSeed);
+  const Run a = run(variant_kernel(rowsum), p32), b = run(variant_kernel(exact_sum), p32);
+  REQUIRE(same(a.out, b.out));
+  REQUIRE(same(a.lse, b.lse));
+  const Problem p = make_problem(c.shape, c.mask, Dtype::bf16, kSeed);
+  const Run r = run(variant_kernel(rowsum), p), e = run(variant_kernel(exact_sum), p);
+  CHECK(r.lse.to_vector() != e.lse.to_vector());
+  CHECK(errors(r, exact(p)).max() <= tolerance(rowsum, Dtype::bf16));
+}
+
+TEST_CASE("nondeterministic_backward: dQ changes in the last bits from call to call, within tolerance; thread-safe",
+          "[variants][contract]") {
+  const Variant v = contract_variants()[7];
+  const Problem p = make_problem(cases()[0].shape, Mask::none, Dtype::f32, kSeed);
+  const Exact e = exact(p);
+  const Run first = run(variant_kernel(v), p);
+  REQUIRE(first.bwd.ok());
+  bool differs = false;
+  for (int call = 0; call < 4; ++call) {
+    Tensor dq = first.dq, dk = first.dk, dv = first.dv;
+    REQUIRE(call_backward(variant_kernel(v), p, first.out, &first.lse, dq, dk, dv).ok());
+    differs |= !same(dq, first.dq);
+    CHECK(error(dq, e.dq) <= tolerance(v, Dtype::f32));
+    REQUIRE(same(dk, first.dk));
+    REQUIRE(same(dv, first.dv));
+  }
+  CHECK(differs);
+  // Concurrent calls: each result is a valid dQ.
+  constexpr int kThreads = 4;
+  std::vector<Tensor> dqs(kThreads, first.dq), dks(kThreads, first.dk), dvs(kThreads, first.dv);
+  std::vector<int> status(kThreads, ATTNCHECK_ERROR);
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int rep = 0; rep < 8; ++rep)
+          status[static_cast<std::size_t>(t)] =
+              call_backward(variant_kernel(v), p, first.out, &first.lse, dqs[static_cast<std::size_t>(t)],
+                            dks[static_cast<std::size_t>(t)], dvs[static_cast<std::size_t>(t)])
+                  .status;
+      });
+    for (std::thread &th : threads) th.join();
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    REQUIRE(status[static_cast<std::size_t>(t)] == ATTNCHECK_OK);
+    CHECK(error(dqs[static_cast<std::size_t>(t)], e.dq) <= tolerance(v, Dtype::f32));
+  }
+}
+
+TEST_CASE("accumulate_qk: float16 logits within float16's tolerance, not the float32 variant's bits",
+          "[variants][contract]") {
+  const Variant qk = contract_variants()[0];
+  Variant f32 = qk;
+  f32.accumulate_qk = Dtype::f32;
+  const Problem p = make_problem(cases()[0].shape, Mask::none, Dtype::f32, kSeed);
+  const Run r = run(variant_kernel(qk), p), b = run(variant_kernel(f32), p);
+  REQUIRE(r.fwd.ok());
+  CHECK(errors(r, exact(p)).max() <= tolerance(qk, Dtype::f32));
+  CHECK(!same(r.out, b.out));
+  CHECK(errors(r, exact(p)).max() > tolerance(f32, Dtype::f32));  // the float16 logits show
 }

@@ -1,11 +1,15 @@
 // The error model: how far a correct kernel's result may be from the exact one, per element.
 //
-// Derivation and the table of budgets: spec/SPEC.md §4. In short, with u_a the accumulation unit roundoff,
-// u_s the storage one, s_ij = scale·q_i·k_j, P_ij = exp(s_ij − LSE_i), M_i = max_j |s_ij| over visible keys:
-//   θ_ij  = γ_{D+2}(u_a)·scale·Σ_d|q_id k_jd| + kShiftUlps·u_a·(|s_ij| + M_i) + kExpUlps·u_a   (log-space error of p_ij)
+// Derivation and the table of budgets: spec/SPEC.md §4. In short, with u_a the accumulation unit roundoff (softmax,
+// P·V, backward), u_qk that of the logits' arithmetic (PrecisionProfile::accumulate_qk), u_s the storage one,
+// s_ij = scale·q_i·k_j, P_ij = exp(s_ij − LSE_i), M_i = max_j |s_ij| over visible keys:
+//   θ_ij  = γ_{D+2}(u_qk)·scale·Σ_d|q_id k_jd| + kShiftUlps·u_a·(|s_ij| + M_i) + kExpUlps·u_a   (log-space error)
 //   |ΔO_ic| ≤ min(Σ_j P_ij ρ_ij |v_jc − O_ic|, max_j |v_jc − O_ic|) + γ_{2Lk+2}(Σ_j P_ij|v_jc| + |O_ic|)
 //            + [round_p] Σ_j (u_s P_ij + η_s/2)|v_jc| + kDivUlps·u_a|O_ic| + u_s|O_ic| + η_s/2
 // with ρ_ij = max(expm1(θ_ij + θ̄_i), 1 − e^{−θ_ij}/A_i), θ̄_i = Σ_j P_ij θ_ij, A_i = Σ_j P_ij e^{θ_ij};
+// [rowsum_rounded_p] the P-rounding term may instead be centered, Σ_j (u_s P_ij + η_s/2)|v_jc − O_ic| (the bound
+// takes the larger path), and the LSE gains −ln(1 − u_s − n·η_s/2); [lse = storage] the LSE one more storage
+// rounding; [grad_per_head, G > 1] dK, dV may be G per-head parts rounded to storage, then summed.
 // LSE, dQ, dK and dV follow by the same running-error propagation (SPEC.md §4.3–4.4).
 // The bound holds whatever the summation order: naive, blocked, online softmax, split-KV.
 //
