@@ -153,6 +153,8 @@ Signature signature_of(const Counterexample &cx) {
     sig.got = number_after(rest, "), ");
   } else if (contains(rest, " with the ") && contains(rest, " without")) {
     comparison = true;
+    sig.got = number_after(rest, "got ");
+    if (!sig.got) sig.got = number_after(rest, "changed to ");
   } else {
     sig.got = number_after(rest, "got ");
     sig.exact = number_after(rest, "exact ");
@@ -175,7 +177,10 @@ Signature signature_of(const Counterexample &cx) {
     else if (contains(d, "padding element") && contains(d, "was written")) sig.kind = "wrote outside its outputs";
     else sig.kind = "call failed";
   } else if (comparison) {
-    sig.kind = "bits differ";
+    // A result that must not change turned non-finite (poison leaking in), or changed.
+    if (sig.got && std::isnan(*sig.got)) sig.kind = "turns NaN";
+    else if (sig.got && std::isinf(*sig.got)) sig.kind = *sig.got > 0 ? "turns +Inf" : "turns −Inf";
+    else sig.kind = "bits differ";
   } else if (sig.got) {
     const double g = *sig.got;
     if (std::isnan(g)) sig.kind = "NaN";
@@ -209,6 +214,7 @@ std::string caption_of(const Signature &sig, const Counterexample &first, double
   if (sig.kind == "wrote outside its outputs" || sig.kind == "wrote into an input")
     return step + "the kernel " + sig.kind + " — " + detail;
   if (sig.kind == "bits differ") return step + element + " changes where it must not — " + detail;
+  if (sig.kind.starts_with("turns ")) return step + element + " " + sig.kind + " where it must not change — " + detail;
   if (!sig.got || sig.element.empty()) return step + detail;
   const std::string got = value_text(*sig.got);
   if (sig.empty_row) {

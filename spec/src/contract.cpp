@@ -22,6 +22,9 @@ constexpr int as_int(E e) {
   return static_cast<int>(e);
 }
 
+/// The token that stands for every default (what describe_changes() writes when nothing differs).
+constexpr std::string_view kDefaults = "defaults";
+
 /// Dtype values in the text: accumulation dtypes.
 constexpr std::array<std::string_view, 3> kDtypes{"f32", "f16", "bf16"};
 constexpr std::array<std::string_view, 3> kDeterminism{"bitwise", "within-bound", ""};
@@ -136,7 +139,7 @@ std::string KernelContract::describe() const { return describe_keys(*this, false
 
 std::string KernelContract::describe_changes() const {
   const std::string s = describe_keys(*this, true);
-  return s.empty() ? "defaults" : s;
+  return s.empty() ? std::string(kDefaults) : s;
 }
 
 std::vector<std::string> declared_contracts(const attncheck_kernel *kernels, std::int32_t n,
@@ -176,6 +179,10 @@ KernelContract parse_contract(std::string_view text, KernelContract base) {
     const std::string_view token = text.substr(pos, end - pos);
     pos = end + 1;
     if (token.empty()) continue;
+    if (token == kDefaults) {
+      base = KernelContract{};
+      continue;
+    }
     const std::size_t eq = token.find('=');
     if (eq == std::string_view::npos)
       throw ContractError("contract: '" + std::string(token) + "' is not key=value (keys: " + keys_text() + ")");

@@ -76,3 +76,31 @@ TEST_CASE("an SDPA-style exec kernel (top-left causal, no LSE) passes every prop
   const Run undeclared = run(numpy_check("--bug causal_top_left", " --properties causal"));
   CHECK(undeclared.status == kExitCounterexample);
 }
+
+TEST_CASE("each kind of warning exits 0 and fails the gate under --strict, on plugin kernels declaring their contract") {
+  struct Warning {
+    const char *kernel, *property;
+  };
+  // Kernels of the bug plugin that declare their contract through attncheck_contracts (ABI 1.1).
+  for (const Warning w : {Warning{"online_b16_exp2_roundp_f32acc_densePV", "masked_nonfinite"},
+                          Warning{"online_b16_exp2_roundp_f32acc_nondetBwd", "bitwise_determinism"},
+                          Warning{"online_b16_exp2_roundp_f32acc_qkf16acc", "nonfinite_output"}}) {
+    const Run r = run(bug_check(w.kernel, w.property));
+    INFO(w.kernel << ": " << r.out << r.err);
+    CHECK(r.status == kExitPass);
+    CHECK(r.out.find(std::string("warning (beyond the declared contract)")) != std::string::npos);
+    const Run strict = run(bug_check(w.kernel, w.property, " --strict"));
+    CHECK(strict.status == kExitCounterexample);
+  }
+}
+
+TEST_CASE("a plugin kernel's declared contract is what it is checked against, and --contract overrides it") {
+  // The top-left variant declares causal=top-left: it passes causal as it is, and fails when overridden.
+  const std::string kernel = "online_b16_exp2_roundp_f32acc_topleft";
+  const Run declared = run(bug_check(kernel, "causal,accuracy"));
+  INFO(declared.out << declared.err);
+  CHECK(declared.status == kExitPass);
+  CHECK(declared.out.find("contract of " + kernel + ": causal=top-left") != std::string::npos);
+  CHECK(run(bug_check(kernel, "causal,accuracy", " --contract causal=bottom-right")).status == kExitCounterexample);
+  CHECK(run(bug_check(kernel, "causal,accuracy", " --contract defaults")).status == kExitCounterexample);
+}

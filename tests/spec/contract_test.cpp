@@ -61,6 +61,8 @@ TEST_CASE("shorthands set both of their keys, and later tokens override earlier 
   CHECK(c.accumulate_pv == Dtype::f16);
   CHECK(c.backward_determinism == Determinism::bitwise);
   CHECK(parse_contract("lse=none lse=f32").lse == LseOutput::f32);
+  CHECK(parse_contract("defaults") == KernelContract{});  // what describe_changes() writes for the defaults
+  CHECK(parse_contract("defaults lse=none", parse_contract("causal=top-left")) == parse_contract("lse=none"));
   // Applied over a base: what a kernel declares, then what the command line overrides.
   const KernelContract declared = parse_contract("causal=top-left lse=none");
   const KernelContract both = parse_contract("lse=f32", declared);

@@ -1,11 +1,14 @@
 // libattncheck_bug_plugin.so: the variant kernels as a third-party plugin, for end-to-end tests of the CLI.
-// Every planted bug ("bug:missing_scale", ...) and two correct kernels — the default per-key online softmax
-// ("online_b1_f32acc") and a FlashAttention-2-like one ("online_b64_exp2_roundp_recip_f32acc") — each named by
-// its variant name. Like any plugin it exports one symbol, attncheck_kernels(): everything else is hidden (this
-// file by visibility, the static libraries linked in by --exclude-libs).
+// Every planted bug ("bug:missing_scale", ...), two correct kernels — the default per-key online softmax
+// ("online_b1_f32acc") and a FlashAttention-2-like one ("online_b64_exp2_roundp_recip_f32acc") — and one correct
+// kernel of every contract option (contract_variants: top-left causal, LSE in storage, dense P·V, …), each named by
+// its variant name; the contract variants declare their contracts through attncheck_contracts (ABI 1.1). Like any
+// plugin it exports only the ABI symbols: everything else is hidden (this file by visibility, the static libraries
+// linked in by --exclude-libs).
 #include "attncheck/kernel_abi.h"
 #include "variant_kernels.h"
 
+#include <string>
 #include <vector>
 
 namespace {
@@ -19,6 +22,7 @@ std::vector<Variant> exported_variants() {
   for (attncheck::support::Bug b : attncheck::support::all_bugs()) out.push_back(attncheck::support::bug_variant(b));
   out.push_back(Variant{});
   out.push_back(Variant{.key_block = kFlashTile, .exp2_fold = true, .round_p = true, .reciprocal_norm = true});
+  for (const Variant &v : attncheck::support::contract_variants()) out.push_back(v);
   return out;
 }
 
@@ -32,10 +36,35 @@ const std::vector<attncheck_kernel> &kernels() {
   return table;
 }
 
+/// The contract variants' declarations: kernel names and contract texts that live as long as the plugin.
+const std::vector<attncheck_kernel_contract> &contracts() {
+  static const std::vector<std::string> texts = [] {
+    std::vector<std::string> t;
+    for (const Variant &v : attncheck::support::contract_variants())
+      t.push_back(attncheck::support::contract_of(v).describe_changes());
+    return t;
+  }();
+  static const std::vector<attncheck_kernel_contract> table = [] {
+    std::vector<attncheck_kernel_contract> t;
+    const std::vector<Variant> vs = attncheck::support::contract_variants();
+    for (std::size_t n = 0; n < vs.size(); ++n)
+      t.push_back({attncheck::support::variant_kernel(vs[n]).name, texts[n].c_str()});
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const attncheck_kernel *attncheck_kernels(int32_t *count) {
   const std::vector<attncheck_kernel> &t = kernels();
+  if (count) *count = static_cast<int32_t>(t.size());
+  return t.data();
+}
+
+extern "C" __attribute__((visibility("default"))) const attncheck_kernel_contract *attncheck_contracts(
+    int32_t *count) {
+  const std::vector<attncheck_kernel_contract> &t = contracts();
   if (count) *count = static_cast<int32_t>(t.size());
   return t.data();
 }

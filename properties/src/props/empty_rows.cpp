@@ -1,8 +1,8 @@
 // empty_rows: a row that sees no key — bottom-right causal with Lq > Lk, rows i < Lq − Lk — has no softmax. The
 // contract's default (empty-rows=zero, SPEC.md §2.3) fixes it to O_i = 0 and LSE_i = −∞ (+∞ accepted, as
 // FlashAttention-2 writes) with dQ_i = 0; a kernel that declares empty-rows=unspecified may return anything there
-// (the mean of v, as kernels masking with a large finite negative do) — but NaN or Inf in an output still poisons
-// whatever reads it, so that is a warning. Top-left causal masks leave no row without a key: nothing to check.
+// (the mean of v, as kernels masking with a large finite negative do) — but NaN or Inf in O or LSE still poisons
+// whatever reads it, so that is a warning (the gradient of such a row is unspecified too, and not checked). Top-left causal masks leave no row without a key: nothing to check.
 #include "attncheck/compare.h"
 #include "attncheck/property.h"
 
@@ -32,13 +32,14 @@ Outcome run(const Env &env, const Case &c) {
   const ForwardRun fr = run_forward(env, p);
   Ladder L;
   if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
+  const bool fixed = env.contract.empty_rows == EmptyRows::zero;
+  // The gradient of a row whose forward is unspecified is unspecified too: checked only under the fixed contract.
   std::optional<BackwardRun> br;
-  if (env.kernel.backward != nullptr && p.dout) {
+  if (fixed && env.kernel.backward != nullptr && p.dout) {
     br = run_backward(env, p, fr);
     if (br->call.status == ATTNCHECK_UNSUPPORTED) br.reset();  // still checked on its forward
     else if (!L.call(br->call, "backward") || !L.intact(br->dq, "dQ")) return L.outcome();
   }
-  const bool fixed = env.contract.empty_rows == EmptyRows::zero;
   const std::vector<double> o = fr.out.to_vector(), lse = fr.lse.to_vector();
   const std::vector<double> dq = br ? br->dq.to_vector() : std::vector<double>{};
   // Visits the elements of the rows that see no key: f(name, tensor, value, index, fixed value) returns false to stop.
@@ -83,7 +84,7 @@ Outcome run(const Env &env, const Case &c) {
 const PropertyDef &empty_rows_property() {
   static const PropertyDef def{
       .id = "empty_rows",
-      .formula = "V(i) = ∅ ⇒ O_i = 0, LSE_i = −∞ (or +∞), dQ_i = 0 (empty-rows=zero); finite otherwise",
+      .formula = "V(i) = ∅ ⇒ O_i = 0, LSE_i = −∞ (or +∞), dQ_i = 0 (empty-rows=zero); O_i, LSE_i not NaN otherwise",
       .summary = "a row that sees no key is NaN, or (empty-rows=zero) not the fixed O = 0, LSE = −∞",
       .require = &require,
       .tier = &tier,

@@ -6,6 +6,7 @@
 //
 // One text form serves all three ways of declaring: space- or comma-separated `key=value` tokens,
 //   "causal=top-left lse=none empty-rows=unspecified determinism=within-bound"
+// and the lone token `defaults`, which resets every key (what describe_changes() writes when nothing differs).
 // Keys and values (defaults first):
 //   causal          bottom-right | top-left          alignment of ATTNCHECK_MASK_CAUSAL when Lq ≠ Lk
 //   lse             f32 | storage | none             the LSE output: float32, rounded to the storage dtype, or none

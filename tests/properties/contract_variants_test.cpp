@@ -1,0 +1,113 @@
+// Zero false alarms on the kernels people ship: a correct kernel of every legitimate kind (tests/support's
+// contract_variants) passes every property under the default profile when it declares its contract, and under the
+// defaults where they cover it; behaviour beyond its contract is a warning with a counterexample, never a failure.
+#include "attncheck/check.h"
+#include "property_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+using namespace attncheck;
+using namespace attncheck::test;
+using support::Variant;
+
+namespace {
+/// The contract variant with the one option `pick` (a field of contract_variants()'s Variants) set.
+Variant variant_with(bool Variant::*pick) {
+  for (const Variant &v : support::contract_variants())
+    if (v.*pick) return v;
+  FAIL("no contract variant sets the option");
+  return {};
+}
+Variant variant_with_qk_f16() {
+  for (const Variant &v : support::contract_variants())
+    if (v.accumulate_qk == Dtype::f16) return v;
+  FAIL("no contract variant accumulates q·k in float16");
+  return {};
+}
+
+/// Every property, the default profile's 100 cases: no failure, and exactly the warnings `warnings`.
+void passes(const Variant &v, const KernelContract &contract, Dtype dt, const std::set<std::string> &warnings = {}) {
+  CheckOptions o = options(dt);
+  o.contract = contract;
+  const Report r = check(support::variant_kernel(v), o);
+  INFO(v.name() << " under " << contract.describe_changes() << "\n" << r.text());
+  std::set<std::string> warned;
+  for (const PropertyReport &p : r.properties) {
+    CHECK(p.verdict != Verdict::fail);
+    if (p.verdict == Verdict::warn) warned.insert(p.id);
+  }
+  CHECK(warned == warnings);
+  CHECK(r.verdict() != Verdict::fail);
+}
+}  // namespace
+
+TEST_CASE("contracts: logits accumulated in float16 pass when declared accumulate-qk=f16, warning where q·k overflows") {
+  // ±65504 entries overflow a float16 q·k: the error model cannot bound those rows (undecided), and the NaN the
+  // kernel returns there is nonfinite_output's warning.
+  const Variant v = variant_with_qk_f16();
+  for (Dtype dt : {Dtype::f32, Dtype::bf16}) passes(v, support::contract_of(v), dt, {"nonfinite_output"});
+}
+
+TEST_CASE("contracts: a row sum of the rounded P passes when declared rowsum=rounded-p") {
+  const Variant v = variant_with(&Variant::rowsum_rounded_p);
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) passes(v, support::contract_of(v), dt);
+}
+
+TEST_CASE("contracts: GQA gradients stored per query head pass under the defaults") {
+  const Variant v = variant_with(&Variant::grad_per_head);
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) passes(v, KernelContract{}, dt);
+}
+
+TEST_CASE("contracts: an LSE in the storage dtype passes when declared lse=storage") {
+  const Variant v = variant_with(&Variant::lse_storage);
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) passes(v, support::contract_of(v), dt);
+}
+
+TEST_CASE("contracts: a kernel without an LSE passes when declared lse=none") {
+  passes(support::contract_variants().front(), parse_contract("lse=none accumulate-qk=f16"), Dtype::f32,
+         {"nonfinite_output"});
+}
+
+TEST_CASE("contracts: a top-left causal kernel passes when declared causal=top-left") {
+  passes(variant_with(&Variant::causal_top_left), parse_contract("causal=top-left"), Dtype::f32);
+}
+
+TEST_CASE("contracts: a dense P·V passes under the defaults and warns that masked NaN leaks") {
+  const Variant v = variant_with(&Variant::dense_pv);
+  passes(v, KernelContract{}, Dtype::f32, {"masked_nonfinite"});
+  // Declaring isolation it does not provide turns the leak into a failure.
+  CheckOptions o = declaring("hidden-keys=any");
+  o.properties = {"masked_nonfinite"};
+  CHECK(check(support::variant_kernel(v), o).verdict() == Verdict::fail);
+}
+
+TEST_CASE("contracts: rows that see no key left unspecified pass when declared empty-rows=unspecified") {
+  const Variant v = variant_with(&Variant::empty_rows_mean);
+  passes(v, support::contract_of(v), Dtype::f32);
+  CheckOptions o = options();
+  o.properties = {"empty_rows"};
+  CHECK(check(support::variant_kernel(v), o).verdict() == Verdict::fail);  // the default fixes O = 0
+}
+
+TEST_CASE("contracts: an atomically accumulating backward passes under the defaults and warns about its bits") {
+  const Variant v = variant_with(&Variant::nondeterministic_backward);
+  passes(v, KernelContract{}, Dtype::f32, {"bitwise_determinism"});
+  CheckOptions o = declaring("backward-determinism=bitwise");
+  o.properties = {"determinism"};
+  CHECK(check(support::variant_kernel(v), o).verdict() == Verdict::fail);
+}
+
+TEST_CASE("contracts: float16 arithmetic declared as such warns where an intermediate overflows to NaN") {
+  Variant v;
+  v.accumulate = Dtype::f16;
+  CheckOptions o = declaring("accumulate=f16", Dtype::f16);
+  o.properties = {"nonfinite_output"};
+  const Report r = check(support::variant_kernel(v), o);
+  INFO(r.text());
+  CHECK(r.verdict() == Verdict::warn);
+  CHECK(r.verdict(/*strict=*/true) == Verdict::fail);
+  REQUIRE(counterexample(r, "nonfinite_output"));
+}
