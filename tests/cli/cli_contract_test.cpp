@@ -20,7 +20,7 @@ std::string numpy_check(const std::string &kernel_args, const std::string &extra
 }
 }  // namespace
 
-TEST_CASE("--contract declares what the kernel promises: a top-left causal kernel passes when declared") {
+TEST_CASE("a contract given with --contract is what the kernel is judged by: a top-left causal kernel passes when declared") {
   const Run undeclared = run(bug_check("bug:causal_top_left", "causal,accuracy"));
   INFO(undeclared.out << undeclared.err);
   CHECK(undeclared.status == kExitCounterexample);
