@@ -11,7 +11,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +25,28 @@
 namespace attncheck::cli {
 
 namespace {
+
+/// Set by SIGINT/SIGTERM: the check stops, and the reports are written with what was decided. A second signal
+/// ends the process at once (the default action, restored by the first).
+std::atomic<bool> g_cancel{false};
+
+extern "C" void on_cancel_signal(int sig) {
+  g_cancel.store(true);
+  std::signal(sig, SIG_DFL);
+}
+
+/// Installs on_cancel_signal for SIGINT and SIGTERM while it lives.
+struct CancelOnSignal {
+  CancelOnSignal() {
+    g_cancel.store(false);
+    std::signal(SIGINT, on_cancel_signal);
+    std::signal(SIGTERM, on_cancel_signal);
+  }
+  ~CancelOnSignal() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }
+};
 
 /// A profile: how hard to look, per kernel and dtype.
 struct ProfileSpec {
@@ -50,7 +74,7 @@ struct CheckArgs {
   std::optional<int> cases;
   std::optional<double> time_budget;
   std::uint64_t seed = 1;
-  double timeout = 10;
+  double timeout = 10, first_call_timeout = 60;
   std::uint64_t memory_limit_mib = 4096;
   bool quiet = false;
   bool strict = false;
@@ -135,7 +159,7 @@ void write_text_file(const std::string &path, const std::string &text) {
 }
 
 int exit_code(const reporting::Document &doc, bool strict) {
-  bool fail = false, undecided = false, any_ran = false;
+  bool fail = false, undecided = g_cancel.load(), any_ran = false;
   for (const reporting::Run &run : doc.runs) {
     const Verdict v = run.report.verdict(strict);
     fail |= v == Verdict::fail;
@@ -162,6 +186,7 @@ int run_check(const CheckArgs &a) {
   else if (!a.plugin.empty() && a.plugin != "builtin") src = {Kind::plugin, absolute_path(a.plugin)};
   SourceOptions so;
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
+  so.first_call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.first_call_timeout * 1000));
   so.memory_limit_mib = a.memory_limit_mib;
   std::optional<KernelSource> source;
   std::vector<const attncheck_kernel *> kernels;
@@ -201,6 +226,7 @@ int run_check(const CheckArgs &a) {
   doc.tool_version = ATTNCHECK_VERSION;
   doc.strict = a.strict;
   Progress progress(static_cast<int>(kernels.size() * dtypes.size()), a.quiet);
+  const CancelOnSignal cancel_on_signal;
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
       const attncheck_kernel *k = kernels[n];
@@ -212,14 +238,20 @@ int run_check(const CheckArgs &a) {
       opt.time_budget = std::chrono::milliseconds(
           static_cast<std::int64_t>(1000 * a.time_budget.value_or(static_cast<double>(prof.budget.count()))));
       opt.contract = contracts[n];
+      opt.cancel = &g_cancel;
       opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
       progress.start_run(fmt::format("{} {}", k->name, dtype_name(dt)));
       reporting::Run run{src, std::string(prof.name), check(*k, opt), {}};
-      if (!a.report_dir.empty() || !a.junit.empty()) reporting::add_evidence(run, *k);
+      // Evidence re-runs each counterexample: not after an interruption, which wants the reports now.
+      if ((!a.report_dir.empty() || !a.junit.empty()) && !g_cancel.load()) reporting::add_evidence(run, *k);
       progress.finish_run(run_line(run.report, a.strict));
       doc.runs.push_back(std::move(run));
     }
   print_table(doc);
+  if (const auto t = source->exec_call_times(); t && t->first_calls > 0)
+    fmt::print("exec call time: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
+               t->first_calls, t->first_seconds, t->other_calls, t->other_seconds);
+  if (g_cancel.load()) fmt::print(stderr, "attncheck: interrupted: the reports hold what was decided\n");
   try {
     if (!a.report_dir.empty()) {
       reporting::write_reports(doc, a.report_dir);
@@ -265,6 +297,10 @@ void register_check_command(CLI::App &app, Action &action) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_flag("--strict", args->strict,
                 "Warnings (behaviour beyond the declared contract) fail the gate too (exit 1)");
+  cmd->add_option("--first-call-timeout", args->first_call_timeout,
+                  "Exec kernels: seconds the first call of each new shape may take (a JIT compiler compiles then)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--timeout", args->timeout, "Seconds one kernel call may take before it counts as a hang")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

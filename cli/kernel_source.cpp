@@ -25,6 +25,7 @@ KernelSource::KernelSource(const reporting::KernelSource &source, const SourceOp
     if (source.kind == Kind::exec) {
       ExecOptions eo;
       eo.call_timeout = options.call_timeout;
+      eo.first_call_timeout = options.first_call_timeout;
       eo.memory_limit_mib = options.memory_limit_mib;
       // Until the hello succeeds the child's stderr is kept out of the terminal: a failed start is reported as one
       // line that already quotes it. Afterwards the kernel's diagnostics pass through.
@@ -55,6 +56,11 @@ KernelSource::KernelSource(const reporting::KernelSource &source, const SourceOp
 
 std::span<const attncheck_kernel> KernelSource::kernels() const {
   return exec_ ? exec_->kernels() : plugin_->kernels();
+}
+
+std::optional<ExecKernel::CallTimes> KernelSource::exec_call_times() const {
+  if (!exec_) return std::nullopt;
+  return exec_->call_times();
 }
 
 const std::string &KernelSource::declared_contract(const attncheck_kernel &kernel) const {

@@ -21,6 +21,7 @@ struct SourceError : std::runtime_error {
 
 struct SourceOptions {
   std::chrono::milliseconds call_timeout{10'000};  ///< per kernel call (sandbox) or per request (exec)
+  std::chrono::milliseconds first_call_timeout{60'000};  ///< exec: the first call of each shape (JIT compilation)
   std::uint64_t memory_limit_mib = 4096;           ///< address space a kernel's process may use
 };
 
@@ -38,6 +39,8 @@ class KernelSource {
   /// its exec hello line; "" when it declares none. Validated when the source loaded.
   const std::string &declared_contract(const attncheck_kernel &kernel) const;
   const reporting::KernelSource &source() const { return source_; }
+  /// An exec kernel's call times, first calls per shape (compilation) apart; nullopt for a plugin.
+  std::optional<ExecKernel::CallTimes> exec_call_times() const;
 
  private:
   reporting::KernelSource source_;

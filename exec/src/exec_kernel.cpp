@@ -1,6 +1,7 @@
 #include "attncheck/exec_kernel.h"
 
 #include "attncheck/contract.h"
+#include "attncheck/kernel_call.h"
 #include "attncheck/dtype.h"
 #include "attncheck/npy.h"
 #include "child_process.h"
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 
 #include <array>
+#include <set>
 #include <cctype>
 #include <charconv>
 #include <cstring>
@@ -109,6 +111,8 @@ struct ExecKernel::State {
   std::string last_failure;  // why the child was last stopped (for the give-up message)
   std::vector<Info> infos;
   std::vector<attncheck_kernel> abi;
+  std::set<std::string> seen_shapes;  // "verb kernel dtype mask q-shape k-shape v-shape": calls made before
+  ExecKernel::CallTimes times;
 
   std::string who() const { return "exec command '" + clip(command) + "'"; }
   std::string stderr_note(const ChildProcess &c) const {
@@ -381,11 +385,29 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   };
   if (!c.write_line(request)) return describe_exit("stopped reading its stdin");
 
+  // The first call of a shape may compile: its own (longer) timeout, and its time counted apart.
+  std::string shape_key = std::string(verb) + " " + info.name + " " + std::string(protocol_dtype(dt)) + " " + mask;
+  for (std::size_t i = 0; i < 3 && i < n_in; ++i)
+    for (int d = 0; d < in[i]->ndim; ++d) shape_key += (d ? "," : " ") + std::to_string(in[i]->shape[d]);
+  const bool first = !seen_shapes.count(shape_key);
+  const std::chrono::milliseconds limit =
+      CallTimeout::current(first ? std::max(options.first_call_timeout, options.call_timeout) : options.call_timeout);
+  const auto started = Clock::now();
   std::string answer;
-  switch (c.read_line(answer, Clock::now() + options.call_timeout)) {
-    case ChildProcess::Read::line: break;
+  switch (c.read_line(answer, started + limit)) {
+    case ChildProcess::Read::line: {
+      const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+      (first ? times.first_seconds : times.other_seconds) += seconds;
+      ++(first ? times.first_calls : times.other_calls);
+      seen_shapes.insert(shape_key);
+      CallRecord &record = CallRecord::of_this_thread();
+      record.longest_ok = std::max(record.longest_ok,
+                                   std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started));
+      break;
+    }
     case ChildProcess::Read::timeout:
-      return broke(who_call + ": no answer within " + seconds_text(options.call_timeout) + stderr_note(c) +
+      ++CallRecord::of_this_thread().timeouts;
+      return broke(who_call + ": no answer within " + seconds_text(limit) + stderr_note(c) +
                    ": the child was stopped and restarts on the next call; raise the exec timeout if the kernel is "
                    "just slow");
     case ChildProcess::Read::eof: return describe_exit("closed its stdout");
@@ -481,6 +503,11 @@ ExecKernel::~ExecKernel() {
 }
 
 std::span<const attncheck_kernel> ExecKernel::kernels() const { return state_->abi; }
+
+ExecKernel::CallTimes ExecKernel::call_times() const {
+  std::lock_guard lock(state_->mu);
+  return state_->times;
+}
 
 const std::string &ExecKernel::contract(std::size_t index) const { return state_->infos.at(index).contract; }
 

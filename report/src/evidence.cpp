@@ -80,6 +80,12 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
     const ExactForward exact = reference_forward(p);
     if (static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk) <= Evidence::kMaxProbabilities)
       ev.probabilities = probabilities(c, scale, exact.lse);
+    if (cx.outcome.step == Step::shape) {
+      // The call itself failed (crashed, hung, declined, wrote outside): there are no results to show, and running
+      // it again would only cost another timeout.
+      ev.call_error = cx.outcome.detail;
+      return ev;
+    }
     const ForwardRun fr = run_forward(env, p);
     if (!fr.call.ok()) ev.call_error = call_failure("forward", fr.call);
     if (!is_gradient(ev.tensor)) {

@@ -136,6 +136,8 @@ ojson property_json(const PropertyReport &p) {
                {"worst_ratio", ratio_json(p.worst_ratio)},
                {"worst", p.worst},
                {"budget_exhausted", p.budget_exhausted},
+               {"skipped", p.skipped},
+               {"interrupted", p.interrupted},
                {"seed", std::to_string(p.seed)},
                {"note", p.note},
                {"formula", p.formula},
@@ -380,6 +382,8 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
     pr.worst_ratio = p.ratio("worst_ratio");
     pr.worst = p.str("worst");
     pr.budget_exhausted = p.boolean("budget_exhausted");
+    if (p.has("skipped")) pr.skipped = p.count("skipped");  // added in version 2, without a version change
+    if (p.has("interrupted")) pr.interrupted = p.boolean("interrupted");
     pr.seed = p.seed("seed");
     pr.note = p.str("note");
     pr.formula = p.str("formula");

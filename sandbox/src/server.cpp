@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include "attncheck/kernel_call.h"
 #include "io.h"
 #include "serve.h"
 
@@ -292,15 +293,18 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
   staging->fill(req);
   if (!send_all(sock_, &req, sizeof req)) return crashed(nullptr, *staging);
 
-  const auto deadline = Clock::now() + options_.timeout;
+  const std::chrono::milliseconds limit = CallTimeout::current(options_.timeout);
+  const auto started = Clock::now();
+  const auto deadline = started + limit;
   wire::Reply rep;
   switch (recv_all(sock_, &rep, sizeof rep, &deadline)) {
     case Read::ok: break;
     case Read::timeout:
       kill(pid_, SIGKILL);
       reap(0);
+      ++CallRecord::of_this_thread().timeouts;
       r.fault.kind = CallFault::timeout;
-      r.fault.message = "did not return within " + std::to_string(options_.timeout.count()) +
+      r.fault.message = "did not return within " + std::to_string(limit.count()) +
                         " ms (a hang?); the sandbox killed it";
       return r;
     default: return crashed(nullptr, *staging);
@@ -311,6 +315,9 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
     return protocol("sandbox: the server's reply is garbled");
   }
   if (rep.type == wire::kSignalled) return crashed(&rep, *staging);
+  CallRecord &record = CallRecord::of_this_thread();
+  record.longest_ok =
+      std::max(record.longest_ok, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started));
   rep.message[sizeof rep.message - 1] = '\0';
   r.status = rep.status;
   r.message = rep.status == ATTNCHECK_OK ? "" : rep.message;

@@ -4,6 +4,21 @@
 
 namespace attncheck {
 
+namespace {
+thread_local std::optional<std::chrono::milliseconds> t_call_timeout;
+}  // namespace
+
+CallTimeout::CallTimeout(std::chrono::milliseconds limit) : previous_(t_call_timeout) { t_call_timeout = limit; }
+CallTimeout::~CallTimeout() { t_call_timeout = previous_; }
+std::chrono::milliseconds CallTimeout::current(std::chrono::milliseconds fallback) {
+  return t_call_timeout.value_or(fallback);
+}
+
+CallRecord &CallRecord::of_this_thread() {
+  thread_local CallRecord record;
+  return record;
+}
+
 Tensor make_out(const Shape &s, Dtype dt) { return Tensor::contiguous(dt, {s.B, s.Hq, s.Lq, s.Dv}); }
 Tensor make_lse(const Shape &s) { return Tensor::contiguous(Dtype::f32, {s.B, s.Hq, s.Lq}); }
 

@@ -34,8 +34,11 @@ inline constexpr int kExecProtocolVersion = 1;
 struct ExecOptions {
   /// From starting the command to its `ready` line (importing NumPy or a framework counts).
   std::chrono::milliseconds start_timeout{30'000};
-  /// From sending a request to its answer line.
-  std::chrono::milliseconds call_timeout{30'000};
+  /// From sending a request to its answer line (the same default as `attncheck check --timeout`).
+  std::chrono::milliseconds call_timeout{10'000};
+  /// The same for the first call of each (request, dtype, mask, input shapes): a kernel behind a JIT compiler
+  /// (XLA, torch.compile, Triton autotuning) compiles then. Used when longer than call_timeout.
+  std::chrono::milliseconds first_call_timeout{60'000};
   /// Receives each line the child writes to stderr (without the newline). Empty: lines go to std::cerr with the
   /// prefix "[exec] ". The last lines are kept for error messages either way.
   std::function<void(std::string_view line)> on_stderr;
@@ -70,6 +73,14 @@ class ExecKernel {
   int starts() const;
   /// Process id of the running child, or -1 when none runs.
   long pid() const;
+
+  /// Wall time of the calls that answered, split into first calls per shape (compilation, for a JIT kernel) and
+  /// the rest.
+  struct CallTimes {
+    int first_calls = 0, other_calls = 0;
+    double first_seconds = 0, other_seconds = 0;
+  };
+  CallTimes call_times() const;
 
   struct State;  ///< the child, its pipes and the registry slots (exec_kernel.cpp)
 

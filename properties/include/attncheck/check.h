@@ -17,6 +17,7 @@
 #include "attncheck/kernel_abi.h"
 #include "attncheck/report.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -56,6 +57,17 @@ struct CheckOptions {
   /// A reproduce string from a Counterexample: replays the recorded case (searching and shrinking nothing) for
   /// the properties it names. Empty = search.
   std::string reproduce;
+  /// Set (by a signal handler, another thread) to stop the check early: no new case or shrink candidate starts,
+  /// the case in flight is not counted, and the report keeps what was decided (PropertyReport::interrupted).
+  const std::atomic<bool> *cancel = nullptr;
+  /// While a hang (a call stopped at its timeout) is shrunk, each candidate call may take this many times the
+  /// longest call that returned so far (at least kMinHangShrinkTimeout, at most the runner's own timeout); the
+  /// minimal case is then confirmed once at the full timeout.
+  static constexpr int kHangShrinkFactor = 4;
+  /// A failure's shrinking may take up to this percentage of time_budget past its property's share (never past the
+  /// check's budget): later properties get less.
+  static constexpr int kShrinkBudgetShare = 25;
+  static constexpr std::chrono::milliseconds kMinHangShrinkTimeout{250};
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
   std::function<void(const CheckProgress &)> on_progress;
 

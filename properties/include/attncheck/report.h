@@ -42,7 +42,11 @@ struct PropertyReport {
   int undecided = 0;    ///< cases run that could not be decided (e.g. an infinite bound)
   double worst_ratio = 0;   ///< worst error ÷ bound over the decided cases of the search
   std::string worst;        ///< the case and element of worst_ratio
-  bool budget_exhausted = false;  ///< the time budget stopped the search before `cases` reached the target
+  bool budget_exhausted = false;  ///< the time budget stopped the search (or the shrinking) early
+  /// Cases not run because their shape is at or above one that hung (every dimension ≥ a hung counterexample's):
+  /// another call would only wait for its timeout again. The note names the shape.
+  int skipped = 0;
+  bool interrupted = false;       ///< a cancellation (SIGINT, SIGTERM) stopped the property: what ran is kept
   std::uint64_t seed = 0;         ///< the RapidCheck seed of this property's run
   std::string note;               ///< why the verdict is unsupported or undecided, or what a reproduce run found
   std::optional<Counterexample> counterexample;  ///< present exactly when verdict is fail or warn

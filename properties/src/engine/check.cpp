@@ -6,7 +6,10 @@
 //   search    — cases until one fails (or the target count, or the time budget);
 //   shrink    — RapidCheck walks the failure's shrink tree; a candidate counts as failing only when it fails at
 //               the same ladder step (so shrinking keeps the failure and does not slide into another one), and
-//               after max_shrinks candidates every candidate but the current minimum is rejected;
+//               after max_shrinks candidates, or once the time budget is spent, every candidate but the current
+//               minimum is rejected. A hang (a call stopped at its timeout) is shrunk with a shorter call timeout
+//               (a candidate fails only by hanging too) and its minimal case confirmed once at the full timeout;
+//               later cases at or above its shape are skipped (counted), since each would wait a timeout again;
 //   reproduce — one replayed case from a reproduce string.
 #include "attncheck/check.h"
 
@@ -19,6 +22,7 @@
 #include <rapidcheck/detail/Results.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <unordered_map>
@@ -66,13 +70,20 @@ struct RunState {
   const CheckOptions *opt = nullptr;
   std::size_t index = 0, count = 0;  // of this property among the selected ones
 
-  int cases = 0, unsupported = 0, undecided = 0;
+  int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
   double worst_ratio = 0;
   std::string worst;
-  bool budget_exhausted = false;
+  bool budget_exhausted = false, interrupted = false;
+  const std::vector<Shape> *hung = nullptr;  // shapes that hung earlier in this check: cases at or above are skipped
+  std::optional<Clock::time_point> check_end;  // the whole check's budget: shrinking may borrow up to it
+  std::chrono::milliseconds longest_ok{0};  // the longest kernel call that returned
 
   // The failure: the current minimal case and its outcome.
   bool failed = false;
+  bool hang = false;  // the failure is a call stopped at its timeout
+  std::optional<Case> first;  // the case that failed first, and its outcome
+  Outcome first_outcome;
+
   std::optional<Step> fail_step;
   Case best;
   Outcome best_outcome;
@@ -95,21 +106,64 @@ Outcome evaluate(const RunState &st, const Case &c) {
   }
 }
 
+bool cancelled(const RunState &st) { return st.opt->cancel && st.opt->cancel->load(); }
+
+/// The time budget is spent or the check was cancelled (recorded in st).
+bool must_stop(RunState &st) {
+  if (cancelled(st)) return st.interrupted = true;
+  if (st.deadline && Clock::now() > *st.deadline) return st.budget_exhausted = true;
+  return false;
+}
+
+/// Every dimension of `s` at least that of `floor`.
+bool at_or_above(const Shape &s, const Shape &floor) {
+  return s.B >= floor.B && s.Hq >= floor.Hq && s.Hkv >= floor.Hkv && s.Lq >= floor.Lq && s.Lk >= floor.Lk &&
+         s.D >= floor.D && s.Dv >= floor.Dv;
+}
+
+/// The call timeout while a hang is shrunk: a few times the longest call that returned, within [min, full].
+std::chrono::milliseconds hang_shrink_timeout(const RunState &st) {
+  return std::max(CheckOptions::kMinHangShrinkTimeout, st.longest_ok * CheckOptions::kHangShrinkFactor);
+}
+
+/// Evaluates `c`, noting whether a call hit its timeout and how long the calls that returned took.
+Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
+  CallRecord &record = CallRecord::of_this_thread();
+  record.reset();
+  std::optional<CallTimeout> limit;
+  if (st.phase == Phase::shrink && st.hang) limit.emplace(hang_shrink_timeout(st));
+  Outcome o = evaluate(st, c);
+  st.longest_ok = std::max(st.longest_ok, record.longest_ok);
+  *timed_out = record.timeouts > 0;
+  return o;
+}
+
 CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   using T = CaseResult::Type;
-  if (st.phase == Phase::search && st.deadline && Clock::now() > *st.deadline) {
+  if (st.phase == Phase::search && must_stop(st)) {
     // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
-    // as the budget's stop, not as a counterexample (st.failed stays false).
-    st.budget_exhausted = true;
-    return {T::Failure, "not run: time budget spent"};
+    // as the budget's (or the cancellation's) stop, not as a counterexample (st.failed stays false).
+    return {T::Failure, "not run: time budget spent or interrupted"};
   }
   const Case c = *gen;
   if (st.phase == Phase::shrink) {
     if (c.same_as(st.best)) return {T::Failure, st.best_outcome.detail};
     if (st.shrinks_tried >= st.max_shrinks) return {T::Success, "not tried: shrink budget spent"};
+    if (must_stop(st)) return {T::Success, "not tried: time budget spent or interrupted"};
     ++st.shrinks_tried;
   }
-  const Outcome o = evaluate(st, c);
+  if (st.phase == Phase::search && st.hung &&
+      std::any_of(st.hung->begin(), st.hung->end(), [&](const Shape &h) { return at_or_above(c.spec.shape, h); })) {
+    ++st.skipped;
+    return {T::Discard, "not run: at or above a shape that hung"};
+  }
+  bool timed_out = false;
+  const Outcome o = evaluate_timed(st, c, &timed_out);
+  // A call cut short by the cancellation (a killed sandbox, a stopped child) is no evidence: the case is not counted.
+  if (cancelled(st)) {
+    st.interrupted = true;
+    return {st.phase == Phase::search ? T::Failure : T::Success, "interrupted"};
+  }
   switch (st.phase) {
     case Phase::search:
       if (o.verdict == Verdict::unsupported) {
@@ -118,7 +172,15 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
       }
       ++st.cases;
       if (o.verdict == Verdict::fail) {
+        // Shrinking may run past this property's share, into the check's own budget (later properties get less):
+        // a counterexample found is worth its minimal case.
+        if (st.deadline && st.check_end)
+          st.deadline = std::max(*st.deadline, std::min(*st.check_end, Clock::now() + st.opt->time_budget *
+                                                                             CheckOptions::kShrinkBudgetShare / 100));
         st.failed = true;
+        st.hang = timed_out && o.step == Step::shape;
+        st.first = c;
+        st.first_outcome = o;
         st.fail_step = o.step;
         st.best = c;
         st.best_outcome = o;
@@ -134,7 +196,7 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
       }
       return {T::Success, o.detail};
     case Phase::shrink:
-      if (o.verdict == Verdict::fail && o.step == st.fail_step) {
+      if (o.verdict == Verdict::fail && o.step == st.fail_step && (!st.hang || timed_out)) {
         st.best = c;
         st.best_outcome = o;
         return {T::Failure, o.detail};
@@ -183,15 +245,22 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
   } else if (decided < needed) {
     pr.verdict = Verdict::undecided;
     pr.note = "only " + std::to_string(decided) + " decided cases (at least " + std::to_string(needed) +
-              " needed)" + (st.budget_exhausted ? ": the time budget ran out" : "");
+              " needed)" + (st.interrupted ? ": interrupted" : st.budget_exhausted ? ": the time budget ran out" : "");
   } else {
     pr.verdict = Verdict::pass;
+  }
+  if (st.skipped > 0 && st.hung) {
+    std::string shapes;
+    for (const Shape &h : *st.hung) shapes += (shapes.empty() ? "" : "; ") + h.describe();
+    pr.note += std::string(pr.note.empty() ? "" : "; ") + std::to_string(st.skipped) +
+               " cases skipped at or above a shape that hung (" + shapes + ")";
   }
 }
 
 PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckOptions &opt, std::size_t index,
                             std::size_t count, std::optional<Clock::time_point> deadline,
-                            const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce) {
+                            const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce,
+                            std::vector<Shape> &hung, Clock::time_point start_of_check) {
   PropertyReport pr;
   pr.id = std::string(def.id);
   pr.formula = std::string(def.formula);
@@ -227,6 +296,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   st.opt = &opt;
   st.index = index;
   st.count = count;
+  st.hung = &hung;
+  if (deadline) st.check_end = std::max(*deadline, start_of_check + opt.time_budget);
 
   rc::detail::TestMetadata meta;
   meta.id = run_id(def.id, opt.dtype);
@@ -247,6 +318,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   pr.worst_ratio = st.worst_ratio;
   pr.worst = st.worst;
   pr.budget_exhausted = st.budget_exhausted;
+  pr.interrupted = st.interrupted;
+  pr.skipped = st.skipped;
 
   rc::detail::FailureResult failure;
   rc::detail::Error error;
@@ -278,6 +351,22 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   }
 
   const bool found = result.match(failure) && st.failed;  // else a failure is the time budget's stop
+  if (found && st.hang && !st.interrupted && !st.best.same_as(*st.first)) {
+    // The hang was shrunk under a shorter timeout: the minimal case must hang at the full one too (one call
+    // timeout, within the budget's promise); else the case that hung first is the counterexample.
+    st.phase = Phase::reproduce;
+    bool timed_out = false;
+    const Outcome o = evaluate_timed(st, st.best, &timed_out);
+    if (o.verdict == Verdict::fail && o.step == st.fail_step && timed_out) {
+      st.best_outcome = o;  // its message names the full timeout
+    } else {
+      st.best = *st.first;
+      st.best_outcome = st.first_outcome;
+      failure.reproduce.shrinkPath.clear();
+      pr.note = "the shrunk case returned within the full timeout: the counterexample is the case that hung first";
+    }
+  }
+  if (found && st.hang) hung.push_back(st.best.spec.shape);
   if (found) {
     pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
     pr.counterexample = Counterexample{.minimal = st.best,
@@ -334,6 +423,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
                                 std::string(dtype_name(options.dtype)));
 
   const Env env{kernel, rep.profile, rep.contract};
+  std::vector<Shape> hung;  // shapes whose calls hung: later cases at or above them are skipped
   const Clock::time_point start = Clock::now();
   for (std::size_t n = 0; n < selected.size(); ++n) {
     std::optional<Clock::time_point> deadline;
@@ -342,7 +432,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
                              static_cast<std::int64_t>(selected.size());
     rep.properties.push_back(
         run_property(*selected[n], env, options, n, selected.size(), deadline,
-                     replay ? &replay->reproduce : nullptr));
+                     replay ? &replay->reproduce : nullptr, hung, start));
   }
   return rep;
 }

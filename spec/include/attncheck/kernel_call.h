@@ -6,6 +6,8 @@
 #include "attncheck/problem.h"
 #include "attncheck/tensor.h"
 
+#include <chrono>
+#include <optional>
 #include <string>
 
 namespace attncheck {
@@ -19,6 +21,31 @@ struct CallResult {
 /// Output tensors of the problem's shape and dtype, contiguous: out [B,Hq,Lq,Dv] and float32 lse [B,Hq,Lq].
 Tensor make_out(const Shape &s, Dtype dt);
 Tensor make_lse(const Shape &s);
+
+/// The wall-clock limit the isolating runners (sandboxed plugins, exec kernels) put on the calls this thread makes
+/// while a CallTimeout lives, instead of their own configured timeout; innermost scope wins. The property engine
+/// shortens it while it shrinks a hang, so that each candidate does not cost a full timeout.
+class CallTimeout {
+ public:
+  explicit CallTimeout(std::chrono::milliseconds limit);
+  ~CallTimeout();
+  CallTimeout(const CallTimeout &) = delete;
+  CallTimeout &operator=(const CallTimeout &) = delete;
+  /// The limit of the innermost live scope of this thread, or `fallback` when none.
+  static std::chrono::milliseconds current(std::chrono::milliseconds fallback);
+
+ private:
+  std::optional<std::chrono::milliseconds> previous_;
+};
+
+/// What the isolating runners observed on this thread's calls since the last reset: the engine reads it to tell a
+/// hang (a call that hit its timeout) from other failures, and how long calls that returned took.
+struct CallRecord {
+  int timeouts = 0;                         ///< calls stopped at their timeout
+  std::chrono::milliseconds longest_ok{0};  ///< the longest call that returned
+  static CallRecord &of_this_thread();
+  void reset() { *this = CallRecord{}; }
+};
 
 /// kernel.forward(params, q, k, v, out, lse); lse may be null.
 CallResult call_forward(const attncheck_kernel &kernel, const Problem &p, Tensor &out, Tensor *lse);

@@ -1,0 +1,52 @@
+// The budget is the budget: a check ends within its time budget plus one call timeout (and the confirmation of a
+// shrunk hang), whatever the kernel does; a hang is a shrunk counterexample; SIGINT leaves reports that replay.
+#include "cli_support.h"
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+using namespace cli_test;
+
+namespace {
+constexpr int kExitCounterexample = 1;
+
+double seconds_of(const std::string &command, Run *out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  *out = run(command);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+TEST_CASE("a kernel that hangs on every call is one shrunk counterexample within budget plus two call timeouts") {
+  // Budget 6 s, calls time out after 1 s: the first hang (1 s), its shrinking under a shorter timeout, one
+  // confirmation at the full timeout; every later case is at or above the hung shape and skipped.
+  Run r;
+  const double s = seconds_of(attncheck("check --plugin " MISBEHAVING_PLUGIN " --kernel hang --dtype f32 "
+                                        "--profile quick --quiet --time-budget 6 --timeout 1"),
+                              &r);
+  INFO(r.out << r.err << "\nseconds: " << s);
+  CHECK(r.status == kExitCounterexample);
+  CHECK(s < 6 + 2 * 1 + 3);  // + process start, the reference, report printing
+  CHECK(r.out.find("B=1 Hq=1 Hkv=1 Lq=1 Lk=1 D=1 Dv=1") != std::string::npos);  // shrunk to the smallest case
+  CHECK(r.out.find("did not return within 1000 ms") != std::string::npos);       // confirmed at the full timeout
+}
+
+TEST_CASE("SIGINT in the middle of a check leaves a report.json whose counterexamples replay") {
+  const std::string dir = "/tmp/attncheck-sigint-test-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  // Every dtype, 400 cases per property: far longer than the 3 s before the signal.
+  const std::string check = attncheck("check --plugin " BUG_PLUGIN " --kernel bug:no_rescale --cases 400 "
+                                      "--quiet --report-dir " + dir);
+  // Started in the background, interrupted after 3 s.
+  const Run r = run("sh -c '" + check + " > /dev/null 2>&1 & pid=$!; sleep 3; kill -INT $pid; wait $pid; echo $?'");
+  INFO(r.out << r.err);
+  REQUIRE(std::filesystem::exists(dir + "/report.json"));
+  const Run first = run(attncheck("replay " + dir + "/report.json --failure 1"));
+  INFO(first.out << first.err);
+  CHECK(first.status == kExitCounterexample);  // the bug is still there
+  const Run json = run("grep -c '\"interrupted\": true' " + dir + "/report.json");
+  CHECK(std::stoi(json.out) > 0);  // what did not finish says so
+  std::filesystem::remove_all(dir);
+}
