@@ -1,6 +1,7 @@
 // attncheck check: the CI gate. Every selected property of every selected kernel and dtype, on generated cases,
 // each failure shrunk and reported.
 #include "commands.h"
+#include "jobs.h"
 #include "kernel_source.h"
 #include "progress.h"
 
@@ -14,6 +15,8 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <functional>
+#include <thread>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -78,6 +81,9 @@ struct CheckArgs {
   std::uint64_t memory_limit_mib = 4096;
   bool quiet = false;
   bool strict = false;
+  std::optional<int> jobs;
+  bool worker = false;  // internal: a worker process of --jobs
+  std::string shape_pool = "auto";
 };
 
 std::string absolute_path(const std::string &path) {
@@ -170,6 +176,97 @@ int exit_code(const reporting::Document &doc, bool strict) {
   return (undecided || !any_ran) ? kExitInconclusive : kExitPass;
 }
 
+using OptionsFor = std::function<CheckOptions(std::size_t, Dtype)>;
+
+
+/// Evidence re-runs each counterexample: not after an interruption, which wants the reports now.
+void add_evidence_unless_cancelled(const CheckArgs &a, reporting::Run &run, const attncheck_kernel &k) {
+  if ((!a.report_dir.empty() || !a.junit.empty()) && !g_cancel.load()) reporting::add_evidence(run, k);
+}
+
+std::vector<reporting::Run> check_serially(const CheckArgs &a, const std::vector<const attncheck_kernel *> &kernels,
+                                           const std::vector<Dtype> &dtypes, const OptionsFor &options_for,
+                                           const reporting::KernelSource &src, std::string_view profile) {
+  std::vector<reporting::Run> runs;
+  Progress progress(static_cast<int>(kernels.size() * dtypes.size()), a.quiet);
+  for (std::size_t n = 0; n < kernels.size(); ++n)
+    for (Dtype dt : dtypes) {
+      CheckOptions opt = options_for(n, dt);
+      opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
+      progress.start_run(fmt::format("{} {}", kernels[n]->name, dtype_name(dt)));
+      reporting::Run run{src, std::string(profile), check(*kernels[n], opt), {}};
+      add_evidence_unless_cancelled(a, run, *kernels[n]);
+      progress.finish_run(run_line(run.report, a.strict));
+      runs.push_back(std::move(run));
+    }
+  return runs;
+}
+
+/// The same runs from `jobs` worker processes (jobs.h), one property at a time, merged in the serial order. Each
+/// property gets its share of the budget as if the properties of a (kernel, dtype) ran `jobs` at a time.
+std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vector<const attncheck_kernel *> &kernels,
+                                             const std::vector<Dtype> &dtypes, int jobs,
+                                             const OptionsFor &options_for, const reporting::KernelSource &src,
+                                             std::string_view profile) {
+  std::vector<std::string> ids;
+  for (const PropertyDef *d : all_properties()) ids.push_back(std::string(d->id));
+  if (!split_ids(a.properties).empty()) ids = split_ids(a.properties);
+  std::vector<WorkItem> items;
+  auto end = std::chrono::steady_clock::now();  // the runs' budgets end one after another, as in a serial check
+  for (std::size_t n = 0; n < kernels.size(); ++n)
+    for (Dtype dt : dtypes) {
+      const auto total = options_for(n, dt).time_budget;
+      const auto share = std::min(total, total * jobs / static_cast<std::int64_t>(ids.size()));
+      end += total;
+      for (const std::string &id : ids) items.push_back({n, dt, id, share, end});
+    }
+  std::vector<std::string> command{"/proc/self/exe"};
+  for (const std::string &arg : program_arguments()) command.push_back(arg);
+  command.push_back("--worker");
+  std::vector<bool> done;
+  std::size_t finished = 0;
+  const std::vector<reporting::Run> parts =
+      run_on_workers(command, items, jobs, g_cancel, done, [&](std::size_t i, const reporting::Run &part) {
+        if (!a.quiet)
+          fmt::print(stderr, "[{}/{}] {} {} {}: {}\n", ++finished, items.size(), kernels[items[i].kernel]->name,
+                     dtype_name(items[i].dtype), items[i].property, verdict_name(part.report.properties.at(0).verdict));
+      });
+  std::vector<reporting::Run> runs;
+  std::size_t i = 0;
+  for (std::size_t n = 0; n < kernels.size(); ++n)
+    for (Dtype dt : dtypes) {
+      const CheckOptions opt = options_for(n, dt);
+      reporting::Run run{src, std::string(profile), {}, {}};
+      Report &r = run.report;
+      r.kernel = kernels[n]->name;
+      r.dtype = dt;
+      r.contract = opt.contract;
+      r.profile = opt.contract.profile(dt);
+      r.seed = opt.seed;
+      r.cases = opt.cases;
+      for (const std::string &id : ids) {
+        if (done[i]) {
+          r.properties.push_back(parts[i].report.properties.at(0));
+        } else {  // never started: the check was interrupted
+          const PropertyDef &def = *find_property(id);
+          PropertyReport p;
+          p.id = id;
+          p.formula = std::string(def.formula);
+          p.summary = std::string(def.summary);
+          p.tier = tier_of(def, opt.contract);
+          p.interrupted = true;
+          p.note = "not run: interrupted";
+          r.properties.push_back(std::move(p));
+        }
+        ++i;
+      }
+      add_evidence_unless_cancelled(a, run, *kernels[n]);
+      if (!a.quiet) fmt::print(stderr, "{}\n", run_line(r, a.strict));
+      runs.push_back(std::move(run));
+    }
+  return runs;
+}
+
 int run_check(const CheckArgs &a) {
   using Kind = reporting::KernelSource::Kind;
   if (!a.plugin.empty() && !a.exec.empty()) return usage_error("give --plugin or --exec, not both");
@@ -215,38 +312,54 @@ int run_check(const CheckArgs &a) {
 
   // Where reports go is checked before any case runs: a typo should not cost the whole check.
   try {
-    if (!a.report_dir.empty()) reporting::prepare_report_dir(a.report_dir);
-    if (!a.junit.empty()) write_text_file(a.junit, "");
+    if (!a.report_dir.empty() && !a.worker) reporting::prepare_report_dir(a.report_dir);
+    if (!a.junit.empty() && !a.worker) write_text_file(a.junit, "");
   } catch (const std::runtime_error &e) {
     return usage_error(e.what());
   }
 
   const ProfileSpec &prof = profile_spec(a.profile);
+  const auto budget = std::chrono::milliseconds(
+      static_cast<std::int64_t>(1000 * a.time_budget.value_or(static_cast<double>(prof.budget.count()))));
+  std::vector<std::vector<Shape>> hung(kernels.size());  // per kernel, across its dtypes and properties
+  const CancelOnSignal cancel_on_signal;
+  auto options_for = [&](std::size_t n, Dtype dt) {
+    CheckOptions opt;
+    opt.dtype = dt;
+    opt.properties = ids;
+    opt.cases = a.cases.value_or(prof.cases);
+    opt.seed = a.seed;
+    opt.time_budget = budget;
+    opt.contract = contracts[n];
+    opt.cancel = &g_cancel;
+    opt.hung_shapes = &hung[n];
+    if (a.shape_pool == "auto")
+      opt.detect_compile = true;
+    else
+      opt.shape_pool = std::stoi(a.shape_pool);
+    return opt;
+  };
+  // A worker of `--jobs`: one property of one kernel and dtype per item, the report on stdout.
+  if (a.worker)
+    return serve_items([&](const WorkItem &it) {
+      CheckOptions opt = options_for(it.kernel, it.dtype);
+      opt.properties = {it.property};
+      opt.time_budget = it.budget;
+      opt.end = it.end;
+      return reporting::Run{src, std::string(prof.name), check(*kernels[it.kernel], opt), {}};
+    });
+
   reporting::Document doc;
   doc.tool_version = ATTNCHECK_VERSION;
   doc.strict = a.strict;
-  Progress progress(static_cast<int>(kernels.size() * dtypes.size()), a.quiet);
-  const CancelOnSignal cancel_on_signal;
-  for (std::size_t n = 0; n < kernels.size(); ++n)
-    for (Dtype dt : dtypes) {
-      const attncheck_kernel *k = kernels[n];
-      CheckOptions opt;
-      opt.dtype = dt;
-      opt.properties = ids;
-      opt.cases = a.cases.value_or(prof.cases);
-      opt.seed = a.seed;
-      opt.time_budget = std::chrono::milliseconds(
-          static_cast<std::int64_t>(1000 * a.time_budget.value_or(static_cast<double>(prof.budget.count()))));
-      opt.contract = contracts[n];
-      opt.cancel = &g_cancel;
-      opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
-      progress.start_run(fmt::format("{} {}", k->name, dtype_name(dt)));
-      reporting::Run run{src, std::string(prof.name), check(*k, opt), {}};
-      // Evidence re-runs each counterexample: not after an interruption, which wants the reports now.
-      if ((!a.report_dir.empty() || !a.junit.empty()) && !g_cancel.load()) reporting::add_evidence(run, *k);
-      progress.finish_run(run_line(run.report, a.strict));
-      doc.runs.push_back(std::move(run));
-    }
+  const int jobs = a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  try {
+    doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name)
+                        : check_serially(a, kernels, dtypes, options_for, src, prof.name);
+  } catch (const std::runtime_error &e) {
+    fmt::print(stderr, "attncheck: {}\n", e.what());
+    return kExitInternal;
+  }
   print_table(doc);
   if (const auto t = source->exec_call_times(); t && t->first_calls > 0)
     fmt::print("exec call time: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
@@ -311,6 +424,17 @@ void register_check_command(CLI::App &app, Action &action) {
   cmd->add_option("--report-dir", args->report_dir, "Write report.json, summary.md and report.html here");
   cmd->add_option("--junit", args->junit, "Write JUnit XML here (one testcase per kernel, dtype and property)");
   cmd->add_flag("--quiet", args->quiet, "No progress output");
+  cmd->add_option("--jobs", args->jobs,
+                  "Worker processes checking properties in parallel (default: the number of cores); the report is "
+                  "the same whatever the number")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--shape-pool", args->shape_pool,
+                  "Draw case shapes from a pool of N (values, masks and layouts stay random) so that a JIT-compiled "
+                  "kernel compiles a few shapes: auto (on when the kernel's first call of a shape is much slower than "
+                  "a repeat: a probe of three calls before the first property), 0 (off) or N")
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_flag("--worker", args->worker)->group("");  // internal: a worker process of --jobs (cli/jobs.h)
   cmd->callback([args, &action] { action = [args] { return run_check(*args); }; });
 }
 

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace attncheck::cli {
 
@@ -19,6 +20,9 @@ enum ExitCode : int {
 
 /// Prints "attncheck: <message>" as one line on stderr and returns kExitUsage.
 int usage_error(const std::string &message);
+
+/// The command line attncheck was started with (argv[1..]), for re-running itself (check --jobs).
+const std::vector<std::string> &program_arguments();
 
 /// A subcommand's action; returns an exit code. Set by the register function, run by main after parsing.
 using Action = std::function<int()>;

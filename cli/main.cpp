@@ -4,6 +4,12 @@
 #include <exception>
 #include <iostream>
 
+namespace {
+std::vector<std::string> g_arguments;
+}  // namespace
+
+const std::vector<std::string> &attncheck::cli::program_arguments() { return g_arguments; }
+
 int attncheck::cli::usage_error(const std::string &message) {
   std::cerr << "attncheck: " << message << '\n';
   return kExitUsage;
@@ -11,6 +17,7 @@ int attncheck::cli::usage_error(const std::string &message) {
 
 int main(int argc, char **argv) {
   using namespace attncheck::cli;
+  g_arguments.assign(argv + 1, argv + argc);
   CLI::App app{"attncheck: checks scaled dot-product attention kernels against an arbitrary-precision reference.\n"
                "Exit codes: 0 pass, 1 counterexample found, 2 usage or configuration error, 3 inconclusive, "
                "4 internal error."};

@@ -50,3 +50,22 @@ TEST_CASE("SIGINT in the middle of a check leaves a report.json whose counterexa
   CHECK(std::stoi(json.out) > 0);  // what did not finish says so
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("--jobs 2 writes the same report.json, summary.md and JUnit as --jobs 1, byte for byte") {
+  const std::string base = "/tmp/attncheck-jobs-test-" + std::to_string(::getpid());
+  std::string reports[2];
+  for (int jobs : {1, 2}) {
+    const std::string dir = base + "-" + std::to_string(jobs);
+    std::filesystem::remove_all(dir);
+    const Run r = run(attncheck("check --plugin " BUG_PLUGIN " --kernel bug:no_rescale --dtype f32 --dtype bf16 "
+                                "--profile quick --quiet --jobs " + std::to_string(jobs) + " --report-dir " + dir +
+                                " --junit " + dir + "/junit.xml"));
+    INFO(r.out << r.err);
+    CHECK(r.status == kExitCounterexample);
+    for (const char *file : {"/report.json", "/summary.md", "/junit.xml"})
+      reports[jobs - 1] += run("cat " + dir + file).out;
+    std::filesystem::remove_all(dir);
+  }
+  CHECK(!reports[0].empty());
+  CHECK(reports[0] == reports[1]);
+}

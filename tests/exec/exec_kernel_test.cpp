@@ -383,3 +383,22 @@ TEST_CASE("closing an ExecKernel stops its child and its ABI structs then fail c
   CHECK(r.status == ATTNCHECK_ERROR);
   CHECK_THAT(r.message, Contains("exec kernel was closed"));
 }
+
+TEST_CASE("call: the first call of a shape has its own timeout, and its time is counted apart") {
+  // The peer sleeps 1.5 s in every call: past a 1 s call timeout, within a 3 s first-call timeout.
+  Quiet q;
+  ExecOptions o = q.options(std::chrono::milliseconds(1000));
+  o.first_call_timeout = std::chrono::milliseconds(3000);
+  ExecKernel exec(peer("slow", "1.5"), o);
+  const Problem p = small_problem();
+  Tensor out = make_out(p.shape, Dtype::f32), lse = make_lse(p.shape);
+  const CallResult first = call_forward(exec.find("peer"), p, out, &lse);
+  INFO(first.message);
+  CHECK(first.status == ATTNCHECK_UNSUPPORTED);  // it answered: within the first-call timeout
+  const CallResult again = call_forward(exec.find("peer"), p, out, &lse);  // the same shape: the 1 s timeout
+  CHECK_FALSE(again.ok());
+  CHECK_THAT(again.message, Contains("no answer within 1 s"));
+  const ExecKernel::CallTimes t = exec.call_times();
+  CHECK(t.first_calls == 1);
+  CHECK(t.first_seconds >= 1.5);
+}

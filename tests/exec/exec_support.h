@@ -50,7 +50,7 @@ struct Quiet {
   std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
   ExecOptions options(std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000)) const {
     ExecOptions o;
-    o.start_timeout = o.call_timeout = timeout;
+    o.start_timeout = o.call_timeout = o.first_call_timeout = timeout;
     o.on_stderr = [l = lines, m = mu](std::string_view s) {
       std::lock_guard lock(*m);
       l->emplace_back(s);

@@ -80,6 +80,9 @@ def main():
             send("ok")
         elif mode == "hang":
             time.sleep(LONG)
+        elif mode == "slow":  # answers after `arg` seconds
+            time.sleep(float(arg))
+            send("unsupported slow")
         elif mode in ("crash", "crash_once"):
             if mode == "crash_once":
                 open(arg, "w").close()

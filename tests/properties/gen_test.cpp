@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 
 using namespace attncheck;
@@ -257,4 +258,42 @@ TEST_CASE("poison in the keys the causal mask hides leaves a correct kernel's ea
   }
   CHECK(poisoned_cases > 0);
   CHECK_THROWS_AS(with_hidden_poison(Case{}, 0, kPoison), std::invalid_argument);  // not causal
+}
+
+TEST_CASE("with a shape pool every drawn shape is a pool shape, and shrinking tries pool shapes first") {
+  CaseOptions opts;
+  auto pool = std::make_shared<std::vector<Shape>>(
+      std::vector<Shape>{Shape{}, Shape{1, 2, 1, 17, 64, 8, 8}, Shape{2, 4, 2, 3, 129, 16, 4}});
+  opts.shape_pool = pool;
+  std::set<std::int64_t> seen;
+  std::set<Mask> masks;
+  std::set<Layout> layouts;
+  for (const CaseSpec &s : draw_specs(opts, 300, 7)) {
+    const auto at = std::find(pool->begin(), pool->end(), s.shape);
+    REQUIRE(at != pool->end());
+    seen.insert(at - pool->begin());
+    masks.insert(s.mask);
+    layouts.insert(s.layout);
+  }
+  CHECK(seen.size() == pool->size());  // every pool shape is drawn
+  CHECK(masks.size() == 2);            // masks and layouts stay random
+  CHECK(layouts.size() == 4);
+  // A spec failing while Lk ≥ 3 shrinks onto a pool shape first (the pool's {…, Lk = 64} before halving Lk).
+  CaseSpec big;
+  big.shape = Shape{2, 4, 2, 3, 129, 16, 4};
+  const rc::Shrinkable<CaseSpec> s = shrinkable_spec(big, opts);
+  const auto first = s.shrinks().next();
+  REQUIRE(first);
+  CHECK(std::find(pool->begin(), pool->end(), first->value().shape) != pool->end());
+}
+
+TEST_CASE("with a constraint the pool's shapes are adjusted to it (Dv = Lk, no empty rows)") {
+  CaseOptions opts;
+  opts.shape_pool = std::make_shared<std::vector<Shape>>(std::vector<Shape>{Shape{1, 1, 1, 9, 3, 4, 2}});
+  opts.dv_equals_lk = true;
+  opts.empty_rows = false;
+  for (const CaseSpec &s : draw_specs(opts, 100, 3)) {
+    CHECK(s.shape.Dv == s.shape.Lk);
+    CHECK(opts.admits(s));
+  }
 }

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -76,6 +77,10 @@ struct CaseOptions {
   std::optional<Family> family;  ///< fixed value family (default: drawn, and shrunk toward small_ints)
   std::optional<Layout> layout;  ///< fixed layout (default: drawn, and shrunk toward bhld)
   std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()
+  /// Compile-friendly generation: when not empty, every case's dimensions come from these shapes (adjusted to the
+  /// constraints above), while mask, layout and values stay fully random — a kernel behind a JIT compiler then
+  /// compiles a few shapes, not one per case. Shrinking tries these shapes before others. Shared, immutable.
+  std::shared_ptr<const std::vector<Shape>> shape_pool;
   /// The spec meets the options' constraints that shrinking must keep (empty_rows).
   bool admits(const CaseSpec &s) const;
   /// ≈ 30 ms of MPFR reference per case at the cap: boundary shapes stay affordable.

@@ -48,6 +48,9 @@ struct CheckOptions {
   /// Wall-clock budget for the whole check, shared evenly by the properties (unused time carries over); no new
   /// case starts once a property's share is spent. 0 = none.
   std::chrono::milliseconds time_budget{0};
+  /// When set, the end of a larger budget this check is part of (a parallel run's share, cli/jobs.h): no property
+  /// runs past it, and a failure's shrinking may borrow up to it. Steady clock (system-wide on Linux).
+  std::optional<std::chrono::steady_clock::time_point> end;
   /// What the kernel declares (SPEC.md §3.1): which properties are required or advisory, the causal alignment and
   /// LSE it is checked against, and its precision profile (contract.profile(dtype)).
   KernelContract contract;
@@ -60,6 +63,9 @@ struct CheckOptions {
   /// Set (by a signal handler, another thread) to stop the check early: no new case or shrink candidate starts,
   /// the case in flight is not counted, and the report keeps what was decided (PropertyReport::interrupted).
   const std::atomic<bool> *cancel = nullptr;
+  /// Shapes whose calls hung, kept across check() calls when set (a CLI run of many dtypes, a worker of many
+  /// properties): cases at or above them are skipped. nullptr: kept within this call only.
+  std::vector<Shape> *hung_shapes = nullptr;
   /// While a hang (a call stopped at its timeout) is shrunk, each candidate call may take this many times the
   /// longest call that returned so far (at least kMinHangShrinkTimeout, at most the runner's own timeout); the
   /// minimal case is then confirmed once at the full timeout.
@@ -68,6 +74,16 @@ struct CheckOptions {
   /// check's budget): later properties get less.
   static constexpr int kShrinkBudgetShare = 25;
   static constexpr std::chrono::milliseconds kMinHangShrinkTimeout{250};
+  /// Compile-friendly generation (CaseOptions::shape_pool): draw every case's dimensions from a pool of this many
+  /// shapes (the all-ones shape, where shrinking ends, and shapes drawn as usual — tiling boundaries and long rows
+  /// included — from the seed and dtype alone). 0 = off, unless compile_heavy turns it on.
+  int shape_pool = 0;
+  /// Before the first property, time the kernel's forward on the pool's first shape twice and on its second once:
+  /// when a first call takes at least kCompileSeconds and kCompileRatio times the repeat (a JIT compiler), use a
+  /// pool of kAutoShapePool shapes (the probe's shapes, compiled already, among them). Counts against the budget.
+  bool detect_compile = false;
+  static constexpr int kAutoShapePool = 4;
+  static constexpr double kCompileSeconds = 0.5, kCompileRatio = 10;
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
   std::function<void(const CheckProgress &)> on_progress;
 

@@ -260,7 +260,8 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
 PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckOptions &opt, std::size_t index,
                             std::size_t count, std::optional<Clock::time_point> deadline,
                             const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce,
-                            std::vector<Shape> &hung, Clock::time_point start_of_check) {
+                            std::vector<Shape> &hung, Clock::time_point start_of_check,
+                            std::shared_ptr<const std::vector<Shape>> pool) {
   PropertyReport pr;
   pr.id = std::string(def.id);
   pr.formula = std::string(def.formula);
@@ -283,6 +284,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   co.causal = env.contract.causal == CausalAlign::top_left ? Mask::causal_top_left : Mask::causal;
   if (env.contract.empty_rows == EmptyRows::unspecified) co.empty_rows = false;
   co.backward = def.needs_backward;
+  co.shape_pool = pool;
   if (def.require) def.require(co);
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
   const rc::Gen<Case> gen = gen_case(co);
@@ -297,7 +299,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   st.index = index;
   st.count = count;
   st.hung = &hung;
-  if (deadline) st.check_end = std::max(*deadline, start_of_check + opt.time_budget);
+  if (deadline) st.check_end = opt.end ? *opt.end : std::max(*deadline, start_of_check + opt.time_budget);
 
   rc::detail::TestMetadata meta;
   meta.id = run_id(def.id, opt.dtype);
@@ -385,7 +387,47 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     return pr;
   }
   settle_verdict(pr, st, opt);  // success, the budget's stop, or gave up after too many declined cases
+  if (pool)
+    pr.note += std::string(pr.note.empty() ? "" : "; ") + "shapes from a pool of " + std::to_string(pool->size()) +
+               " (compile-friendly generation)";
   return pr;
+}
+}  // namespace
+
+namespace {
+/// The compile-friendly pool: the all-ones shape and n − 1 shapes drawn as usual at sizes spread over the range,
+/// from the seed and dtype alone (the same pool for every property, worker and run of this seed).
+std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, Dtype dt) {
+  auto pool = std::make_shared<std::vector<Shape>>(1, Shape{});
+  CaseOptions co;
+  co.dtype = dt;
+  rc::Random random(mix(seed ^ fnv1a("shape_pool") ^ (static_cast<std::uint64_t>(dt) << 56)));
+  for (int k = 1; k < n; ++k) {
+    const Shape s = draw_spec(random.split(), k * rc::kNominalSize / n, co).shape;
+    if (std::find(pool->begin(), pool->end(), s) == pool->end()) pool->push_back(s);
+  }
+  return pool;
+}
+}  // namespace
+
+namespace {
+/// The kernel's first call of a shape is much slower than a repeat (CheckOptions::detect_compile): forward on
+/// pool[0] twice, then on pool[1] once (the slower first call is the compile).
+bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
+  auto seconds = [&](const Shape &s) {
+    Case c;
+    c.spec.shape = s;
+    c.spec.dtype = dt;
+    c.resize_values(false);
+    const Problem p = c.problem();
+    const auto t0 = Clock::now();
+    (void)run_forward(env, p);
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  const double first = seconds(pool.at(0)), repeat = seconds(pool.at(0));
+  const double other = pool.size() > 1 ? seconds(pool[1]) : first;
+  const double compile = std::min(first, other);
+  return compile >= CheckOptions::kCompileSeconds && compile >= CheckOptions::kCompileRatio * repeat;
 }
 }  // namespace
 
@@ -423,16 +465,24 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
                                 std::string(dtype_name(options.dtype)));
 
   const Env env{kernel, rep.profile, rep.contract};
-  std::vector<Shape> hung;  // shapes whose calls hung: later cases at or above them are skipped
+  std::vector<Shape> local_hung;  // shapes whose calls hung: later cases at or above them are skipped
+  std::vector<Shape> &hung = options.hung_shapes ? *options.hung_shapes : local_hung;
   const Clock::time_point start = Clock::now();
+  std::shared_ptr<const std::vector<Shape>> pool;
+  if (options.shape_pool > 0) {
+    pool = shape_pool(options.shape_pool, options.seed, options.dtype);
+  } else if (options.detect_compile && !replay) {
+    pool = shape_pool(CheckOptions::kAutoShapePool, options.seed, options.dtype);
+    if (!compiles_per_shape(env, *pool, options.dtype)) pool.reset();
+  }
   for (std::size_t n = 0; n < selected.size(); ++n) {
     std::optional<Clock::time_point> deadline;
     if (options.time_budget.count() > 0)
       deadline = start + options.time_budget * static_cast<std::int64_t>(n + 1) /
                              static_cast<std::int64_t>(selected.size());
-    rep.properties.push_back(
-        run_property(*selected[n], env, options, n, selected.size(), deadline,
-                     replay ? &replay->reproduce : nullptr, hung, start));
+    if (deadline && options.end) deadline = std::min(*deadline, *options.end);
+    rep.properties.push_back(run_property(*selected[n], env, options, n, selected.size(), deadline,
+                                          replay ? &replay->reproduce : nullptr, hung, start, pool));
   }
   return rep;
 }

@@ -158,6 +158,10 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
       default: sh.Dv = b.pick(kTileBoundaries), protect = &Shape::Dv; break;
     }
   }
+  if (opts.shape_pool && !opts.shape_pool->empty()) {  // the pool's dimensions, adjusted to the constraints below
+    sh = b.pick(*opts.shape_pool);
+    protect = nullptr;
+  }
   s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
   s.layout = opts.layout.value_or(b.pick(kLayouts));
   s.family = opts.family.value_or(static_cast<Family>(b.uniform(0, kFamilyCount - 1)));

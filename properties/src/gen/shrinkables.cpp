@@ -9,12 +9,18 @@
 #include <rapidcheck/shrink/Shrink.h>
 #include <rapidcheck/shrinkable/Create.h>
 
+#include <algorithm>
+
 namespace attncheck {
 
 rc::Shrinkable<CaseSpec> shrinkable_spec(CaseSpec s, const CaseOptions &opts) {
   return rc::shrinkable::shrinkRecur(std::move(s), [opts](const CaseSpec &x) {
     std::vector<CaseSpec> cands = shrink::spec_shrinks(x, opts);
     std::erase_if(cands, [&](const CaseSpec &c) { return !opts.admits(c); });
+    if (opts.shape_pool)  // shapes a JIT kernel has compiled first
+      std::stable_partition(cands.begin(), cands.end(), [&](const CaseSpec &c) {
+        return std::find(opts.shape_pool->begin(), opts.shape_pool->end(), c.shape) != opts.shape_pool->end();
+      });
     return rc::seq::fromContainer(std::move(cands));
   });
 }
