@@ -216,9 +216,8 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
       const auto total = options_for(n, dt).time_budget;
-      const auto share = std::min(total, total * jobs / static_cast<std::int64_t>(ids.size()));
       end += total;
-      for (const std::string &id : ids) items.push_back({n, dt, id, share, end});
+      for (const std::string &id : ids) items.push_back({n, dt, id, total, end});
     }
   std::vector<std::string> command{"/proc/self/exe"};
   for (const std::string &arg : program_arguments()) command.push_back(arg);
@@ -322,6 +321,7 @@ int run_check(const CheckArgs &a) {
   const auto budget = std::chrono::milliseconds(
       static_cast<std::int64_t>(1000 * a.time_budget.value_or(static_cast<double>(prof.budget.count()))));
   std::vector<std::vector<Shape>> hung(kernels.size());  // per kernel, across its dtypes and properties
+  std::vector<std::optional<bool>> compiles(kernels.size());  // per kernel: a JIT compiler detected (--shape-pool auto)
   const CancelOnSignal cancel_on_signal;
   auto options_for = [&](std::size_t n, Dtype dt) {
     CheckOptions opt;
@@ -333,8 +333,10 @@ int run_check(const CheckArgs &a) {
     opt.contract = contracts[n];
     opt.cancel = &g_cancel;
     opt.hung_shapes = &hung[n];
-    if (a.shape_pool == "auto")
+    if (a.shape_pool == "auto") {
       opt.detect_compile = true;
+      opt.compile_detected = &compiles[n];
+    }
     else
       opt.shape_pool = std::stoi(a.shape_pool);
     return opt;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -95,9 +96,16 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
     }
     const WorkItem &it = items[next];
     w.item = next;
+    // Its share of what is left of its run's budget, as the serial engine carries unused time over: the time to the
+    // run's end spread over the run's items not started yet, `jobs` at a time.
+    std::size_t left = 0;
+    for (std::size_t j = next; j < items.size() && items[j].end == it.end; ++j) ++left;
+    const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(it.end - std::chrono::steady_clock::now());
+    const auto budget = std::clamp(remaining * n / static_cast<std::int64_t>(left), std::chrono::milliseconds(1),
+                                   std::max(it.budget, std::chrono::milliseconds(1)));
     const std::string line = "item " + std::to_string(next) + " " + std::to_string(it.kernel) + " " +
                              std::string(dtype_name(it.dtype)) + " " + it.property + " " +
-                             std::to_string(it.budget.count()) + " " +
+                             std::to_string(budget.count()) + " " +
                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                 it.end.time_since_epoch()).count()) + "\n";
     ++next;

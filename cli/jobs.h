@@ -25,7 +25,7 @@ struct WorkItem {
   std::size_t kernel = 0;  ///< index among the check's kernels
   Dtype dtype = Dtype::f32;
   std::string property;
-  std::chrono::milliseconds budget{0};
+  std::chrono::milliseconds budget{0};  ///< at most this; at dispatch, its share of what is left of its run's budget
   /// The end of its (kernel, dtype) run's budget, as if the runs went one after another: the item never runs past
   /// it, and a failure's shrinking may borrow up to it. Steady clock, system-wide on Linux.
   std::chrono::steady_clock::time_point end;

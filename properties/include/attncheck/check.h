@@ -82,6 +82,9 @@ struct CheckOptions {
   /// when a first call takes at least kCompileSeconds and kCompileRatio times the repeat (a JIT compiler), use a
   /// pool of kAutoShapePool shapes (the probe's shapes, compiled already, among them). Counts against the budget.
   bool detect_compile = false;
+  /// When set, the probe's answer is kept here and later check() calls (other dtypes, other properties of a worker)
+  /// reuse it instead of probing a kernel whose probe shapes are compiled by then.
+  std::optional<bool> *compile_detected = nullptr;
   static constexpr int kAutoShapePool = 4;
   static constexpr double kCompileSeconds = 0.5, kCompileRatio = 10;
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.

@@ -395,12 +395,13 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
 }  // namespace
 
 namespace {
-/// The compile-friendly pool: the all-ones shape and n − 1 shapes drawn as usual at sizes spread over the range,
+/// The compile-friendly pool: the all-ones shape and n − 1 shapes drawn as usual (with Dv = Lk) at sizes spread over the range,
 /// from the seed and dtype alone (the same pool for every property, worker and run of this seed).
 std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, Dtype dt) {
   auto pool = std::make_shared<std::vector<Shape>>(1, Shape{});
   CaseOptions co;
   co.dtype = dt;
+  co.dv_equals_lk = true;  // the properties that set v = I need Dv = Lk: with it, they reuse the pool's shapes too
   rc::Random random(mix(seed ^ fnv1a("shape_pool") ^ (static_cast<std::uint64_t>(dt) << 56)));
   for (int k = 1; k < n; ++k) {
     const Shape s = draw_spec(random.split(), k * rc::kNominalSize / n, co).shape;
@@ -428,6 +429,20 @@ bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt
   const double other = pool.size() > 1 ? seconds(pool[1]) : first;
   const double compile = std::min(first, other);
   return compile >= CheckOptions::kCompileSeconds && compile >= CheckOptions::kCompileRatio * repeat;
+}
+
+/// One forward (and backward) call on every pool shape, so that a JIT kernel compiles them before the properties
+/// share the budget. Results are not looked at.
+void warm_up(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
+  for (const Shape &s : pool) {
+    Case c;
+    c.spec.shape = s;
+    c.spec.dtype = dt;
+    c.resize_values(env.kernel.backward != nullptr);
+    const Problem p = c.problem();
+    const ForwardRun fr = run_forward(env, p);
+    if (fr.call.ok() && env.kernel.backward != nullptr) (void)run_backward(env, p, fr);
+  }
 }
 }  // namespace
 
@@ -467,22 +482,33 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   const Env env{kernel, rep.profile, rep.contract};
   std::vector<Shape> local_hung;  // shapes whose calls hung: later cases at or above them are skipped
   std::vector<Shape> &hung = options.hung_shapes ? *options.hung_shapes : local_hung;
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point check_start = Clock::now();
   std::shared_ptr<const std::vector<Shape>> pool;
   if (options.shape_pool > 0) {
     pool = shape_pool(options.shape_pool, options.seed, options.dtype);
   } else if (options.detect_compile && !replay) {
     pool = shape_pool(CheckOptions::kAutoShapePool, options.seed, options.dtype);
-    if (!compiles_per_shape(env, *pool, options.dtype)) pool.reset();
+    std::optional<bool> local;
+    std::optional<bool> &detected = options.compile_detected ? *options.compile_detected : local;
+    if (!detected) detected = compiles_per_shape(env, *pool, options.dtype);
+    if (!*detected) pool.reset();
   }
+  if (pool && !replay) warm_up(env, *pool, options.dtype);
+  // The properties share what the probe and the warm-up (compilation) left of the budget — or, as part of a larger
+  // budget (options.end: a worker's item), the whole share, within that budget's end.
+  const Clock::time_point start = Clock::now();
+  const auto budget =
+      options.end ? options.time_budget
+                  : std::max(options.time_budget -
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(start - check_start),
+                             std::chrono::milliseconds(1));
   for (std::size_t n = 0; n < selected.size(); ++n) {
     std::optional<Clock::time_point> deadline;
     if (options.time_budget.count() > 0)
-      deadline = start + options.time_budget * static_cast<std::int64_t>(n + 1) /
-                             static_cast<std::int64_t>(selected.size());
+      deadline = start + budget * static_cast<std::int64_t>(n + 1) / static_cast<std::int64_t>(selected.size());
     if (deadline && options.end) deadline = std::min(*deadline, *options.end);
     rep.properties.push_back(run_property(*selected[n], env, options, n, selected.size(), deadline,
-                                          replay ? &replay->reproduce : nullptr, hung, start, pool));
+                                          replay ? &replay->reproduce : nullptr, hung, check_start, pool));
   }
   return rep;
 }
