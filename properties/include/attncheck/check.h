@@ -70,8 +70,8 @@ struct CheckOptions {
   /// longest call that returned so far (at least kMinHangShrinkTimeout, at most the runner's own timeout); the
   /// minimal case is then confirmed once at the full timeout.
   static constexpr int kHangShrinkFactor = 4;
-  /// A failure's shrinking may take up to this percentage of time_budget past its property's share (never past the
-  /// check's budget): later properties get less.
+  /// A failure's shrinking may take up to this percentage of the time left in the check's budget (or `end`), past
+  /// its property's share: later properties get less.
   static constexpr int kShrinkBudgetShare = 25;
   static constexpr std::chrono::milliseconds kMinHangShrinkTimeout{250};
   /// Compile-friendly generation (CaseOptions::shape_pool): draw every case's dimensions from a pool of this many

@@ -174,9 +174,10 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
       if (o.verdict == Verdict::fail) {
         // Shrinking may run past this property's share, into the check's own budget (later properties get less):
         // a counterexample found is worth its minimal case.
-        if (st.deadline && st.check_end)
-          st.deadline = std::max(*st.deadline, std::min(*st.check_end, Clock::now() + st.opt->time_budget *
-                                                                             CheckOptions::kShrinkBudgetShare / 100));
+        if (st.deadline && st.check_end && *st.check_end > Clock::now()) {
+          const Clock::time_point now = Clock::now();
+          st.deadline = std::max(*st.deadline, now + (*st.check_end - now) * CheckOptions::kShrinkBudgetShare / 100);
+        }
         st.failed = true;
         st.hang = timed_out && o.step == Step::shape;
         st.first = c;
