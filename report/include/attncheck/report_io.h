@@ -74,8 +74,9 @@ struct Document {
   Verdict verdict() const;
 };
 
-/// Counterexamples that share one root cause: the same run, the same kind (failure or warning), the same minimal
-/// case (Case::same_as, or the same spec) and the same failing element signature — the failing ladder step, the
+/// Counterexamples that share one root cause: the same run, the same kind (failure or warning), minimal cases of the
+/// same shape and mask (their values' family and layout do not change what the element means) and the same failing
+/// element signature — the failing ladder step, the
 /// tensor (O, LSE, dQ, dK, dV, or the name the check used) and the kind of wrongness (NaN, ±Inf, wrong sign, a row
 /// that sees no key, a value out of its bound, bits that differ, a failed call, a write outside the outputs …),
 /// read off Outcome::step and Outcome::detail. One defect found by several properties becomes one group.
