@@ -12,7 +12,9 @@ Planted bugs, for testing checkers (--bug NAME):
   causal_top_left  causal mask aligned top-left (j <= i) instead of bottom-right
   lse_log2         lse in base 2
   gqa_no_sum       dk, dv of a kv head take only the first query head of its group
-Other options: --name NAME (kernel name, default numpy), --forward-only, --f32-only (unsupported otherwise).
+Other options: --name NAME (kernel name, default numpy), --forward-only, --f32-only (unsupported otherwise),
+--compile-seconds S (stand in for a JIT compiler — XLA, torch.compile, Triton autotuning: the first call of each new
+(request, dtype, q/k/v shapes) sleeps S seconds first; bench/time_to_verdict uses it).
 
 The kernel's contract (spec/SPEC.md §3.1) travels as key=value tokens on its hello line; --contract TOKENS declares
 them, and the kernel behaves as declared for two of them, the conventions of framework SDPA:
@@ -24,6 +26,7 @@ behaviour is a bug (--bug causal_top_left).
 import argparse
 import os
 import sys
+import time
 
 try:
     import numpy as np
@@ -149,7 +152,20 @@ def send(line):
     sys.stdout.flush()  # a pipe is block-buffered: an unflushed answer looks like a hang
 
 
+def compile_once(args, compiled, verb, dtype, d):
+    """--compile-seconds: the first call of each (verb, dtype, q/k/v shapes) "compiles"."""
+    if args.compile_seconds <= 0:
+        return
+    key = (verb, dtype) + tuple(np.load(os.path.join(d, n + ".npy"), mmap_mode="r").shape for n in ("q", "k", "v"))
+    if key not in compiled:
+        time.sleep(args.compile_seconds)
+        compiled.add(key)
+        sys.stderr.write(f"[jit] compiled {key} ({len(compiled)} compiled)\n")
+        sys.stderr.flush()
+
+
 def serve(args):
+    compiled = set()
     caps = "forward" if args.forward_only else "forward backward"
     send(f"attncheck-exec {PROTOCOL_VERSION}")
     send(f"kernel {args.name} {caps}" + "".join(f" {t}" for t in sorted(CONTRACT)))
@@ -176,6 +192,7 @@ def serve(args):
             send(f"unsupported {args.name} handles float32 only")
             continue
         try:
+            compile_once(args, compiled, verb, dtype, d)
             (forward if verb == "forward" else backward)(d, dtype, scale, mask == "causal", args.bug)
             send("ok")
         except Exception as e:  # a failed call answers 'error', the kernel keeps serving
@@ -189,6 +206,8 @@ def main():
     ap.add_argument("--forward-only", action="store_true", help="announce no backward")
     ap.add_argument("--f32-only", action="store_true", help="answer 'unsupported' for float16 and bfloat16")
     ap.add_argument("--contract", default="", help="contract tokens to declare, e.g. 'causal=top-left lse=none'")
+    ap.add_argument("--compile-seconds", type=float, default=0,
+                    help="sleep this long on the first call of each new (request, dtype, shapes): a JIT stand-in")
     args = ap.parse_args()
     CONTRACT.update(args.contract.replace(",", " ").split())
     serve(args)

@@ -1,5 +1,6 @@
-/* A plugin of misbehaving kernels for the sandbox tests, and one well-behaved kernel ("naive": float32 attention,
- * forward and backward, any strides) that the misbehaving ones build on. Every kernel is float32 only. */
+/* A plugin of misbehaving kernels for the sandbox tests and the time-to-verdict benchmark, and one well-behaved
+ * kernel ("naive": float32 attention, forward and backward, any strides) that the misbehaving ones build on. Every
+ * kernel is float32 only. */
 #include "attncheck/kernel_abi.h"
 
 #include <math.h>
@@ -165,6 +166,19 @@ FORWARD(exit_forward) {
   exit(3);
 }
 
+/* Correct below kHangAboveKeys keys, hangs above: the time-to-verdict benchmark's kernel (bench/time_to_verdict). */
+enum { kHangAboveKeys = 100 };
+FORWARD(hang_above_100_keys_forward) {
+  if (k->shape[2] > kHangAboveKeys) return hang_forward(p, q, k, v, out, lse);
+  return naive_forward(p, q, k, v, out, lse);
+}
+static int hang_above_100_keys_backward(const attncheck_params *p, const DLTensor *q, const DLTensor *k,
+                                        const DLTensor *v, const DLTensor *out, const DLTensor *lse,
+                                        const DLTensor *dout, DLTensor *dq, DLTensor *dk, DLTensor *dv) {
+  if (k->shape[2] > kHangAboveKeys) return hang_forward(p, q, k, v, dq, NULL);
+  return naive_backward(p, q, k, v, out, lse, dout, dq, dk, dv);
+}
+
 /* Correct results, then one more element right after out's last one. */
 FORWARD(write_past_end_forward) {
   const int r = naive_forward(p, q, k, v, out, lse);
@@ -265,6 +279,8 @@ static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "segfault", segfault_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "abort", abort_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "hang", hang_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "hang_above_100_keys", hang_above_100_keys_forward, hang_above_100_keys_backward,
+     last_error},
     {ATTNCHECK_ABI_VERSION, "exit", exit_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "write_past_end", write_past_end_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "write_before_start", write_before_start_forward, NULL, last_error},

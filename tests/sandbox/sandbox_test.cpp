@@ -128,13 +128,14 @@ void next_call_works() {
 
 TEST_CASE("a sandboxed plugin presents its kernels as ordinary ABI kernels", "[sandbox]") {
   const auto ks = plugin().kernels();
-  REQUIRE(ks.size() == 15);
+  REQUIRE(ks.size() == 16);
   for (const attncheck_kernel &k : ks) {
     INFO(k.name);
     CHECK(k.abi_version == ATTNCHECK_ABI_VERSION);
     CHECK(k.forward != nullptr);
     CHECK(k.last_error != nullptr);
-    CHECK((k.backward != nullptr) == (std::string(k.name) == "naive" || std::string(k.name) == "write_input"));
+    const std::string name = k.name;
+    CHECK((k.backward != nullptr) == (name == "naive" || name == "write_input" || name == "hang_above_100_keys"));
     REQUIRE(last_fault(k) != nullptr);
   }
   CHECK(std::string(ks[0].name) == "naive");
@@ -355,4 +356,25 @@ TEST_CASE("the bundled flash kernel runs in the sandbox after the parent process
   REQUIRE(r.ok());
   CHECK(same_bytes(direct.out, boxed.out));
   CHECK(same_bytes(direct.lse, boxed.lse));
+}
+
+TEST_CASE("the kernel that hangs above 100 keys is correct below and a timeout above", "[sandbox]") {
+  SandboxOptions o;
+  o.timeout = std::chrono::milliseconds(500);
+  SandboxedPlugin p = SandboxedPlugin::load(MISBEHAVING_PLUGIN, o);
+  const attncheck_kernel &k = p.find("hang_above_100_keys");
+  for (const std::int64_t Lk : {100, 101}) {
+    std::mt19937_64 rng(5);
+    Problem pr;
+    pr.shape = Shape{1, 1, 1, 2, Lk, 4, 4};
+    pr.params = Params{.scale = 0.5, .mask = Mask::none};
+    pr.q = tensor(rng, Dtype::f32, {1, 1, 2, 4}, Layout::bhld, true);
+    pr.k = tensor(rng, Dtype::f32, {1, 1, Lk, 4}, Layout::bhld, true);
+    pr.v = tensor(rng, Dtype::f32, {1, 1, Lk, 4}, Layout::bhld, true);
+    Tensor out = make_out(pr.shape, Dtype::f32);
+    const CallResult r = call_forward(k, pr, out, nullptr);
+    INFO("Lk = " << Lk << ": " << r.message);
+    CHECK(r.ok() == (Lk <= 100));
+    if (Lk > 100) CHECK(p.last_fault(static_cast<std::size_t>(&k - p.kernels().data())).kind == CallFault::timeout);
+  }
 }
