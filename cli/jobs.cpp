@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace attncheck::cli {
 
@@ -27,7 +29,7 @@ struct Worker {
   std::optional<std::size_t> item;
 };
 
-Worker spawn(const std::vector<std::string> &command) {
+Worker spawn(const std::vector<std::string> &command, int threads) {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error(std::string("--jobs: pipe: ") + std::strerror(errno));
   const pid_t pid = fork();
@@ -36,6 +38,11 @@ Worker spawn(const std::vector<std::string> &command) {
     dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+    // The cores are shared among the workers: a threaded kernel (OpenMP, the bundled ones) gets its share, unless
+    // the user chose; oversubscribed spin-waiting threads would make N workers slower than one.
+    const std::string n = std::to_string(threads);
+    setenv("OMP_NUM_THREADS", n.c_str(), /*overwrite=*/0);
+    setenv("ATTNCHECK_THREADS", n.c_str(), /*overwrite=*/0);
     std::vector<char *> argv;
     for (const std::string &a : command) argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);
@@ -85,7 +92,8 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
   done.assign(items.size(), false);
   std::vector<Worker> workers;
   const int n = std::max(1, std::min<int>(jobs, static_cast<int>(items.size())));
-  for (int w = 0; w < n; ++w) workers.push_back(spawn(worker_command));
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / n);
+  for (int w = 0; w < n; ++w) workers.push_back(spawn(worker_command, threads));
   std::size_t next = 0;
   bool forwarded = false;
   auto give = [&](Worker &w) {

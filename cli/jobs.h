@@ -2,7 +2,7 @@
 // executable re-run with the same arguments plus --worker, each with its own kernel source (sandbox server or exec
 // child) — handing the next item to whichever worker finishes first. Each property's cases depend only on the
 // seed, its id and the dtype, so the merged reports are the serial run's, byte for byte (unless a time budget
-// binds).
+// binds). Each worker's kernel threads get cores / N (OMP_NUM_THREADS, ATTNCHECK_THREADS, unless already set).
 //
 // Parent → worker, one line per item:   item <index> <kernel index> <dtype> <property> <budget ms> <end ms>
 // Worker → parent, per item:             done <index> <bytes>\n<report.json of a one-property run, <bytes> long>

@@ -75,8 +75,8 @@ struct CheckOptions {
   static constexpr int kShrinkBudgetShare = 25;
   static constexpr std::chrono::milliseconds kMinHangShrinkTimeout{250};
   /// Compile-friendly generation (CaseOptions::shape_pool): draw every case's dimensions from a pool of this many
-  /// shapes (the all-ones shape, where shrinking ends, and shapes drawn as usual — tiling boundaries and long rows
-  /// included — from the seed and dtype alone). 0 = off, unless compile_heavy turns it on.
+  /// shapes (the all-ones shape, where shrinking ends; Lq = 2 > Lk = 1, for rows that see no key; and shapes drawn
+  /// as usual — tiling boundaries and long rows included — from the seed and dtype alone). 0 = off.
   int shape_pool = 0;
   /// Before the first property, time the kernel's forward on the pool's first shape twice and on its second once:
   /// when a first call takes at least kCompileSeconds and kCompileRatio times the repeat (a JIT compiler), use a
@@ -85,7 +85,7 @@ struct CheckOptions {
   /// When set, the probe's answer is kept here and later check() calls (other dtypes, other properties of a worker)
   /// reuse it instead of probing a kernel whose probe shapes are compiled by then.
   std::optional<bool> *compile_detected = nullptr;
-  static constexpr int kAutoShapePool = 4;
+  static constexpr int kAutoShapePool = 5;
   static constexpr double kCompileSeconds = 0.5, kCompileRatio = 10;
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
   std::function<void(const CheckProgress &)> on_progress;

@@ -396,15 +396,17 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
 }  // namespace
 
 namespace {
-/// The compile-friendly pool: the all-ones shape and n − 1 shapes drawn as usual (with Dv = Lk) at sizes spread over the range,
+/// The compile-friendly pool: the all-ones shape, one with a row that sees no key, and n − 2 shapes drawn as usual
+/// (with Dv = Lk) at sizes spread over the range,
 /// from the seed and dtype alone (the same pool for every property, worker and run of this seed).
 std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, Dtype dt) {
-  auto pool = std::make_shared<std::vector<Shape>>(1, Shape{});
+  // The all-ones shape, and Lq = 2 > Lk = 1: a row that sees no key under bottom-right causal (empty_rows).
+  auto pool = std::make_shared<std::vector<Shape>>(std::vector<Shape>{Shape{}, Shape{.Lq = 2}});
   CaseOptions co;
   co.dtype = dt;
   co.dv_equals_lk = true;  // the properties that set v = I need Dv = Lk: with it, they reuse the pool's shapes too
   rc::Random random(mix(seed ^ fnv1a("shape_pool") ^ (static_cast<std::uint64_t>(dt) << 56)));
-  for (int k = 1; k < n; ++k) {
+  for (int k = 2; k < n; ++k) {
     const Shape s = draw_spec(random.split(), k * rc::kNominalSize / n, co).shape;
     if (std::find(pool->begin(), pool->end(), s) == pool->end()) pool->push_back(s);
   }

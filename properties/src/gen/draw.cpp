@@ -158,11 +158,19 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
       default: sh.Dv = b.pick(kTileBoundaries), protect = &Shape::Dv; break;
     }
   }
-  if (opts.shape_pool && !opts.shape_pool->empty()) {  // the pool's dimensions, adjusted to the constraints below
-    sh = b.pick(*opts.shape_pool);
+  s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
+  if (opts.shape_pool && !opts.shape_pool->empty()) {
+    // The pool's dimensions: one that meets the constraints as it is when there is one (no new shape to compile),
+    // else any, adjusted below.
+    std::vector<Shape> fit;
+    for (const Shape &p : *opts.shape_pool) {
+      CaseSpec t = s;
+      t.shape = p;
+      if (opts.admits(t) && (!opts.dv_equals_lk || p.Dv == p.Lk)) fit.push_back(p);
+    }
+    sh = b.pick(fit.empty() ? *opts.shape_pool : fit);
     protect = nullptr;
   }
-  s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
   s.layout = opts.layout.value_or(b.pick(kLayouts));
   s.family = opts.family.value_or(static_cast<Family>(b.uniform(0, kFamilyCount - 1)));
   fit_work(s, opts, protect);
