@@ -363,7 +363,8 @@ int run_check(const CheckArgs &a) {
     return kExitInternal;
   }
   print_table(doc);
-  if (const auto t = source->exec_call_times(); t && t->first_calls > 0)
+  // (Serial runs only: with --jobs the calls are the workers' children's.)
+  if (const auto t = source->exec_call_times(); t && t->first_calls > 0 && jobs == 1)
     fmt::print("exec call time: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
                t->first_calls, t->first_seconds, t->other_calls, t->other_seconds);
   if (g_cancel.load()) fmt::print(stderr, "attncheck: interrupted: the reports hold what was decided\n");
