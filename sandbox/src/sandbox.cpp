@@ -2,6 +2,7 @@
 // trampolines, one set per slot of a fixed table; a slot names the SandboxedPlugin and kernel it stands for.
 #include "attncheck/sandbox.h"
 
+#include "attncheck/kernel_call.h"
 #include "server.h"
 
 #include <array>
@@ -41,6 +42,7 @@ struct SandboxedPlugin::Impl {
     std::lock_guard lock(mu);
     Server::Result r = server.call(op, static_cast<int>(index), *params, args);
     faults[index] = r.fault;
+    if (r.fault.kind == CallFault::memory) ++CallRecord::of_this_thread().memory_faults;
     messages[index] = r.fault ? r.fault.message : r.message;
     return r.fault ? ATTNCHECK_ERROR : r.status;
   }

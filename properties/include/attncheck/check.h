@@ -63,7 +63,7 @@ struct CheckOptions {
   /// Set (by a signal handler, another thread) to stop the check early: no new case or shrink candidate starts,
   /// the case in flight is not counted, and the report keeps what was decided (PropertyReport::interrupted).
   const std::atomic<bool> *cancel = nullptr;
-  /// Shapes whose calls hung, kept across check() calls when set (a CLI run of many dtypes, a worker of many
+  /// Shapes whose calls hung or hit the memory limit, kept across check() calls when set (a CLI run of many dtypes, a worker of many
   /// properties): cases at or above them are skipped. nullptr: kept within this call only.
   std::vector<Shape> *hung_shapes = nullptr;
   /// While a hang (a call stopped at its timeout) is shrunk, each candidate call may take this many times the

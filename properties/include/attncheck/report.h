@@ -43,8 +43,9 @@ struct PropertyReport {
   double worst_ratio = 0;   ///< worst error ÷ bound over the decided cases of the search
   std::string worst;        ///< the case and element of worst_ratio
   bool budget_exhausted = false;  ///< the time budget stopped the search (or the shrinking) early
-  /// Cases not run because their shape is at or above one that hung (every dimension ≥ a hung counterexample's):
-  /// another call would only wait for its timeout again. The note names the shape.
+  /// Cases not run because their shape is at or above one that hung or hit the memory limit (every dimension ≥
+  /// that counterexample's): another call would only wait for its timeout, or crash, again. The note names the
+  /// shape, and the largest case that ran.
   int skipped = 0;
   bool interrupted = false;       ///< a cancellation (SIGINT, SIGTERM) stopped the property: what ran is kept
   std::uint64_t seed = 0;         ///< the RapidCheck seed of this property's run

@@ -77,10 +77,11 @@ struct RunState {
   const std::vector<Shape> *hung = nullptr;  // shapes that hung earlier in this check: cases at or above are skipped
   std::optional<Clock::time_point> check_end;  // the whole check's budget: shrinking may borrow up to it
   std::chrono::milliseconds longest_ok{0};  // the longest kernel call that returned
+  std::optional<CaseSpec> largest_ran;       // the largest case whose calls all returned
 
   // The failure: the current minimal case and its outcome.
   bool failed = false;
-  bool hang = false;  // the failure is a call stopped at its timeout
+  bool hang = false;  // the failure is a call stopped at a limit: its timeout, or the memory limit
   std::optional<Case> first;  // the case that failed first, and its outcome
   Outcome first_outcome;
 
@@ -126,7 +127,8 @@ std::chrono::milliseconds hang_shrink_timeout(const RunState &st) {
   return std::max(CheckOptions::kMinHangShrinkTimeout, st.longest_ok * CheckOptions::kHangShrinkFactor);
 }
 
-/// Evaluates `c`, noting whether a call hit its timeout and how long the calls that returned took.
+/// Evaluates `c`, noting whether a call hit a limit (its timeout or the memory limit) and how long the calls that
+/// returned took.
 Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
   CallRecord &record = CallRecord::of_this_thread();
   record.reset();
@@ -134,7 +136,9 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
   if (st.phase == Phase::shrink && st.hang) limit.emplace(hang_shrink_timeout(st));
   Outcome o = evaluate(st, c);
   st.longest_ok = std::max(st.longest_ok, record.longest_ok);
-  *timed_out = record.timeouts > 0;
+  *timed_out = record.timeouts > 0 || record.memory_faults > 0;
+  if (o.verdict != Verdict::fail || o.step != Step::shape)  // every call returned: the largest such shape is news
+    if (!st.largest_ran || c.spec.work() > st.largest_ran->work()) st.largest_ran = c.spec;
   return o;
 }
 
@@ -155,7 +159,7 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   if (st.phase == Phase::search && st.hung &&
       std::any_of(st.hung->begin(), st.hung->end(), [&](const Shape &h) { return at_or_above(c.spec.shape, h); })) {
     ++st.skipped;
-    return {T::Discard, "not run: at or above a shape that hung"};
+    return {T::Discard, "not run: at or above a shape that hung or hit the memory limit"};
   }
   bool timed_out = false;
   const Outcome o = evaluate_timed(st, c, &timed_out);
@@ -254,7 +258,7 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
     std::string shapes;
     for (const Shape &h : *st.hung) shapes += (shapes.empty() ? "" : "; ") + h.describe();
     pr.note += std::string(pr.note.empty() ? "" : "; ") + std::to_string(st.skipped) +
-               " cases skipped at or above a shape that hung (" + shapes + ")";
+               " cases skipped at or above a shape that hung or hit the memory limit (" + shapes + ")";
   }
 }
 
@@ -369,7 +373,11 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
       pr.note = "the shrunk case returned within the full timeout: the counterexample is the case that hung first";
     }
   }
-  if (found && st.hang) hung.push_back(st.best.spec.shape);
+  if (found && st.hang) {
+    hung.push_back(st.best.spec.shape);
+    if (st.largest_ran)
+      pr.note += std::string(pr.note.empty() ? "" : "; ") + "the largest case that ran: " + st.largest_ran->describe();
+  }
   if (found) {
     pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
     pr.counterexample = Counterexample{.minimal = st.best,

@@ -42,6 +42,7 @@ class CallTimeout {
 /// hang (a call that hit its timeout) from other failures, and how long calls that returned took.
 struct CallRecord {
   int timeouts = 0;                         ///< calls stopped at their timeout
+  int memory_faults = 0;                    ///< calls that failed at the memory limit
   std::chrono::milliseconds longest_ok{0};  ///< the longest call that returned
   static CallRecord &of_this_thread();
   void reset() { *this = CallRecord{}; }
