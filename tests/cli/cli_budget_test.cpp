@@ -69,3 +69,18 @@ TEST_CASE("two worker processes write the same report.json, summary.md and JUnit
   CHECK(!reports[0].empty());
   CHECK(reports[0] == reports[1]);
 }
+
+TEST_CASE("a kernel that crashes at the memory limit on every call is one counterexample, later cases skipped") {
+  const std::string dir = "/tmp/attncheck-memory-test-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const Run r = run(attncheck("check --plugin " MISBEHAVING_PLUGIN " --kernel huge_alloc --dtype f32 --profile quick "
+                              "--quiet --jobs 1 --memory-limit 256 --report-dir " + dir));
+  INFO(r.out << r.err);
+  CHECK(r.status == kExitCounterexample);
+  CHECK(r.out.find("counterexample 1:") != std::string::npos);
+  CHECK(r.out.find("counterexample 2:") == std::string::npos);  // not one per property
+  const Run skipped = run("grep -c 'skipped at or above a shape that hung or hit the memory limit' " + dir +
+                          "/report.json");
+  CHECK(std::stoi(skipped.out) > 0);
+  std::filesystem::remove_all(dir);
+}
