@@ -342,9 +342,11 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   if (!mask) return {ATTNCHECK_UNSUPPORTED, "mask " + std::to_string(p.mask) + " has no name in the exec protocol"};
 
   if (!child) {
-    if (starts > kMaxRestarts)
+    if (starts > kMaxRestarts) {
+      ++CallRecord::of_this_thread().unavailable;
       return {ATTNCHECK_ERROR, who_call + ": gave up after " + std::to_string(kMaxRestarts) +
                                    " restarts; last failure: " + last_failure};
+    }
     try {
       start();
     } catch (const ExecError &e) {

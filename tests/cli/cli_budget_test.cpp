@@ -84,3 +84,20 @@ TEST_CASE("a kernel that crashes at the memory limit on every call is one counte
   CHECK(std::stoi(skipped.out) > 0);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("an exec kernel that dies on every call is one counterexample; once its restarts are spent, the rest is undecided") {
+  if (std::string(NUMPY_PYTHON).empty()) {
+    WARN("no python3 found by the exec tests (ATTNCHECK_NUMPY_PYTHON): not run");
+    return;
+  }
+  const std::string dir = "/tmp/attncheck-restarts-test-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const Run r = run(attncheck("check --exec '" NUMPY_PYTHON " " EXEC_PEER " crash' --dtype f32 --profile quick "
+                              "--quiet --jobs 1 --report-dir " + dir));
+  INFO(r.out << r.err);
+  CHECK(r.status == kExitCounterexample);
+  CHECK(r.out.find("counterexample 2:") == std::string::npos);
+  const Run gave_up = run("grep -c 'gave up on it (its restarts are spent)' " + dir + "/report.json");
+  CHECK(std::stoi(gave_up.out) > 0);
+  std::filesystem::remove_all(dir);
+}

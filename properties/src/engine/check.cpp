@@ -74,6 +74,7 @@ struct RunState {
   double worst_ratio = 0;
   std::string worst;
   bool budget_exhausted = false, interrupted = false;
+  bool unavailable = false;  // the runner gave up on the kernel (its restarts are spent): nothing more to decide
   const std::vector<Shape> *hung = nullptr;  // shapes that hung earlier in this check: cases at or above are skipped
   std::optional<Clock::time_point> check_end;  // the whole check's budget: shrinking may borrow up to it
   std::chrono::milliseconds longest_ok{0};  // the longest kernel call that returned
@@ -109,8 +110,9 @@ Outcome evaluate(const RunState &st, const Case &c) {
 
 bool cancelled(const RunState &st) { return st.opt->cancel && st.opt->cancel->load(); }
 
-/// The time budget is spent or the check was cancelled (recorded in st).
+/// The time budget is spent, the check was cancelled or the kernel is unavailable (recorded in st).
 bool must_stop(RunState &st) {
+  if (st.unavailable) return true;
   if (cancelled(st)) return st.interrupted = true;
   if (st.deadline && Clock::now() > *st.deadline) return st.budget_exhausted = true;
   return false;
@@ -137,6 +139,7 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
   Outcome o = evaluate(st, c);
   st.longest_ok = std::max(st.longest_ok, record.longest_ok);
   *timed_out = record.timeouts > 0 || record.memory_faults > 0;
+  st.unavailable |= record.unavailable > 0;
   if (o.verdict != Verdict::fail || o.step != Step::shape)  // every call returned: the largest such shape is news
     if (!st.largest_ran || c.spec.work() > st.largest_ran->work()) st.largest_ran = c.spec;
   return o;
@@ -163,10 +166,11 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   }
   bool timed_out = false;
   const Outcome o = evaluate_timed(st, c, &timed_out);
-  // A call cut short by the cancellation (a killed sandbox, a stopped child) is no evidence: the case is not counted.
-  if (cancelled(st)) {
-    st.interrupted = true;
-    return {st.phase == Phase::search ? T::Failure : T::Success, "interrupted"};
+  // A call cut short by the cancellation (a killed sandbox, a stopped child), or refused by a runner that gave up on
+  // the kernel, is no evidence: the case is not counted.
+  if (st.unavailable || cancelled(st)) {
+    st.interrupted = cancelled(st);
+    return {st.phase == Phase::search ? T::Failure : T::Success, "interrupted or unavailable"};
   }
   switch (st.phase) {
     case Phase::search:
@@ -250,7 +254,11 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
   } else if (decided < needed) {
     pr.verdict = Verdict::undecided;
     pr.note = "only " + std::to_string(decided) + " decided cases (at least " + std::to_string(needed) +
-              " needed)" + (st.interrupted ? ": interrupted" : st.budget_exhausted ? ": the time budget ran out" : "");
+              " needed)" +
+              (st.unavailable ? ": the kernel's runner gave up on it (its restarts are spent)"
+               : st.interrupted ? ": interrupted"
+               : st.budget_exhausted ? ": the time budget ran out"
+                                     : "");
   } else {
     pr.verdict = Verdict::pass;
   }

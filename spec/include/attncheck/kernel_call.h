@@ -43,6 +43,7 @@ class CallTimeout {
 struct CallRecord {
   int timeouts = 0;                         ///< calls stopped at their timeout
   int memory_faults = 0;                    ///< calls that failed at the memory limit
+  int unavailable = 0;  ///< calls refused without running: the runner gave up on the kernel (restarts spent)
   std::chrono::milliseconds longest_ok{0};  ///< the longest call that returned
   static CallRecord &of_this_thread();
   void reset() { *this = CallRecord{}; }
