@@ -1,5 +1,6 @@
 #include "attncheck/kernel_call.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace attncheck {
@@ -10,8 +11,8 @@ thread_local std::optional<std::chrono::milliseconds> t_call_timeout;
 
 CallTimeout::CallTimeout(std::chrono::milliseconds limit) : previous_(t_call_timeout) { t_call_timeout = limit; }
 CallTimeout::~CallTimeout() { t_call_timeout = previous_; }
-std::chrono::milliseconds CallTimeout::current(std::chrono::milliseconds fallback) {
-  return t_call_timeout.value_or(fallback);
+std::chrono::milliseconds CallTimeout::current(std::chrono::milliseconds own) {
+  return t_call_timeout ? std::min(*t_call_timeout, own) : own;
 }
 
 CallRecord &CallRecord::of_this_thread() {

@@ -232,7 +232,7 @@ TEST_CASE("poison in the keys the causal mask hides leaves a correct kernel's ea
   CaseOptions opts;
   opts.mask = Mask::causal;
   const rc::Gen<Case> g = gen_case(opts);
-  const Env env{support::variant_kernel(support::Variant{}), PrecisionProfile::for_storage(Dtype::f32)};
+  const Env env{support::variant_kernel(support::Variant{}), PrecisionProfile::for_storage(Dtype::f32), KernelContract{}};
   rc::Random r(5);
   constexpr double kPoison = std::numeric_limits<double>::quiet_NaN();
   int poisoned_cases = 0;

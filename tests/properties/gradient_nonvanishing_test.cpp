@@ -42,7 +42,7 @@ Case gaussian_case(std::int64_t D, std::uint64_t seed) {
 }
 
 Outcome run_at(const attncheck_kernel &k, std::int64_t D) {
-  const Env env{k, PrecisionProfile::for_storage(Dtype::f32)};
+  const Env env = env_of(k);
   return find_property(kId)->run(env, gaussian_case(D, static_cast<std::uint64_t>(D)));
 }
 

@@ -31,7 +31,7 @@ Case case_at(std::int64_t D, Dtype dt = Dtype::f32) {
 }
 
 Outcome run_at(const attncheck_kernel &k, std::int64_t D, Dtype dt = Dtype::f32) {
-  const Env env{k, PrecisionProfile::for_storage(dt)};
+  const Env env{k, PrecisionProfile::for_storage(dt), KernelContract{}};
   return find_property(kId)->run(env, case_at(D, dt));
 }
 

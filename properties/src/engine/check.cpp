@@ -108,6 +108,9 @@ Outcome evaluate(const RunState &st, const Case &c) {
   }
 }
 
+/// Appends one clause to a property's note ("; "-separated).
+void add_note(PropertyReport &pr, const std::string &clause) { pr.note += (pr.note.empty() ? "" : "; ") + clause; }
+
 bool cancelled(const RunState &st) { return st.opt->cancel && st.opt->cancel->load(); }
 
 /// The time budget is spent, the check was cancelled or the kernel is unavailable (recorded in st).
@@ -265,8 +268,8 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
   if (st.skipped > 0 && st.hung) {
     std::string shapes;
     for (const Shape &h : *st.hung) shapes += (shapes.empty() ? "" : "; ") + h.describe();
-    pr.note += std::string(pr.note.empty() ? "" : "; ") + std::to_string(st.skipped) +
-               " cases skipped at or above a shape that hung or hit the memory limit (" + shapes + ")";
+    add_note(pr, std::to_string(st.skipped) + " cases skipped at or above a shape that hung or hit the memory limit (" +
+                     shapes + ")");
   }
 }
 
@@ -384,7 +387,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   if (found && st.hang) {
     hung.push_back(st.best.spec.shape);
     if (st.largest_ran)
-      pr.note += std::string(pr.note.empty() ? "" : "; ") + "the largest case that ran: " + st.largest_ran->describe();
+      add_note(pr, "the largest case that ran: " + st.largest_ran->describe());
   }
   if (found) {
     pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
@@ -405,16 +408,13 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   }
   settle_verdict(pr, st, opt);  // success, the budget's stop, or gave up after too many declined cases
   if (pool)
-    pr.note += std::string(pr.note.empty() ? "" : "; ") + "shapes from a pool of " + std::to_string(pool->size()) +
-               " (compile-friendly generation)";
+    add_note(pr, "shapes from a pool of " + std::to_string(pool->size()) + " (compile-friendly generation)");
   return pr;
 }
-}  // namespace
 
-namespace {
 /// The compile-friendly pool: the all-ones shape, one with a row that sees no key, and n − 2 shapes drawn as usual
-/// (with Dv = Lk) at sizes spread over the range,
-/// from the seed and dtype alone (the same pool for every property, worker and run of this seed).
+/// (with Dv = Lk) at sizes spread over the range, from the seed and dtype alone (the same pool for every property,
+/// worker and run of this seed).
 std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, Dtype dt) {
   // The all-ones shape, and Lq = 2 > Lk = 1: a row that sees no key under bottom-right causal (empty_rows).
   auto pool = std::make_shared<std::vector<Shape>>(std::vector<Shape>{Shape{}, Shape{.Lq = 2}});
@@ -428,18 +428,20 @@ std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, 
   }
   return pool;
 }
-}  // namespace
+/// The problem of shape `s` with zero values (dout too when `backward`): what the probe and the warm-up call.
+Problem zero_problem(const Shape &s, Dtype dt, bool backward) {
+  Case c;
+  c.spec.shape = s;
+  c.spec.dtype = dt;
+  c.resize_values(backward);
+  return c.problem();
+}
 
-namespace {
 /// The kernel's first call of a shape is much slower than a repeat (CheckOptions::detect_compile): forward on
 /// pool[0] twice, then on pool[1] once (the slower first call is the compile).
 bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
   auto seconds = [&](const Shape &s) {
-    Case c;
-    c.spec.shape = s;
-    c.spec.dtype = dt;
-    c.resize_values(false);
-    const Problem p = c.problem();
+    const Problem p = zero_problem(s, dt, false);
     const auto t0 = Clock::now();
     (void)run_forward(env, p);
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -454,11 +456,7 @@ bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt
 /// share the budget. Results are not looked at.
 void warm_up(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
   for (const Shape &s : pool) {
-    Case c;
-    c.spec.shape = s;
-    c.spec.dtype = dt;
-    c.resize_values(env.kernel.backward != nullptr);
-    const Problem p = c.problem();
+    const Problem p = zero_problem(s, dt, env.kernel.backward != nullptr);
     const ForwardRun fr = run_forward(env, p);
     if (fr.call.ok() && env.kernel.backward != nullptr) (void)run_backward(env, p, fr);
   }

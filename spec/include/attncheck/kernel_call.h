@@ -22,17 +22,18 @@ struct CallResult {
 Tensor make_out(const Shape &s, Dtype dt);
 Tensor make_lse(const Shape &s);
 
-/// The wall-clock limit the isolating runners (sandboxed plugins, exec kernels) put on the calls this thread makes
-/// while a CallTimeout lives, instead of their own configured timeout; innermost scope wins. The property engine
-/// shortens it while it shrinks a hang, so that each candidate does not cost a full timeout.
+/// A cap on the wall-clock limit the isolating runners (sandboxed plugins, exec kernels) put on the calls this thread
+/// makes while a CallTimeout lives: each call gets the smaller of the runner's own timeout and the cap; innermost
+/// scope wins. The property engine shortens it while it shrinks a hang, so that each candidate does not cost a full
+/// timeout.
 class CallTimeout {
  public:
   explicit CallTimeout(std::chrono::milliseconds limit);
   ~CallTimeout();
   CallTimeout(const CallTimeout &) = delete;
   CallTimeout &operator=(const CallTimeout &) = delete;
-  /// The limit of the innermost live scope of this thread, or `fallback` when none.
-  static std::chrono::milliseconds current(std::chrono::milliseconds fallback);
+  /// The runner's own timeout `own`, capped by the innermost live scope of this thread.
+  static std::chrono::milliseconds current(std::chrono::milliseconds own);
 
  private:
   std::optional<std::chrono::milliseconds> previous_;
