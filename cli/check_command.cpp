@@ -203,14 +203,15 @@ std::vector<reporting::Run> check_serially(const CheckArgs &a, const std::vector
 }
 
 /// The same runs from `jobs` worker processes (jobs.h), one property at a time, merged in the serial order. Each
-/// property gets its share of the budget as if the properties of a (kernel, dtype) ran `jobs` at a time.
+/// (kernel, dtype) run keeps its own budget, ending one after another as in a serial check; a property is handed its
+/// share of what is left of it when a worker starts it.
 std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vector<const attncheck_kernel *> &kernels,
                                              const std::vector<Dtype> &dtypes, int jobs,
                                              const OptionsFor &options_for, const reporting::KernelSource &src,
                                              std::string_view profile) {
-  std::vector<std::string> ids;
-  for (const PropertyDef *d : all_properties()) ids.push_back(std::string(d->id));
-  if (!split_ids(a.properties).empty()) ids = split_ids(a.properties);
+  std::vector<std::string> ids = split_ids(a.properties);
+  if (ids.empty())
+    for (const PropertyDef *d : all_properties()) ids.push_back(std::string(d->id));
   std::vector<WorkItem> items;
   auto end = std::chrono::steady_clock::now();  // the runs' budgets end one after another, as in a serial check
   for (std::size_t n = 0; n < kernels.size(); ++n)
