@@ -208,7 +208,7 @@ std::vector<reporting::Run> check_serially(const CheckArgs &a, const std::vector
 std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vector<const attncheck_kernel *> &kernels,
                                              const std::vector<Dtype> &dtypes, int jobs,
                                              const OptionsFor &options_for, const reporting::KernelSource &src,
-                                             std::string_view profile) {
+                                             std::string_view profile, ExecKernel::CallTimes &times) {
   std::vector<std::string> ids = split_ids(a.properties);
   if (ids.empty())
     for (const PropertyDef *d : all_properties()) ids.push_back(std::string(d->id));
@@ -218,7 +218,7 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
     for (Dtype dt : dtypes) {
       const auto total = options_for(n, dt).time_budget;
       end += total;
-      for (const std::string &id : ids) items.push_back({n, dt, id, total, end});
+      for (const std::string &id : ids) items.push_back({n, dt, id, total, end, {}});
     }
   std::vector<std::string> command{"/proc/self/exe"};
   for (const std::string &arg : program_arguments()) command.push_back(arg);
@@ -226,11 +226,15 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
   std::vector<bool> done;
   std::size_t finished = 0;
   const std::vector<reporting::Run> parts =
-      run_on_workers(command, items, jobs, g_cancel, done, [&](std::size_t i, const reporting::Run &part) {
-        if (!a.quiet)
-          fmt::print(stderr, "[{}/{}] {} {} {}: {}\n", ++finished, items.size(), kernels[items[i].kernel]->name,
-                     dtype_name(items[i].dtype), items[i].property, verdict_name(part.report.properties.at(0).verdict));
-      });
+      run_on_workers(command, items, jobs, g_cancel, done,
+                     [&](std::size_t i, const reporting::Run &part, bool continued) {
+                       if (a.quiet) return;
+                       const std::string count = continued ? "continued" : fmt::format("{}/{}", ++finished, items.size());
+                       fmt::print(stderr, "[{}] {} {} {}: {}\n", count, kernels[items[i].kernel]->name,
+                                  dtype_name(items[i].dtype), items[i].property,
+                                  verdict_name(part.report.properties.at(0).verdict));
+                     },
+                     times);
   std::vector<reporting::Run> runs;
   std::size_t i = 0;
   for (std::size_t n = 0; n < kernels.size(); ++n)
@@ -245,8 +249,9 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
       r.seed = opt.seed;
       r.cases = opt.cases;
       for (const std::string &id : ids) {
-        if (done[i]) {
+        if (done[i]) {  // with its evidence, which the worker gathered (its kernel compiled that shape)
           r.properties.push_back(parts[i].report.properties.at(0));
+          run.evidence.push_back(parts[i].evidence.empty() ? std::nullopt : parts[i].evidence.at(0));
         } else {  // never started: the check was interrupted
           const PropertyDef &def = *find_property(id);
           PropertyReport p;
@@ -257,10 +262,10 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
           p.interrupted = true;
           p.note = "not run: interrupted";
           r.properties.push_back(std::move(p));
+          run.evidence.emplace_back();
         }
         ++i;
       }
-      add_evidence_unless_cancelled(a, run, *kernels[n]);
       if (!a.quiet) fmt::print(stderr, "{}\n", run_line(r, a.strict));
       runs.push_back(std::move(run));
     }
@@ -342,32 +347,46 @@ int run_check(const CheckArgs &a) {
       opt.shape_pool = std::stoi(a.shape_pool);
     return opt;
   };
-  // A worker of `--jobs`: one property of one kernel and dtype per item, the report on stdout.
-  if (a.worker)
+  // A worker of `--jobs`: one property of one kernel and dtype per item, the report (and evidence) on stdout.
+  if (a.worker) {
+    std::vector<SearchTrails> trails(kernels.size());  // searches an item's share stopped: a second item continues
     return serve_items([&](const WorkItem &it) {
+      for (const Shape &s : it.hung)  // other workers' hangs: this worker skips those shapes too
+        if (std::find(hung[it.kernel].begin(), hung[it.kernel].end(), s) == hung[it.kernel].end())
+          hung[it.kernel].push_back(s);
       CheckOptions opt = options_for(it.kernel, it.dtype);
       opt.properties = {it.property};
       opt.time_budget = it.budget;
       opt.end = it.end;
-      return reporting::Run{src, std::string(prof.name), check(*kernels[it.kernel], opt), {}};
-    });
+      opt.trails = &trails[it.kernel];
+      reporting::Run run{src, std::string(prof.name), check(*kernels[it.kernel], opt), {}};
+      add_evidence_unless_cancelled(a, run, *kernels[it.kernel]);
+      return ItemResult{std::move(run), hung[it.kernel]};
+    }, [&] { return source->exec_call_times(); });
+  }
 
   reporting::Document doc;
   doc.tool_version = ATTNCHECK_VERSION;
   doc.strict = a.strict;
   const int jobs = a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  ExecKernel::CallTimes worker_times;  // the workers' exec kernels' (--jobs)
   try {
-    doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name)
+    doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name, worker_times)
                         : check_serially(a, kernels, dtypes, options_for, src, prof.name);
   } catch (const std::runtime_error &e) {
     fmt::print(stderr, "attncheck: {}\n", e.what());
     return kExitInternal;
   }
   print_table(doc);
-  // (Serial runs only: with --jobs the calls are the workers' children's.)
-  if (const auto t = source->exec_call_times(); t && t->first_calls > 0 && jobs == 1)
-    fmt::print("exec call time: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
-               t->first_calls, t->first_seconds, t->other_calls, t->other_seconds);
+  if (auto t = source->exec_call_times(); t && t->first_calls + worker_times.first_calls > 0) {
+    t->first_calls += worker_times.first_calls;
+    t->first_seconds += worker_times.first_seconds;
+    t->other_calls += worker_times.other_calls;
+    t->other_seconds += worker_times.other_seconds;
+    fmt::print("exec call time{}: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
+               jobs > 1 ? " (summed over the workers)" : "", t->first_calls, t->first_seconds,
+               t->other_calls, t->other_seconds);
+  }
   if (g_cancel.load()) fmt::print(stderr, "attncheck: interrupted: the reports hold what was decided\n");
   try {
     if (!a.report_dir.empty()) {

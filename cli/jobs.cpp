@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -67,19 +68,77 @@ bool write_all(int fd, const std::string &s) {
   return true;
 }
 
-/// A complete "done <index> <bytes>\n<json>" message at the front of `buf`: its index and JSON, consumed.
-std::optional<std::pair<std::size_t, std::string>> take_message(std::string &buf) {
-  const std::size_t nl = buf.find('\n');
+/// "B,Hq,Hkv,Lq,Lk,D,Dv".
+std::string shape_word(const Shape &s) {
+  return std::to_string(s.B) + "," + std::to_string(s.Hq) + "," + std::to_string(s.Hkv) + "," + std::to_string(s.Lq) +
+         "," + std::to_string(s.Lk) + "," + std::to_string(s.D) + "," + std::to_string(s.Dv);
+}
+/// The shape words left in `in`, into `shapes` (each once); false when one is garbled.
+bool read_shapes(std::istream &in, std::vector<Shape> &shapes) {
+  for (std::string word; in >> word;) {
+    Shape s;
+    char c[6];
+    std::istringstream w(word);
+    if (!(w >> s.B >> c[0] >> s.Hq >> c[1] >> s.Hkv >> c[2] >> s.Lq >> c[3] >> s.Lk >> c[4] >> s.D >> c[5] >> s.Dv))
+      return false;
+    if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
+  }
+  return true;
+}
+
+/// A "done" message at the front of `buf`, consumed.
+struct Message {
+  std::size_t index = 0;
+  std::string json;
+  std::vector<Shape> hung;
+};
+/// A complete "done <index> <bytes> <hung>…\n<json>" message at the front of `buf`, consumed. A "times" line before
+/// it is consumed into `times`.
+std::optional<Message> take_message(std::string &buf, ExecKernel::CallTimes &times) {
+  std::size_t nl = buf.find('\n');
   if (nl == std::string::npos) return std::nullopt;
+  const auto garbled = [&] {
+    return std::runtime_error("--jobs: a worker answered '" + buf.substr(0, std::min<std::size_t>(nl, 80)) + "'");
+  };
   std::istringstream head(buf.substr(0, nl));
   std::string word;
-  std::size_t index = 0, bytes = 0;
-  if (!(head >> word >> index >> bytes) || word != "done")
-    throw std::runtime_error("--jobs: a worker answered '" + buf.substr(0, std::min<std::size_t>(nl, 80)) + "'");
+  head >> word;
+  if (word == "times") {
+    ExecKernel::CallTimes t;
+    if (!(head >> t.first_calls >> t.first_seconds >> t.other_calls >> t.other_seconds)) throw garbled();
+    times.first_calls += t.first_calls;
+    times.first_seconds += t.first_seconds;
+    times.other_calls += t.other_calls;
+    times.other_seconds += t.other_seconds;
+    buf.erase(0, nl + 1);
+    return take_message(buf, times);
+  }
+  Message m;
+  std::size_t bytes = 0;
+  if (!(head >> m.index >> bytes) || word != "done" || !read_shapes(head, m.hung)) throw garbled();
   if (buf.size() < nl + 1 + bytes) return std::nullopt;
-  std::string json = buf.substr(nl + 1, bytes);
+  m.json = buf.substr(nl + 1, bytes);
   buf.erase(0, nl + 1 + bytes);
-  return std::make_pair(index, std::move(json));
+  return m;
+}
+
+/// A property whose time share stopped its search before it decided: time other items leave may continue it.
+bool starved(const reporting::Run &run) {
+  const PropertyReport &p = run.report.properties.at(0);
+  return p.verdict == Verdict::undecided && p.budget_exhausted && !p.interrupted;
+}
+
+/// Shorter than this, a continuation would only replay the draws its search made before.
+constexpr std::chrono::milliseconds kMinContinuation{250};
+
+std::string item_line(std::size_t index, const WorkItem &it, std::chrono::milliseconds budget,
+                      const std::vector<Shape> &hung) {
+  std::string line = "item " + std::to_string(index) + " " + std::to_string(it.kernel) + " " +
+                     std::string(dtype_name(it.dtype)) + " " + it.property + " " + std::to_string(budget.count()) +
+                     " " +
+                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(it.end.time_since_epoch()).count());
+  for (const Shape &s : hung) line += " " + shape_word(s);
+  return line + "\n";
 }
 
 }  // namespace
@@ -87,39 +146,59 @@ std::optional<std::pair<std::size_t, std::string>> take_message(std::string &buf
 std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worker_command,
                                            const std::vector<WorkItem> &items, int jobs,
                                            const std::atomic<bool> &cancel, std::vector<bool> &done,
-                                           const std::function<void(std::size_t, const reporting::Run &)> &on_done) {
+                                           const OnItemDone &on_done, ExecKernel::CallTimes &times) {
+  using Clock = std::chrono::steady_clock;
   std::vector<reporting::Run> runs(items.size());
   done.assign(items.size(), false);
+  std::vector<std::size_t> ran_by(items.size());  // the worker that ran each item: it holds its search trail
+  std::vector<bool> continued(items.size(), false);
+  std::map<std::size_t, std::vector<Shape>> hung;  // by kernel: what the workers report
   std::vector<Worker> workers;
   const int n = std::max(1, std::min<int>(jobs, static_cast<int>(items.size())));
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / n);
   for (int w = 0; w < n; ++w) workers.push_back(spawn(worker_command, threads));
   std::size_t next = 0;
   bool forwarded = false;
-  auto give = [&](Worker &w) {
-    if (next >= items.size() || cancel.load()) {
+  const auto remaining = [](const WorkItem &it) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(it.end - Clock::now());
+  };
+  // A starved item `w` ran (the serial engine's second pass: cli/check.h), while its run's budget lasts.
+  const auto continuation = [&](std::size_t w) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < items.size(); ++i)
+      if (done[i] && ran_by[i] == w && !continued[i] && starved(runs[i]) && remaining(items[i]) >= kMinContinuation)
+        return i;
+    return std::nullopt;
+  };
+  auto give = [&](std::size_t k) {
+    Worker &w = workers[k];
+    std::optional<std::size_t> i;
+    if (!cancel.load()) i = next < items.size() ? std::optional<std::size_t>(next) : continuation(k);
+    if (!i) {
       if (w.to >= 0) close(w.to);  // no more items: the worker exits
       w.to = -1;
       return;
     }
-    const WorkItem &it = items[next];
-    w.item = next;
+    const WorkItem &it = items[*i];
     // Its share of what is left of its run's budget, as the serial engine carries unused time over: the time to the
-    // run's end spread over the run's items not started yet, `jobs` at a time.
+    // run's end spread over the run's items not started (or not continued) yet, `jobs` at a time.
     std::size_t left = 0;
-    for (std::size_t j = next; j < items.size() && items[j].end == it.end; ++j) ++left;
-    const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(it.end - std::chrono::steady_clock::now());
-    const auto budget = std::clamp(remaining * n / static_cast<std::int64_t>(left), std::chrono::milliseconds(1),
-                                   std::max(it.budget, std::chrono::milliseconds(1)));
-    const std::string line = "item " + std::to_string(next) + " " + std::to_string(it.kernel) + " " +
-                             std::string(dtype_name(it.dtype)) + " " + it.property + " " +
-                             std::to_string(budget.count()) + " " +
-                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                it.end.time_since_epoch()).count()) + "\n";
-    ++next;
-    if (!write_all(w.to, line)) throw std::runtime_error("--jobs: a worker stopped reading its items");
+    if (*i == next)
+      for (std::size_t j = next; j < items.size() && items[j].end == it.end; ++j) ++left;
+    else
+      for (std::size_t j = 0; j < items.size(); ++j)
+        left += items[j].end == it.end && done[j] && !continued[j] && starved(runs[j]);
+    const auto budget = std::clamp(remaining(it) * n / static_cast<std::int64_t>(left), std::chrono::milliseconds(1),
+                                   std::max(*i == next ? it.budget : remaining(it), std::chrono::milliseconds(1)));
+    if (*i == next) {
+      ran_by[next++] = k;
+    } else {
+      continued[*i] = true;
+    }
+    w.item = *i;
+    if (!write_all(w.to, item_line(*i, it, budget, hung[it.kernel])))
+      throw std::runtime_error("--jobs: a worker stopped reading its items");
   };
-  for (Worker &w : workers) give(w);
+  for (std::size_t k = 0; k < workers.size(); ++k) give(k);
 
   std::size_t alive = workers.size();
   while (alive > 0) {
@@ -152,23 +231,28 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
         continue;
       }
       w.buffer.append(chunk, static_cast<std::size_t>(got));
-      while (auto msg = take_message(w.buffer)) {
-        const auto &[index, json] = *msg;
+      while (auto msg = take_message(w.buffer, times)) {
+        const std::size_t index = msg->index;
         if (index >= items.size()) throw std::runtime_error("--jobs: a worker reported an unknown item");
-        reporting::Document d = reporting::from_json(json);
+        for (const Shape &s : msg->hung) {
+          std::vector<Shape> &known = hung[items[index].kernel];
+          if (std::find(known.begin(), known.end(), s) == known.end()) known.push_back(s);
+        }
+        reporting::Document d = reporting::from_json(msg->json);
         if (d.runs.size() != 1) throw std::runtime_error("--jobs: a worker's report has no single run");
         runs[index] = std::move(d.runs[0]);
         done[index] = true;
         w.item.reset();
-        on_done(index, runs[index]);
-        give(w);
+        on_done(index, runs[index], continued[index]);
+        give(k);
       }
     }
   }
   return runs;
 }
 
-int serve_items(const std::function<reporting::Run(const WorkItem &)> &run_item) {
+int serve_items(const std::function<ItemResult(const WorkItem &)> &run_item,
+                const std::function<std::optional<ExecKernel::CallTimes>()> &call_times) {
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);
@@ -176,14 +260,26 @@ int serve_items(const std::function<reporting::Run(const WorkItem &)> &run_item)
     std::size_t index = 0;
     WorkItem it;
     long long budget_ms = 0, end_ms = 0;
-    if (!(in >> word >> index >> it.kernel >> dtype >> it.property >> budget_ms >> end_ms) || word != "item") return 2;
+    if (!(in >> word >> index >> it.kernel >> dtype >> it.property >> budget_ms >> end_ms) || word != "item" ||
+        !read_shapes(in, it.hung))
+      return 2;
     it.dtype = parse_dtype(dtype);
     it.budget = std::chrono::milliseconds(budget_ms);
     it.end = std::chrono::steady_clock::time_point(std::chrono::milliseconds(end_ms));
+    ItemResult r = run_item(it);
     reporting::Document d;
-    d.runs.push_back(run_item(it));
+    d.runs.push_back(std::move(r.run));
     const std::string json = reporting::to_json(d);
-    std::cout << "done " << index << " " << json.size() << "\n" << json << std::flush;
+    std::cout << "done " << index << " " << json.size();
+    for (const Shape &s : r.hung) std::cout << " " << shape_word(s);
+    std::cout << "\n" << json << std::flush;
+  }
+  if (const auto t = call_times()) {
+    std::ostringstream line;
+    line.precision(17);
+    line << "times " << t->first_calls << " " << t->first_seconds << " " << t->other_calls << " " << t->other_seconds
+         << "\n";
+    std::cout << line.str() << std::flush;
   }
   return 0;
 }

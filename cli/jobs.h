@@ -4,11 +4,15 @@
 // seed, its id and the dtype, so the merged reports are the serial run's, byte for byte (unless a time budget
 // binds). Each worker's kernel threads get cores / N (OMP_NUM_THREADS, ATTNCHECK_THREADS, unless already set).
 //
-// Parent → worker, one line per item:   item <index> <kernel index> <dtype> <property> <budget ms> <end ms>
-// Worker → parent, per item:             done <index> <bytes>\n<report.json of a one-property run, <bytes> long>
+// Parent → worker, one line per item:   item <index> <kernel index> <dtype> <property> <budget ms> <end ms> <hung>…
+// Worker → parent, per item:             done <index> <bytes> <hung>…\n<report.json of a one-property run, <bytes> long>
+// where each <hung> is a shape B,Hq,Hkv,Lq,Lk,D,Dv whose calls hung or hit the memory limit (CheckOptions::hung_shapes):
+// the parent collects the workers' and hands them on, so that one worker's hang spares the others the wait.
+//                  as it exits (exec):    times <first calls> <their seconds> <other calls> <their seconds>
 #pragma once
 
 #include "attncheck/dtype.h"
+#include "attncheck/exec_kernel.h"
 #include "attncheck/report_io.h"
 
 #include <atomic>
@@ -29,18 +33,34 @@ struct WorkItem {
   /// The end of its (kernel, dtype) run's budget, as if the runs went one after another: the item never runs past
   /// it, and a failure's shrinking may borrow up to it. Steady clock, system-wide on Linux.
   std::chrono::steady_clock::time_point end;
+  /// Shapes of this kernel whose calls hung or hit the memory limit in any worker so far.
+  std::vector<Shape> hung;
 };
 
+/// What a worker sends back for an item: its one-property run, and the shapes of that kernel that hung in it so far.
+struct ItemResult {
+  reporting::Run run;
+  std::vector<Shape> hung;
+};
+
+/// Called as item `index` finishes; `continued`: a second run of a starved item (below).
+using OnItemDone = std::function<void(std::size_t index, const reporting::Run &run, bool continued)>;
+
 /// Runs `items` on `jobs` workers started as `worker_command` (argv, the executable first). Returns one Run per item,
-/// in item order; `done[i]` says whether item i ran (not when cancelled first). `on_done(i, run)` is called as item i
-/// finishes.
+/// in item order; `done[i]` says whether item i ran (not when cancelled first). Once every item has started, a
+/// worker whose item's search its time share stopped undecided runs that item again, continuing the search it keeps
+/// (CheckOptions::trails), with a share of the time left to its run's end. `times` receives the workers' exec
+/// kernels' call times, summed.
 /// Throws std::runtime_error (one line) when a worker cannot be started or breaks the protocol.
 std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worker_command,
                                            const std::vector<WorkItem> &items, int jobs,
                                            const std::atomic<bool> &cancel, std::vector<bool> &done,
-                                           const std::function<void(std::size_t, const reporting::Run &)> &on_done);
+                                           const OnItemDone &on_done, ExecKernel::CallTimes &times);
 
-/// The worker's side: reads items from stdin until it closes, runs each with `run_item` and writes its report.
-int serve_items(const std::function<reporting::Run(const WorkItem &)> &run_item);
+/// The worker's side: reads items from stdin until it closes, runs each with `run_item` and writes its report. An
+/// item it gets a second time continues its search (the caller keeps CheckOptions::trails across items).
+/// As stdin closes, it reports `call_times()` (an exec kernel's; nullopt: none).
+int serve_items(const std::function<ItemResult(const WorkItem &)> &run_item,
+                const std::function<std::optional<ExecKernel::CallTimes>()> &call_times);
 
 }  // namespace attncheck::cli

@@ -8,8 +8,8 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <array>
-#include <set>
 #include <cctype>
 #include <charconv>
 #include <cstring>
@@ -33,8 +33,14 @@ namespace {
 
 /// ABI kernels of exec children alive at once (each needs its own trampolines: ABI calls carry no state).
 constexpr std::size_t kMaxSlots = 32;
-/// Restarts after a call broke the child (timeout, garbled answer, exit), over an ExecKernel's life.
+/// Restarts after a call broke the child (timeout, garbled answer, exit) with no call answered in between: a kernel
+/// that hangs or crashes on some shapes keeps being checked on the others, one that cannot serve at all is given up.
 constexpr int kMaxRestarts = 8;
+/// What runtimes say when an allocation fails (Python's MemoryError, C++'s std::bad_alloc, CUDA's and PyTorch's "out
+/// of memory", XLA's RESOURCE_EXHAUSTED, strerror(ENOMEM)), lower case: such an `error` answer, or a child that died
+/// with one as its last stderr line, hit the memory limit (spec/EXEC_PROTOCOL.md §6).
+constexpr std::string_view kOutOfMemoryWords[] = {"memoryerror", "out of memory", "outofmemory", "resource_exhausted",
+                                                  "bad_alloc", "cannot allocate memory"};
 /// Between `quit` and SIGTERM.
 constexpr auto kQuitGrace = std::chrono::milliseconds(2000);
 /// Longest kernel name and the characters it may use (spec/EXEC_PROTOCOL.md §3).
@@ -49,6 +55,13 @@ bool valid_name(std::string_view n) {
   for (char c : n)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-')) return false;
   return true;
+}
+
+bool says_out_of_memory(std::string_view text) {
+  std::string lower(text);
+  for (char &c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return std::any_of(std::begin(kOutOfMemoryWords), std::end(kOutOfMemoryWords),
+                     [&](std::string_view w) { return lower.find(w) != std::string::npos; });
 }
 
 /// One line, printable, at most kMaxQuoted characters: safe to put into a one-line message.
@@ -108,6 +121,7 @@ struct ExecKernel::State {
   std::mutex mu;  // one request at a time
   std::unique_ptr<ChildProcess> child;
   int starts = 0;
+  int unanswered_starts = 0;  // starts since a call was last answered
   std::string last_failure;  // why the child was last stopped (for the give-up message)
   std::vector<Info> infos;
   std::vector<attncheck_kernel> abi;
@@ -125,6 +139,15 @@ struct ExecKernel::State {
   Outcome call(std::size_t kernel, bool backward, const attncheck_params &p, const DLTensor *const in[],
                const char *const in_names[], std::size_t n_in, DLTensor *const out[], const char *const out_names[],
                std::size_t n_out);
+  /// " hit the memory limit of N MiB" when `text` (an error answer, a dying child's last stderr line) says that an
+  /// allocation failed, counted in CallRecord::memory_faults; "" otherwise.
+  std::string memory_note(std::string_view text) const {
+    if (!says_out_of_memory(text)) return "";
+    ++CallRecord::of_this_thread().memory_faults;
+    return options.memory_limit_mib > 0 ? " hit the memory limit of " + std::to_string(options.memory_limit_mib) +
+                                              " MiB (--memory-limit)"
+                                        : " ran out of memory";
+  }
   /// Stops a child that broke the protocol during a call and returns the call's error.
   Outcome broke(const std::string &message) {
     if (child) child->stop();
@@ -233,6 +256,7 @@ void ExecKernel::State::start() {
     throw ExecError(who() + ": cannot start /bin/sh: " + e.what());
   }
   ++starts;
+  ++unanswered_starts;
   ChildProcess &c = *child;
   const auto deadline = Clock::now() + options.start_timeout;
   auto fail = [&](const std::string &why) -> ExecError {
@@ -342,10 +366,10 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   if (!mask) return {ATTNCHECK_UNSUPPORTED, "mask " + std::to_string(p.mask) + " has no name in the exec protocol"};
 
   if (!child) {
-    if (starts > kMaxRestarts) {
+    if (unanswered_starts > kMaxRestarts) {
       ++CallRecord::of_this_thread().unavailable;
       return {ATTNCHECK_ERROR, who_call + ": gave up after " + std::to_string(kMaxRestarts) +
-                                   " restarts; last failure: " + last_failure};
+                                   " restarts without an answer; last failure: " + last_failure};
     }
     try {
       start();
@@ -382,8 +406,10 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
     while (c.read_line(line, grace) == ChildProcess::Read::line) {
     }
     c.wait_exit(grace);
-    return broke(who_call + ": the child " + (c.exited() ? c.exit_description() : what) + " during the call" +
-                 stderr_note(c) + "; it restarts on the next call");
+    const std::string memory = memory_note(c.last_stderr_line());
+    return broke(who_call + ":" + (memory.empty() ? "" : memory + ":") + " the child " +
+                 (c.exited() ? c.exit_description() : what) + " during the call" + stderr_note(c) +
+                 "; it restarts on the next call");
   };
   if (!c.write_line(request)) return describe_exit("stopped reading its stdin");
 
@@ -402,6 +428,7 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
       (first ? times.first_seconds : times.other_seconds) += seconds;
       ++(first ? times.first_calls : times.other_calls);
       seen_shapes.insert(shape_key);
+      unanswered_starts = 0;
       CallRecord &record = CallRecord::of_this_thread();
       record.longest_ok = std::max(record.longest_ok,
                                    std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started));
@@ -422,8 +449,10 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   const std::string rest = sp == std::string::npos ? "" : answer.substr(sp + 1);
   if (word == "unsupported" && (sp != std::string::npos || answer == "unsupported"))
     return {ATTNCHECK_UNSUPPORTED, clip(rest)};
-  if (word == "error" && (sp != std::string::npos || answer == "error"))
-    return {ATTNCHECK_ERROR, who_call + " reported an error: " + clip(rest)};
+  if (word == "error" && (sp != std::string::npos || answer == "error")) {
+    const std::string memory = memory_note(rest);
+    return {ATTNCHECK_ERROR, who_call + (memory.empty() ? "" : memory + ":") + " reported an error: " + clip(rest)};
+  }
   if (answer != "ok")
     return broke(who_call + ": garbled answer '" + clip(answer) +
                  "' (expected 'ok', 'unsupported <message>' or 'error <message>'; " + std::string(kProtocolRef) +

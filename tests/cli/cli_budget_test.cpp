@@ -85,7 +85,7 @@ TEST_CASE("a kernel that crashes at the memory limit on every call is one counte
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("an exec kernel that dies on every call is one counterexample; once its restarts are spent, the rest is undecided") {
+TEST_CASE("an exec kernel that dies on every call is one counterexample: once its restarts are spent, the rest is undecided") {
   if (std::string(NUMPY_PYTHON).empty()) {
     WARN("no python3 found by the exec tests (ATTNCHECK_NUMPY_PYTHON): not run");
     return;
@@ -100,4 +100,20 @@ TEST_CASE("an exec kernel that dies on every call is one counterexample; once it
   const Run gave_up = run("grep -c 'gave up on it (its restarts are spent)' " + dir + "/report.json");
   CHECK(std::stoi(gave_up.out) > 0);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a --jobs worker skips cases at or above the hung shapes its item names, and reports them back") {
+  // The parent hands on what any worker found to hang (cli/jobs.h); the all-ones shape: every case is at or above it.
+  const auto end = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       (std::chrono::steady_clock::now() + std::chrono::minutes(5)).time_since_epoch())
+                       .count();
+  const Run r = run("printf 'item 0 0 f32 accuracy 60000 " + std::to_string(end) + " 1,1,1,1,1,1,1\\n' | " +
+                    attncheck("check --plugin builtin --kernel flash --dtype f32 --quiet --worker"));
+  INFO(r.out << r.err);
+  CHECK(r.status == 0);
+  const std::string head = r.out.substr(0, r.out.find('\n'));
+  CHECK(std::regex_match(head, std::regex("done 0 [0-9]+ 1,1,1,1,1,1,1")));
+  CHECK(r.out.find("cases skipped at or above a shape that hung or hit the memory limit (B=1 Hq=1 Hkv=1 Lq=1 Lk=1 "
+                   "D=1 Dv=1)") != std::string::npos);
+  CHECK(r.out.find("\"verdict\": \"undecided\"") != std::string::npos);
 }

@@ -350,6 +350,39 @@ TEST_CASE("call: the child runs under the memory limit, so a huge allocation fai
   CHECK_THAT(small_forward(unlimited.find("peer")).message, Contains("hog: allocated"));
 }
 
+TEST_CASE("call: an allocation failure, answered or fatal, counts as the memory limit: other errors do not") {
+  Quiet q;
+  ExecOptions limited = q.options();
+  limited.memory_limit_mib = 256;
+  ExecKernel hog(peer("hog", "1024"), limited);
+  CallRecord &record = CallRecord::of_this_thread();
+  record.reset();
+  const CallResult answered = small_forward(hog.find("peer"));
+  CHECK(record.memory_faults == 1);
+  CHECK_THAT(answered.message, Contains("hit the memory limit of 256 MiB (--memory-limit)"));
+  ExecKernel dies(peer("oom_death"), limited);
+  record.reset();
+  const CallResult died = small_forward(dies.find("peer"));
+  CHECK(record.memory_faults == 1);
+  CHECK_THAT(died.message, Contains("hit the memory limit of 256 MiB") && Contains("MemoryError: Unable to allocate"));
+  ExecKernel other(peer("answers"), limited);
+  record.reset();
+  CHECK_THAT(small_forward(other.find("peer")).message, Contains("kernel exploded"));
+  CHECK(record.memory_faults == 0);
+}
+
+TEST_CASE("call: only restarts with no call answered between them are capped") {
+  Quiet q;
+  const fs::path marker = fs::temp_directory_path() / ("attncheck-every-other-" + std::to_string(::getpid()));
+  fs::remove(marker);
+  ExecKernel exec(peer("crash_every_other", marker.string()), q.options());
+  constexpr int kCalls = 24;  // 12 crashes: more than the cap, each followed by an answered call
+  for (int n = 0; n < kCalls; ++n)
+    CHECK_THAT(small_forward(exec.find("peer")).message, !Contains("gave up"));
+  CHECK(exec.starts() == kCalls / 2 + 1);
+  fs::remove(marker);
+}
+
 TEST_CASE("call: 'unsupported' and 'error' answers carry the child's message") {
   Quiet q;
   ExecKernel exec(peer("answers"), q.options());

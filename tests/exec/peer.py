@@ -96,6 +96,17 @@ def main():
                 send("error hog: allocated %d bytes" % len(block))
             except MemoryError:
                 send("error hog: out of memory")
+        elif mode == "oom_death":  # dies as a Python kernel does when an allocation fails outside a try
+            sys.stderr.write("MemoryError: Unable to allocate 8.00 GiB for an array\n")
+            sys.stderr.flush()
+            sys.exit(1)
+        elif mode == "crash_every_other":  # crashes on every other call, across restarts (`arg`: a marker file)
+            if os.path.exists(arg):
+                os.remove(arg)
+                send("unsupported survived")
+            else:
+                open(arg, "w").close()
+                sys.exit(3)
         elif mode == "again":
             send("unsupported again")
         elif mode == "answers":

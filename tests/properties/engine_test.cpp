@@ -8,9 +8,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <set>
+#include <thread>
 
 using namespace attncheck;
 using namespace attncheck::test;
@@ -23,6 +25,19 @@ int decline_forward(const attncheck_params *, const DLTensor *, const DLTensor *
 }
 const char *decline_message() { return "float32 only"; }
 const attncheck_kernel kDeclines{ATTNCHECK_ABI_VERSION, "declines", decline_forward, nullptr, decline_message};
+
+// A correct kernel whose first g_slow_calls forward calls take kSlowCall longer: a JIT kernel's compilation, paid by
+// the first property checked.
+constexpr auto kSlowCall = std::chrono::milliseconds(400);
+std::atomic<int> g_slow_calls{0};
+const attncheck_kernel &correct() { return support::variant_kernel(support::Variant{}); }
+int slow_first_forward(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                       DLTensor *out, DLTensor *lse) {
+  if (g_slow_calls.fetch_sub(1) > 0) std::this_thread::sleep_for(kSlowCall);
+  return correct().forward(p, q, k, v, out, lse);
+}
+const char *slow_last_error() { return correct().last_error(); }
+const attncheck_kernel kSlowFirst{ATTNCHECK_ABI_VERSION, "slow_first", slow_first_forward, nullptr, slow_last_error};
 }  // namespace
 
 TEST_CASE("the same seed gives the same cases, verdicts and report") {
@@ -71,6 +86,52 @@ TEST_CASE("a spent time budget stops starting cases and makes the verdict undeci
   CHECK(p.cases < o.min_cases);
   CHECK(p.verdict == Verdict::undecided);
   CHECK(r.text().find("time budget") != std::string::npos);
+}
+
+TEST_CASE("time the properties leave continues a search its share stopped, on the cases an unbudgeted run draws") {
+  CheckOptions o = options();
+  o.properties = {"accuracy", "sum_to_one"};
+  o.cases = 30;
+  const Report free = check(correct(), o);
+  REQUIRE(free.verdict() == Verdict::pass);
+  // 6 s: 3 s each. accuracy's first 9 calls take 3.6 s, so its share ends before 10 decided cases; sum_to_one's
+  // cases take well under its 3 s, and accuracy continues in what is left.
+  o.time_budget = std::chrono::seconds(6);
+  g_slow_calls = 9;
+  const Report r = check(kSlowFirst, o);
+  INFO(r.text());
+  const PropertyReport &p = *r.find("accuracy"), &f = *free.find("accuracy");
+  CHECK(p.verdict == Verdict::pass);
+  CHECK(p.note.find("continued with time other properties left") != std::string::npos);
+  CHECK(p.cases == f.cases);  // the draws of the first share were replayed, not run again, nor skipped
+  CHECK(p.worst_ratio == f.worst_ratio);
+  CHECK(p.worst == f.worst);
+  CHECK(r.find("sum_to_one")->verdict == Verdict::pass);
+}
+
+TEST_CASE("a search stopped within a larger budget is kept in the trails, and a later check continues it") {
+  CheckOptions o = options();
+  o.cases = 30;
+  const Report free = check_property(correct(), "accuracy", o);
+  SearchTrails trails;
+  o.trails = &trails;
+  // A worker's item (cli/jobs.h), with no time of its own to continue in: its first case (a slow call) outlasts it.
+  o.time_budget = kSlowCall / 4;
+  o.end = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  g_slow_calls = 1;
+  const Report starved = check_property(kSlowFirst, "accuracy", o);
+  INFO(starved.text());
+  CHECK(starved.properties.at(0).verdict == Verdict::undecided);
+  CHECK(starved.properties.at(0).cases == 1);
+  CHECK(trails.count("accuracy/f32") == 1);
+  o.time_budget = std::chrono::minutes(10);  // handed the item again, with time
+  const Report continued = check_property(kSlowFirst, "accuracy", o);
+  INFO(continued.text());
+  const PropertyReport &p = continued.properties.at(0), &f = free.properties.at(0);
+  CHECK(p.verdict == Verdict::pass);
+  CHECK(p.cases == f.cases);
+  CHECK(p.worst == f.worst);
+  CHECK(trails.empty());  // used up
 }
 
 TEST_CASE("a kernel that declines every case is unsupported, not failed") {

@@ -596,7 +596,7 @@ TEST_CASE("empty_rows_mean: a row that sees no key behaves as if it saw every ke
   }
 }
 
-TEST_CASE("lse_storage writes the LSE rounded to storage; every variant takes an lse of float32 or the storage dtype",
+TEST_CASE("lse_storage writes the LSE rounded to storage: every variant takes an lse of float32 or the storage dtype",
           "[variants][contract]") {
   const Case &c = cases()[1];  // gqa
   const Variant rounded = contract_variants()[3];
@@ -759,7 +759,7 @@ TEST_CASE("rowsum_rounded_p: l from the rounded P changes the LSE in bfloat16, n
   CHECK(errors(r, exact(p)).max() <= tolerance(rowsum, Dtype::bf16));
 }
 
-TEST_CASE("nondeterministic_backward: dQ changes in the last bits from call to call, within tolerance; thread-safe",
+TEST_CASE("nondeterministic_backward: dQ changes in the last bits from call to call, within tolerance: thread-safe",
           "[variants][contract]") {
   const Variant v = contract_variants()[7];
   const Problem p = make_problem(cases()[0].shape, Mask::none, Dtype::f32, kSeed);

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,13 +41,28 @@ struct CheckProgress {
   int shrinks_tried = 0;
 };
 
+/// A property's search that its time share stopped before it decided: the result of each case it drew, in order
+/// (RapidCheck's success or discard), and its counts, so that a later run continues it without running those cases
+/// again (the same seed draws them again; their results are replayed).
+struct SearchTrail {
+  std::vector<std::int8_t> results;  ///< per drawn case: kSuccess or kDiscard
+  int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
+  double worst_ratio = 0;
+  std::string worst;
+  static constexpr std::int8_t kSuccess = 0, kDiscard = 1;
+};
+/// Searches stopped by their time share, by "property/dtype" (one kernel, one seed).
+using SearchTrails = std::map<std::string, SearchTrail>;
+
 struct CheckOptions {
   Dtype dtype = Dtype::f32;                ///< storage dtype of every case
   std::vector<std::string> properties;     ///< property ids, in this order; empty = every registered property
   int cases = kDefaultCases;               ///< target cases per property (RapidCheck's maxSuccess)
   std::uint64_t seed = 1;                  ///< same seed ⇒ same cases ⇒ same report
   /// Wall-clock budget for the whole check, shared evenly by the properties (unused time carries over); no new
-  /// case starts once a property's share is spent. 0 = none.
+  /// case starts once a property's share is spent. Time left after the last property continues, in order, the
+  /// searches their shares stopped before they decided (a JIT kernel's first properties pay its compilation).
+  /// 0 = none.
   std::chrono::milliseconds time_budget{0};
   /// When set, the end of a larger budget this check is part of (a parallel run's share, cli/jobs.h): no property
   /// runs past it, and a failure's shrinking may borrow up to it. Steady clock (system-wide on Linux).
@@ -87,6 +103,10 @@ struct CheckOptions {
   std::optional<bool> *compile_detected = nullptr;
   static constexpr int kAutoShapePool = 5;
   static constexpr double kCompileSeconds = 0.5, kCompileRatio = 10;
+  /// When set, searches stopped by their time share are recorded here, and a property found here continues its
+  /// search (a worker of a parallel run, which the parent hands the property again with time other items left).
+  /// nullptr: within this call only.
+  SearchTrails *trails = nullptr;
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
   std::function<void(const CheckProgress &)> on_progress;
 

@@ -69,6 +69,9 @@ struct RunState {
   int max_shrinks = 0;
   const CheckOptions *opt = nullptr;
   std::size_t index = 0, count = 0;  // of this property among the selected ones
+  const SearchTrail *resume = nullptr;  // a search stopped earlier: its draws are replayed, not run again
+  std::size_t replayed = 0;
+  SearchTrail trail;  // this search's draws
 
   int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
   double worst_ratio = 0;
@@ -150,6 +153,10 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
 
 CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   using T = CaseResult::Type;
+  if (st.phase == Phase::search && st.resume && st.replayed < st.resume->results.size()) {
+    (void)*gen;  // drawn as before, so that the cases after it are drawn as before too
+    return {st.resume->results[st.replayed++] == SearchTrail::kDiscard ? T::Discard : T::Success, "decided before"};
+  }
   if (st.phase == Phase::search && must_stop(st)) {
     // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
     // as the budget's (or the cancellation's) stop, not as a counterexample (st.failed stays false).
@@ -235,7 +242,10 @@ void report_progress(const RunState &st) {
 }
 
 CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
+  const bool searching = st.phase == Phase::search;
   const CaseResult r = body_unreported(st, gen);
+  if (searching && r.type != CaseResult::Type::Failure)
+    st.trail.results.push_back(r.type == CaseResult::Type::Discard ? SearchTrail::kDiscard : SearchTrail::kSuccess);
   report_progress(st);
   return r;
 }
@@ -277,7 +287,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                             std::size_t count, std::optional<Clock::time_point> deadline,
                             const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce,
                             std::vector<Shape> &hung, Clock::time_point start_of_check,
-                            std::shared_ptr<const std::vector<Shape>> pool) {
+                            std::shared_ptr<const std::vector<Shape>> pool, SearchTrails &trails) {
   PropertyReport pr;
   pr.id = std::string(def.id);
   pr.formula = std::string(def.formula);
@@ -315,10 +325,25 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   st.index = index;
   st.count = count;
   st.hung = &hung;
+  const std::string key = run_id(def.id, opt.dtype);
+  std::optional<SearchTrail> resumed;
+  if (const auto it = trails.find(key); it != trails.end()) {
+    if (!reproduce) resumed = std::move(it->second);
+    trails.erase(it);
+  }
+  if (resumed) {
+    st.resume = &*resumed;
+    st.cases = resumed->cases;
+    st.unsupported = resumed->unsupported;
+    st.undecided = resumed->undecided;
+    st.skipped = resumed->skipped;
+    st.worst_ratio = resumed->worst_ratio;
+    st.worst = resumed->worst;
+  }
   if (deadline) st.check_end = opt.end ? *opt.end : std::max(*deadline, start_of_check + opt.time_budget);
 
   rc::detail::TestMetadata meta;
-  meta.id = run_id(def.id, opt.dtype);
+  meta.id = key;
   meta.description = std::string(def.formula);
   rc::detail::TestParams params;
   params.seed = pr.seed;
@@ -407,6 +432,16 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     return pr;
   }
   settle_verdict(pr, st, opt);  // success, the budget's stop, or gave up after too many declined cases
+  if (pr.verdict == Verdict::undecided && st.budget_exhausted && !st.interrupted && !st.unavailable) {
+    SearchTrail &t = trails[key] = std::move(st.trail);  // time left later continues it
+    t.cases = st.cases;
+    t.unsupported = st.unsupported;
+    t.undecided = st.undecided;
+    t.skipped = st.skipped;
+    t.worst_ratio = st.worst_ratio;
+    t.worst = st.worst;
+  }
+  if (resumed) add_note(pr, "continued with time other properties left");
   if (pool)
     add_note(pr, "shapes from a pool of " + std::to_string(pool->size()) + " (compile-friendly generation)");
   return pr;
@@ -519,13 +554,31 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
                   : std::max(options.time_budget -
                                  std::chrono::duration_cast<std::chrono::milliseconds>(start - check_start),
                              std::chrono::milliseconds(1));
+  SearchTrails local_trails;
+  SearchTrails &trails = options.trails ? *options.trails : local_trails;
   for (std::size_t n = 0; n < selected.size(); ++n) {
     std::optional<Clock::time_point> deadline;
     if (options.time_budget.count() > 0)
       deadline = start + budget * static_cast<std::int64_t>(n + 1) / static_cast<std::int64_t>(selected.size());
     if (deadline && options.end) deadline = std::min(*deadline, *options.end);
     rep.properties.push_back(run_property(*selected[n], env, options, n, selected.size(), deadline,
-                                          replay ? &replay->reproduce : nullptr, hung, check_start, pool));
+                                          replay ? &replay->reproduce : nullptr, hung, check_start, pool, trails));
+  }
+  // Time the properties left: the searches their shares stopped continue, in order, each with its share of it. (A
+  // part of a larger budget leaves that to whoever shares it: cli/jobs.)
+  if (options.time_budget.count() > 0 && !replay && !options.end) {
+    std::vector<std::size_t> starved;
+    for (std::size_t n = 0; n < selected.size(); ++n)
+      if (trails.count(run_id(selected[n]->id, options.dtype))) starved.push_back(n);
+    const Clock::time_point end = start + budget;
+    for (std::size_t k = 0; k < starved.size(); ++k) {
+      const Clock::time_point now = Clock::now();
+      if (now >= end || (options.cancel && options.cancel->load())) break;
+      const std::size_t n = starved[k];
+      rep.properties[n] = run_property(*selected[n], env, options, n, selected.size(),
+                                       now + (end - now) / static_cast<std::int64_t>(starved.size() - k), nullptr,
+                                       hung, check_start, pool, trails);
+    }
   }
   return rep;
 }
