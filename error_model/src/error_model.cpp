@@ -51,6 +51,9 @@ struct RowModel {
   double log_A = 0;                ///< ln Σ_j P_ij e^{θ_ij}
 };
 
+/// RowModel::keys entry standing for a row's filler keys (FillerKeys).
+constexpr std::int64_t kFillerKey = -1;
+
 struct Ctx {
   const Problem &p;
   const Shape &sh;
@@ -82,7 +85,10 @@ struct Ctx {
   /// Rounding x (with error bound e) to the storage dtype adds at most u_s·(|x| + e) + η_s/2.
   double store(double x_abs, double e) const { return e + us * (x_abs + e) + eta_s / 2; }
 
-  void row(std::int64_t b, std::int64_t h, std::int64_t i, double lse, RowModel &r) const {
+  /// The row's visible keys; with `filler`, one more entry (key −1) standing for the filler class: weight
+  /// P = count·exp(max_logit − LSE) (δ), θ of its largest |logit| and Σ|q k|, and M raised to its largest |logit|.
+  void row(std::int64_t b, std::int64_t h, std::int64_t i, double lse, RowModel &r,
+           const FillerKeys *filler = nullptr) const {
     const std::int64_t hk = sh.kv_head(h);
     const double scale = p.params.scale;
     r.keys.clear();
@@ -111,10 +117,19 @@ struct Ctx {
                     overflows(static_cast<double>(std::fabs(scale) * adot));
       M = std::max(M, std::fabs(s));
     }
+    if (filler && filler->count > 0) {
+      r.keys.push_back(kFillerKey);
+      r.s.push_back(filler->max_logit + std::log(filler->count));  // exp(s − LSE) = δ
+      r.abs_dot.push_back(filler->max_abs_dot);
+      r.overflow |= overflows_qk(filler->max_abs_dot * std::max(1.0, 1 / std::fabs(scale))) ||
+                    overflows(filler->max_abs_dot);
+      M = std::max(M, filler->max_abs_logit);
+    }
     double tb = 0, log_A_max = -kInf;
     for (std::size_t n = 0; n < r.keys.size(); ++n) {
       const double P = std::exp(r.s[n] - lse);
-      const double th = gamma_dot * r.abs_dot[n] + Budgets::kShiftUlps * ua * (std::fabs(r.s[n]) + M) + exp_err;
+      const double abs_s = r.keys[n] == kFillerKey ? filler->max_abs_logit : std::fabs(r.s[n]);
+      const double th = gamma_dot * r.abs_dot[n] + Budgets::kShiftUlps * ua * (abs_s + M) + exp_err;
       r.P.push_back(P);
       r.theta.push_back(th);
       tb += P * th;
@@ -168,6 +183,11 @@ double error_ratio(double got, double exact, double bound) {
 }
 
 ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof) {
+  return forward_bounds(p, exact, prof, {});
+}
+
+ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof,
+                             const std::vector<FillerKeys> &filler) {
   const Shape &sh = p.shape;
   const Ctx c(p, prof);
   ForwardBounds out;
@@ -178,10 +198,16 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
   for (std::int64_t b = 0; b < sh.B; ++b)
     for (std::int64_t h = 0; h < sh.Hq; ++h)
       for (std::int64_t i = 0; i < sh.Lq; ++i) {
-        const double lse = exact.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
+        const std::size_t row = static_cast<std::size_t>(lse_offset(sh, b, h, i));
+        const double lse = exact.lse[row];
         if (std::isinf(lse)) continue;  // sees no key: O = 0 and LSE = −∞ exactly
-        c.row(b, h, i, lse, r);
-        const std::size_t n = r.keys.size();
+        const FillerKeys *f = row < filler.size() && filler[row].count > 0 ? &filler[row] : nullptr;
+        c.row(b, h, i, lse, r, f);
+        // n: the keys the kernel sums (the filler's count, not its one entry); δ: the filler's weight.
+        const double n_keys = static_cast<double>(r.keys.size()) + (f ? f->count - 1 : 0);
+        const std::size_t n = static_cast<std::size_t>(n_keys);
+        const double delta = f ? std::exp(r.s.back() - lse) : 0;
+        if (delta >= 0.5) r.overflow = true;
         if (r.overflow) {
           for (std::int64_t col = 0; col < sh.Dv; ++col)
             out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = kInf;
@@ -193,20 +219,24 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         // Flushed-to-zero or underflowed terms: each p̂ ≤ tiny is lost, against a row sum l ≥ 1.
         const double underflow = static_cast<double>(n) * c.tiny_a;
         // Row sum from the rounded P: Σ_j p̃_j = (1 + E)·Σ_j p̂_j with |E| ≤ u_s + n·η_s/2 (l ≥ 1).
-        const double e_rowsum = c.rowsum_p ? c.us + static_cast<double>(n) * c.eta_s / 2 : 0.0;
+        // The filler's weights round with an error at most their value (round to nearest): δ(1 + ρ) in all.
+        const double filler_round = f ? delta * (1 + r.rho.back()) : 0;
+        const double n_own = static_cast<double>(r.keys.size() - (f ? 1 : 0));
+        const double e_rowsum = c.rowsum_p ? c.us + n_own * c.eta_s / 2 + filler_round : 0.0;
         const std::int64_t hk = sh.kv_head(h);
         for (std::int64_t col = 0; col < sh.Dv; ++col) {
           const double O = exact.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
           double arg = 0, hull = 0, abs_sum = 0, vmax = 0, p_round = 0, p_centered = 0;
-          for (std::size_t t = 0; t < n; ++t) {
-            const double v = p.v.get({b, hk, r.keys[t], col});
-            const double dv = std::fabs(v - O);
+          for (std::size_t t = 0; t < r.keys.size(); ++t) {
+            const bool fill = r.keys[t] == kFillerKey;
+            const double v = fill ? f->max_abs_v : p.v.get({b, hk, r.keys[t], col});
+            const double dv = fill ? f->max_abs_v + std::fabs(O) : std::fabs(v - O);
             arg += r.P[t] * r.rho[t] * dv;
             hull = std::max(hull, dv);
             abs_sum += r.P[t] * (1 + r.rho[t]) * std::fabs(v);
             vmax = std::max(vmax, std::fabs(v));
             // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight.
-            const double a = c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2;
+            const double a = fill ? filler_round : c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2;
             if (prof.round_p) p_round += a * std::fabs(v);
             if (c.rowsum_p) p_centered += a * dv;
           }
@@ -235,6 +265,8 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
           e += Budgets::kDivUlps * c.ua * (std::fabs(O) + e);
           // Near the storage dtype's largest value a correct result may round to ±Inf.
           e = c.overflows_storage(std::fabs(O) + e) ? kInf : c.store(std::fabs(O), e);
+          // The exact answer given is the row's without the filler: O_long − O = w(Ō_filler − O)/(1 + w), w ≤ δ.
+          if (f) e += delta * (f->max_abs_v + std::fabs(O)) / (1 - delta);
           out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = unbounded_if_nan(e * (1 + kDoubleSlack));
         }
         // LSE = m + ln l: log-space errors of the terms, the row sum, the log and the final conversions.
@@ -243,6 +275,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         if (c.rowsum_p) e -= std::log1p(-std::min(e_rowsum, 0.5));  // ln(1 + E)
         e += Budgets::kLogUlps * c.ua * std::log(static_cast<double>(std::max<std::size_t>(n, 1)));
         e += (Budgets::kShiftUlps * c.ua + u32) * (std::fabs(lse) + e);
+        if (f) e += delta;  // LSE_long − LSE = ln(1 + w) ∈ [0, δ]
         if (prof.lse != Dtype::f32) {
           // Returned in the storage dtype: one more rounding, to ±Inf past its largest value.
           e = std::fabs(lse) + e < max_finite(prof.lse)

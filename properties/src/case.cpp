@@ -1,6 +1,7 @@
 #include "attncheck/case.h"
 
 #include "attncheck/compare.h"
+#include "attncheck/stretch.h"
 
 #include <algorithm>
 #include <cstring>
@@ -35,10 +36,19 @@ Family value_family_of_v(Family f) {
 
 std::string CaseSpec::describe() const {
   return std::string(dtype_name(dtype)) + " " + shape.describe() + " mask=" + std::string(mask_name(mask)) +
-         " layout=" + std::string(layout_name(layout)) + " values=" + std::string(family_name(family));
+         " layout=" + std::string(layout_name(layout)) + " values=" + std::string(family_name(family)) +
+         (stretch.active() ? " stretched to Lq=" + std::to_string(stretch.Lq) + " Lk=" + std::to_string(stretch.Lk)
+                           : "");
 }
 
-std::int64_t CaseSpec::work() const { return shape.B * shape.Hq * shape.Lq * shape.Lk * (shape.D + shape.Dv); }
+Shape CaseSpec::problem_shape() const { return stretch.active() ? stretched_shape(*this) : shape; }
+
+double CaseSpec::scale() const { return default_scale(problem_shape().D); }
+
+std::int64_t CaseSpec::work() const {
+  const Shape s = problem_shape();
+  return s.B * s.Hq * s.Lq * s.Lk * (s.D + s.Dv);
+}
 
 namespace {
 std::vector<std::int64_t> q_shape(const Shape &s) { return {s.B, s.Hq, s.Lq, s.D}; }
@@ -83,6 +93,7 @@ void print_tensor(std::string &out, const char *name, const std::vector<std::int
 }  // namespace
 
 Problem Case::problem() const {
+  if (spec.stretch.active()) return stretched_problem(*this);
   const Shape &s = spec.shape;
   s.validate();
   Problem p;
@@ -133,7 +144,8 @@ bool Case::same_as(const Case &o) const {
 
 std::string Case::describe(std::size_t max_values_per_tensor) const {
   const Shape &s = spec.shape;
-  std::string out = spec.describe() + " scale=" + hex_and_decimal(default_scale(s.D)) + "\n";
+  std::string out = spec.describe() + " scale=" + hex_and_decimal(spec.scale()) + "\n";
+  if (spec.stretch.active()) out += describe_stretch(*this) + "\n";
   print_tensor(out, "q", q_shape(s), q, max_values_per_tensor);
   print_tensor(out, "k", k_shape(s), k, max_values_per_tensor);
   print_tensor(out, "v", v_shape(s), v, max_values_per_tensor);
@@ -142,8 +154,11 @@ std::string Case::describe(std::size_t max_values_per_tensor) const {
 }
 
 bool CaseOptions::admits(const CaseSpec &s) const {
+  if (s.stretch.active() != stretch) return false;
+  if (s.stretch.active() && (s.stretch.Lk < s.shape.Lk || s.stretch.Lq < s.shape.Lq)) return false;
   if (!empty_rows) return true;
-  return *empty_rows == (s.mask == Mask::causal && s.shape.Lq > s.shape.Lk);
+  const Shape ps = s.problem_shape();
+  return *empty_rows == (s.mask == Mask::causal && ps.Lq > ps.Lk);
 }
 
 void showValue(const Case &c, std::ostream &os) { os << c.spec.describe(); }

@@ -60,7 +60,7 @@ const Case &judged_case(const Counterexample &c) {
 
 double judged_scale(const Counterexample &c) {
   if (c.outcome.failing_case && c.outcome.failing_scale != 0) return c.outcome.failing_scale;
-  return default_scale(judged_case(c).spec.shape.D);
+  return judged_case(c).spec.scale();
 }
 
 const Evidence *evidence_of(const Run &run, std::size_t pi) {

@@ -3,6 +3,7 @@
 // and the bounds of the tensor the failure is in, plus the exact probabilities P.
 #include "common.h"
 
+#include "attncheck/stretch.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
@@ -77,6 +78,24 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
     Problem p = c.problem();
     p.params.scale = scale;
     const Env env{kernel, report.profile, report.contract};
+    if (c.spec.stretch.active()) {
+      // A long problem: exact values and bounds from its core (stretch.h), forward only.
+      const StretchedForward sf = stretched_forward(c, report.profile);
+      if (cx.outcome.step == Step::shape) {
+        ev.call_error = cx.outcome.detail;
+        return ev;
+      }
+      const ForwardRun fr = run_forward(env, p);
+      if (!fr.call.ok()) ev.call_error = call_failure("forward", fr.call);
+      const bool lse = ev.tensor == "LSE";
+      if (!lse) ev.tensor = "O";
+      const Shape ls = c.spec.problem_shape();
+      ev.shape = lse ? std::vector<std::int64_t>{ls.B, ls.Hq, ls.Lq} : detail::o_shape(ls);
+      ev.exact = lse ? sf.exact.lse : sf.exact.out;
+      ev.bound = lse ? sf.bounds.lse : sf.bounds.out;
+      if (fr.call.ok()) ev.got = (lse ? fr.lse : fr.out).to_vector();
+      return ev;
+    }
     const ExactForward exact = reference_forward(p);
     if (static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk) <= Evidence::kMaxProbabilities)
       ev.probabilities = probabilities(c, scale, exact.lse);

@@ -409,7 +409,7 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
          ratio_text(evidence_ratio(*ev, x)) + "</b></dd>\n";
   }
   s += "<dt>case</dt><dd><code>" + esc(c.minimal.spec.describe()) + "</code>, scale <code>" +
-       hex_dec(default_scale(c.minimal.spec.shape.D)) + "</code></dd>\n";
+       hex_dec(c.minimal.spec.scale()) + "</code></dd>\n";
   if (c.outcome.failing_case)
     s += "<dt>failing problem</dt><dd>" + esc(c.outcome.failing_what) + ": <code>" + esc(judged.spec.describe()) +
          "</code>, scale <code>" + hex_dec(judged_scale(c)) + "</code></dd>\n";

@@ -52,10 +52,12 @@ ojson ratio_json(double r) {
 }
 
 ojson spec_json(const CaseSpec &s) {
-  return ojson{{"dtype", dtype_name(s.dtype)}, {"B", s.shape.B},   {"Hq", s.shape.Hq},
-               {"Hkv", s.shape.Hkv},           {"Lq", s.shape.Lq}, {"Lk", s.shape.Lk},
-               {"D", s.shape.D},               {"Dv", s.shape.Dv}, {"mask", mask_name(s.mask)},
-               {"layout", layout_name(s.layout)}, {"family", family_name(s.family)}};
+  ojson j{{"dtype", dtype_name(s.dtype)}, {"B", s.shape.B},   {"Hq", s.shape.Hq},
+          {"Hkv", s.shape.Hkv},           {"Lq", s.shape.Lq}, {"Lk", s.shape.Lk},
+          {"D", s.shape.D},               {"Dv", s.shape.Dv}, {"mask", mask_name(s.mask)},
+          {"layout", layout_name(s.layout)}, {"family", family_name(s.family)}};
+  if (s.stretch.active()) j["stretch"] = ojson{{"Lq", s.stretch.Lq}, {"Lk", s.stretch.Lk}};
+  return j;
 }
 
 ojson evidence_json(const Evidence &e) {
@@ -100,7 +102,7 @@ ojson counterexample_json(const Counterexample &c, std::size_t number, const Evi
           {"replay", detail::replay_command(number)},
           {"step", c.outcome.step ? ojson(step_id(*c.outcome.step)) : ojson(nullptr)},
           {"outcome", outcome_json(c.outcome)},
-          {"inputs", case_json(c.minimal, default_scale(c.minimal.spec.shape.D))}};
+          {"inputs", case_json(c.minimal, c.minimal.spec.scale())}};
   if (c.outcome.failing_case) {
     j["failing_case"] = case_json(*c.outcome.failing_case, detail::judged_scale(c));
     j["failing_scale"] = hex(c.outcome.failing_scale);
@@ -254,6 +256,13 @@ CaseSpec read_spec(const Obj &o) {
   s.mask = o.name<Mask, kMasks>("mask", mask_name);
   s.layout = o.name<Layout, kLayouts>("layout", layout_name);
   s.family = o.name<Family, kFamilyCount>("family", family_name);
+  if (o.has("stretch")) {
+    const Obj st = o.obj("stretch");
+    s.stretch.Lq = st.integer("Lq", 1, kMaxDim);
+    s.stretch.Lk = st.integer("Lk", 1, kMaxDim);
+    if (s.stretch.Lq < s.shape.Lq || s.stretch.Lk < s.shape.Lk)
+      fail(o.where() + "a stretch shorter than its core (Lq, Lk)");
+  }
   return s;
 }
 

@@ -231,6 +231,35 @@ TEST_CASE("bounds are zero exactly where the contract fixes the value", "[error_
     }
 }
 
+TEST_CASE("filler keys widen a row's bound with their count and weight and leave it alone at count 0",
+          "[error_model]") {
+  std::mt19937_64 rng(kSeed);
+  const Shape s{1, 2, 1, 3, 4, 5, 3};
+  const Problem p = make_problem(rng, s, Dtype::f16, Values::normal, Mask::none);
+  const ExactForward ef = reference_forward(p);
+  const PrecisionProfile prof = PrecisionProfile::for_storage(Dtype::f16);
+  const ForwardBounds plain = forward_bounds(p, ef, prof);
+  const std::size_t rows = ef.lse.size();
+  CHECK(forward_bounds(p, ef, prof, std::vector<FillerKeys>(rows)).out == plain.out);  // count 0: no filler
+  FillerKeys far;  // 65,532 keys, 200 below every LSE: only n grows
+  far.count = 65532;
+  far.max_logit = *std::min_element(ef.lse.begin(), ef.lse.end()) - 200;
+  far.max_abs_logit = far.max_abs_dot = 300;
+  far.max_abs_v = 4;
+  const ForwardBounds lng = forward_bounds(p, ef, prof, std::vector<FillerKeys>(rows, far));
+  std::vector<FillerKeys> heavy(rows, far);  // weighing e^{−2} of each row: a weight the bound must carry
+  for (std::size_t x = 0; x < rows; ++x) heavy[x].max_logit = ef.lse[x] - 2 - std::log(far.count);
+  const ForwardBounds weighty = forward_bounds(p, ef, prof, heavy);
+  for (std::size_t x = 0; x < plain.out.size(); ++x) {
+    CHECK(lng.out[x] > plain.out[x]);
+    CHECK(weighty.out[x] > lng.out[x] + 0.1);  // δ = e^{−2}: its (max|v| + |O|)·δ/(1 − δ) at least
+  }
+  for (std::size_t x = 0; x < rows; ++x) {
+    CHECK(lng.lse[x] > plain.lse[x]);
+    CHECK(weighty.lse[x] > std::exp(-2.0));
+  }
+}
+
 TEST_CASE("correct kernels of every summation order stay within the bound on thousands of problems",
           "[error_model][soundness]") {
   constexpr int kProblemsPerDtype = 700;

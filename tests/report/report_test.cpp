@@ -705,3 +705,25 @@ TEST_CASE("a rescaled failure's evidence runs at the failing scale") {
   CHECK(error_ratio(ev.got[static_cast<std::size_t>(w)], ev.exact[static_cast<std::size_t>(w)],
                     ev.bound[static_cast<std::size_t>(w)]) > 1);
 }
+
+TEST_CASE("a long-row counterexample keeps its stretch, its core inputs and its evidence through report.json") {
+  // A tail block dropped past 16 keys: long_rows shrinks it to a stretched case whose core is tiny.
+  const attncheck_kernel &k = support::variant_kernel(support::bug_variant(support::Bug::drop_last_partial_block));
+  Document d;
+  d.runs.push_back(checked(k, {"long_rows"}));
+  const Counterexample &c = *d.runs[0].report.properties.at(0).counterexample;
+  REQUIRE(c.minimal.spec.stretch.active());
+  const std::string json = to_json(d);
+  CHECK(json.find("\"stretch\"") != std::string::npos);
+  const Document back = from_json(json);
+  CHECK(to_json(back) == json);
+  const Counterexample &b = *back.runs[0].report.properties.at(0).counterexample;
+  CHECK(b.minimal.same_as(c.minimal));
+  // The evidence is the long problem's O or LSE (its shape, not the core's), against exact values from the core.
+  const Evidence &e = *back.runs[0].evidence.at(0);
+  const Shape ls = c.minimal.spec.problem_shape();
+  CHECK(e.shape == (e.tensor == "LSE" ? std::vector<std::int64_t>{ls.B, ls.Hq, ls.Lq}
+                                      : std::vector<std::int64_t>{ls.B, ls.Hq, ls.Lq, ls.Dv}));
+  CHECK(e.exact.size() == e.got.size());
+  CHECK(!e.got.empty());
+}

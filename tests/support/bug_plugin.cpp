@@ -1,10 +1,10 @@
 // libattncheck_bug_plugin.so: the variant kernels as a third-party plugin, for end-to-end tests of the CLI.
-// Every planted bug ("bug:missing_scale", ...), two correct kernels — the default per-key online softmax
-// ("online_b1_f32acc") and a FlashAttention-2-like one ("online_b64_exp2_roundp_recip_f32acc") — and one correct
-// kernel of every contract option (contract_variants: top-left causal, LSE in storage, dense P·V, …), each named by
-// its variant name; the contract variants declare their contracts through attncheck_contracts (ABI 1.1). Like any
-// plugin it exports only the ABI symbols: everything else is hidden (this file by visibility, the static libraries
-// linked in by --exclude-libs).
+// Every planted bug ("bug:missing_scale", ...; and the scale bugs, "bug:block_counter_8bit", ...), two correct
+// kernels — the default per-key online softmax ("online_b1_f32acc") and a FlashAttention-2-like one
+// ("online_b64_exp2_roundp_recip_f32acc") — and one correct kernel of every contract option (contract_variants:
+// top-left causal, LSE in storage, dense P·V, …), each named by its variant name; the contract variants declare
+// their contracts through attncheck_contracts (ABI 1.1). Like any plugin it exports only the ABI symbols: everything
+// else is hidden (this file by visibility, the static libraries linked in by --exclude-libs).
 #include "attncheck/kernel_abi.h"
 #include "variant_kernels.h"
 
@@ -20,6 +20,7 @@ constexpr int kFlashTile = 64;  // FlashAttention-2's key tile
 std::vector<Variant> exported_variants() {
   std::vector<Variant> out;
   for (attncheck::support::Bug b : attncheck::support::all_bugs()) out.push_back(attncheck::support::bug_variant(b));
+  for (attncheck::support::Bug b : attncheck::support::scale_bugs()) out.push_back(attncheck::support::bug_variant(b));
   out.push_back(Variant{});
   out.push_back(Variant{.key_block = kFlashTile, .exp2_fold = true, .round_p = true, .reciprocal_norm = true});
   for (const Variant &v : attncheck::support::contract_variants()) out.push_back(v);

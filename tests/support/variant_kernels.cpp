@@ -28,7 +28,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr int kMaxRank = 4;             ///< q, k, v, out and the gradients are [B, H, L, X]
 constexpr int kLseRank = 3;             ///< lse is [B, Hq, Lq]
-constexpr int kCanonicalBugBlock = 16;  ///< key_block of bug_variant(drop_last_partial_block)
+constexpr int kCanonicalBugBlock = 16;  ///< key_block of bug_variant(drop_last_partial_block, split_combine_over_two)
+constexpr int kCounterBugBlock = 8;     ///< key_block of bug_variant(block_counter_8bit): wraps past 2048 keys
+constexpr int kDecodeBugBlock = 64;     ///< key_block of bug_variant(decode_drops_tail_block)
+constexpr std::int64_t kBlockCounterWrap = 256;  ///< Bug::block_counter_8bit's counter: 8 bits
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors: one message per thread, shared by every slot's last_error.
@@ -98,10 +101,14 @@ class View {
   }
   std::string shape_text() const { return dims_text(shape_.data(), rank_); }
 
-  /// Element offset of an index (trailing indices of a lower-rank view are 0).
+  /// Element offset of an index (trailing indices of a lower-rank view are 0); truncated to a wrapping int32 after
+  /// wrap_offsets_32 (Bug::offsets_int32).
   std::int64_t offset(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d = 0) const {
-    return a * strides_[0] + b * strides_[1] + c * strides_[2] + d * strides_[3];
+    const std::int64_t off = a * strides_[0] + b * strides_[1] + c * strides_[2] + d * strides_[3];
+    return wrap32_ ? static_cast<std::int32_t>(off) : off;  // modulo 2³² since C++20: no undefined behaviour
   }
+  /// From now on offset() computes offsets as a 32-bit signed integer would (when `on`).
+  void wrap_offsets_32(bool on) { wrap32_ = on; }
   /// True when `off` lies within the tensor's extent: the smallest element range holding all its elements, hence
   /// inside the storage the caller allocated for it.
   bool in_extent(std::int64_t off) const { return lo_ <= off && off <= hi_; }
@@ -144,6 +151,7 @@ class View {
   int rank_ = 0;
   std::array<std::int64_t, kMaxRank> shape_{1, 1, 1, 1}, strides_{0, 0, 0, 0};
   std::int64_t lo_ = 0, hi_ = -1;
+  bool wrap32_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -185,7 +193,9 @@ struct Ctx {
   float scale = 1;             ///< effective scale, in acc
   float score_mul = 1;         ///< u = (q·k) · score_mul: scale, or scale·log₂e with exp2_fold
   std::int64_t key_end = 0;    ///< keys the loops visit: Lk, or Lk + 1 under Bug::read_past_last_key
+  std::int64_t splits = 1;     ///< var.splits, or ⌈Lk / kSplitKeys⌉ under Bug::split_combine_over_two
   std::int64_t split_len = 0;  ///< ⌈key_end / splits⌉
+  bool drop_tail = false;      ///< forward under Bug::decode_drops_tail_block on a long decode row: skip partial blocks
   View q, k, v;
 
   bool has(Bug b) const { return var.bug == b; }
@@ -217,10 +227,18 @@ struct Ctx {
     return j < lo + full;
   }
 
+  /// The key row whose k and v stand for key j: j, or under Bug::block_counter_8bit the row addressed with the
+  /// block index (from the split's first key) taken modulo 256.
+  std::int64_t addressed_key(std::int64_t j) const {
+    if (!has(Bug::block_counter_8bit) || var.key_block == 0 || split_len == 0) return j;
+    const std::int64_t lo = (j / split_len) * split_len, bsz = var.key_block;
+    return lo + ((j - lo) / bsz) % kBlockCounterWrap * bsz + (j - lo) % bsz;
+  }
+
   /// Element x of key row j of k or v in kv head hk: the stored element for j < Lk; for the read-past key j = Lk,
   /// the element one key stride further when it lies within the tensor's extent, else 0.
   float key_elem(const View &t, std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t x) const {
-    const std::int64_t off = t.offset(b, hk, j, x);
+    const std::int64_t off = t.offset(b, hk, addressed_key(j), x);
     if (j < s.Lk) return t.load(off);
     return t.in_extent(off) ? t.load(off) : 0.f;
   }
@@ -257,6 +275,7 @@ int make_ctx(const Variant &var, const attncheck_params *params, const DLTensor 
   if (!params) return fail(ATTNCHECK_ERROR, "params is NULL");
   if (!c->q.bind(q, "q", kMaxRank, &why) || !c->k.bind(k, "k", kMaxRank, &why) || !c->v.bind(v, "v", kMaxRank, &why))
     return fail(ATTNCHECK_ERROR, why);
+  for (View *t : {&c->q, &c->k, &c->v}) t->wrap_offsets_32(var.bug == Bug::offsets_int32);
   if (!shape_of(*q, *k, *v, &c->s, &why)) return fail(ATTNCHECK_ERROR, why);
   if (c->q.dtype() != c->k.dtype() || c->q.dtype() != c->v.dtype())
     return fail(ATTNCHECK_ERROR, "q, k and v must share one dtype");
@@ -272,7 +291,9 @@ int make_ctx(const Variant &var, const attncheck_params *params, const DLTensor 
   c->scale = c->acc.r(static_cast<float>(effective_scale(var.bug, params->scale, c->s)));
   c->score_mul = var.exp2_fold ? c->acc.mul(c->scale, kLog2e) : c->scale;
   c->key_end = c->s.Lk + (var.bug == Bug::read_past_last_key ? 1 : 0);
-  c->split_len = (c->key_end + var.splits - 1) / var.splits;
+  const bool auto_splits = var.bug == Bug::split_combine_over_two;  // ⌈Lk / kSplitKeys⌉ splits (Lk ≥ 1)
+  c->splits = auto_splits ? (c->s.Lk + kSplitKeys - 1) / kSplitKeys : var.splits;
+  c->split_len = (c->key_end + c->splits - 1) / c->splits;
   return ATTNCHECK_OK;
 }
 
@@ -316,11 +337,11 @@ struct Scratch {
         blk(static_cast<std::size_t>(c.s.Dv)),
         o(static_cast<std::size_t>(c.s.Dv)),
         os(static_cast<std::size_t>(c.s.Dv)),
-        part_acc(static_cast<std::size_t>(c.var.splits * c.s.Dv)),
-        part_m(static_cast<std::size_t>(c.var.splits)),
-        part_l(static_cast<std::size_t>(c.var.splits)),
-        part_lse(static_cast<std::size_t>(c.var.splits)),
-        part_seen(static_cast<std::size_t>(c.var.splits)) {}
+        part_acc(static_cast<std::size_t>(c.splits * c.s.Dv)),
+        part_m(static_cast<std::size_t>(c.splits)),
+        part_l(static_cast<std::size_t>(c.splits)),
+        part_lse(static_cast<std::size_t>(c.splits)),
+        part_seen(static_cast<std::size_t>(c.splits)) {}
 };
 
 /// Online softmax of row i over the keys [lo, hi) of one split, in blocks of key_block keys (all of them when
@@ -339,7 +360,7 @@ void run_split(const Ctx &c, Scratch &w, std::int64_t b, std::int64_t hk, std::i
   if (n > 0) {
     const std::int64_t bsz = c.var.key_block == 0 ? n : c.var.key_block;
     std::int64_t nblocks = (n + bsz - 1) / bsz;
-    if (c.has(Bug::drop_last_partial_block) && n % bsz != 0) nblocks = n / bsz;
+    if ((c.has(Bug::drop_last_partial_block) || c.drop_tail) && n % bsz != 0) nblocks = n / bsz;
     for (std::int64_t t = 0; t < nblocks; ++t) {
       const std::int64_t blk = c.var.reverse_keys ? nblocks - 1 - t : t;
       const std::int64_t b0 = lo + blk * bsz, b1 = std::min(b0 + bsz, hi);
@@ -401,7 +422,7 @@ float normalize(const Ctx &c, const Scratch &w, std::size_t split, float *o) {
 float forward_row(const Ctx &c, Scratch &w, std::int64_t b, std::int64_t h, std::int64_t i) {
   const std::int64_t hk = c.kv_head(h);
   for (std::int64_t x = 0; x < c.s.D; ++x) w.qrow[static_cast<std::size_t>(x)] = c.q.get(b, h, i, x);
-  const std::size_t nsplit = static_cast<std::size_t>(c.var.splits);
+  const std::size_t nsplit = static_cast<std::size_t>(c.splits);
   std::int64_t seen = 0;
   for (std::size_t sp = 0; sp < nsplit; ++sp) {
     const std::int64_t lo = static_cast<std::int64_t>(sp) * c.split_len, hi = std::min(lo + c.split_len, c.key_end);
@@ -414,14 +435,26 @@ float forward_row(const Ctx &c, Scratch &w, std::int64_t b, std::int64_t h, std:
   }
   if (nsplit == 1) return normalize(c, w, 0, w.o.data());
   // Split-KV combine: LSE = M + log Σ_s e^(LSE_s − M), O = Σ_s e^(LSE_s − LSE) O_s over the non-empty splits.
+  // Bug::split_combine_over_two: M and Σ_s cover only the first two non-empty splits in combine order.
   auto split_at = [&](std::size_t t) { return c.var.reverse_keys ? nsplit - 1 - t : t; };
+  std::size_t counted_end = nsplit;  // combine positions t < counted_end enter M and the sum
+  if (c.has(Bug::split_combine_over_two))
+    for (std::size_t t = 0, n = 0; t < nsplit; ++t)
+      if (w.part_seen[split_at(t)] > 0 && ++n == 2) {
+        counted_end = t + 1;
+        break;
+      }
+  auto counted = [&](std::size_t sp) { return (c.var.reverse_keys ? nsplit - 1 - sp : sp) < counted_end; };
   float M = -kInf;
   for (std::size_t sp = 0; sp < nsplit; ++sp)
-    if (w.part_seen[sp] > 0) M = std::max(M, w.part_lse[sp] = normalize(c, w, sp, w.os.data()));
+    if (w.part_seen[sp] > 0) {
+      w.part_lse[sp] = normalize(c, w, sp, w.os.data());
+      if (counted(sp)) M = std::max(M, w.part_lse[sp]);
+    }
   float sum = 0;
   for (std::size_t t = 0; t < nsplit; ++t) {
     const std::size_t sp = split_at(t);
-    if (w.part_seen[sp] > 0) sum = c.acc.add(sum, c.acc.exp(c.acc.sub(w.part_lse[sp], M)));
+    if (w.part_seen[sp] > 0 && counted(sp)) sum = c.acc.add(sum, c.acc.exp(c.acc.sub(w.part_lse[sp], M)));
   }
   const float lse = c.acc.add(M, c.acc.log(sum));
   std::fill(w.o.begin(), w.o.end(), 0.f);
@@ -440,10 +473,12 @@ int run_forward(const Variant &var, const attncheck_params *params, const DLTens
   Ctx c;
   if (const int st = make_ctx(var, params, q, k, v, &c); st != ATTNCHECK_OK) return st;
   const Shape &s = c.s;
+  c.drop_tail = c.has(Bug::decode_drops_tail_block) && s.Lq == 1 && s.Lk > kDecodeLongRow;
   std::string why;
   View o, l;
   if (!bind_like(&o, out, "out", c.storage, {s.B, s.Hq, s.Lq, s.Dv}, &why)) return fail(ATTNCHECK_ERROR, why);
   if (lse && !bind_lse(&l, lse, c.storage, s, &why)) return fail(ATTNCHECK_ERROR, why);
+  for (View *t : {&o, &l}) t->wrap_offsets_32(c.has(Bug::offsets_int32));
   Scratch w(c);
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t h = 0; h < s.Hq; ++h)
@@ -479,6 +514,7 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
       !bind_like(&gk, dk, "dk", c.storage, {s.B, s.Hkv, s.Lk, s.D}, &why) ||
       !bind_like(&gv, dv, "dv", c.storage, {s.B, s.Hkv, s.Lk, s.Dv}, &why))
     return fail(ATTNCHECK_ERROR, why);
+  for (View *t : {&o, &l, &go, &gq, &gk, &gv}) t->wrap_offsets_32(c.has(Bug::offsets_int32));
 
   Scratch w(c);
   const std::size_t D = static_cast<std::size_t>(s.D), Dv = static_cast<std::size_t>(s.Dv);
@@ -706,6 +742,10 @@ std::string_view bug_name(Bug b) {
     case Bug::ds_without_d_term: return "ds_without_d_term";
     case Bug::output_not_zeroed: return "output_not_zeroed";
     case Bug::read_past_last_key: return "read_past_last_key";
+    case Bug::block_counter_8bit: return "block_counter_8bit";
+    case Bug::split_combine_over_two: return "split_combine_over_two";
+    case Bug::decode_drops_tail_block: return "decode_drops_tail_block";
+    case Bug::offsets_int32: return "offsets_int32";
   }
   return "unknown";
 }
@@ -728,10 +768,16 @@ std::vector<Bug> all_bugs() {
           Bug::read_past_last_key};
 }
 
+std::vector<Bug> scale_bugs() {
+  return {Bug::block_counter_8bit, Bug::split_combine_over_two, Bug::decode_drops_tail_block, Bug::offsets_int32};
+}
+
 Variant bug_variant(Bug b) {
   Variant v;
   v.bug = b;
-  if (b == Bug::drop_last_partial_block) v.key_block = kCanonicalBugBlock;
+  if (b == Bug::drop_last_partial_block || b == Bug::split_combine_over_two) v.key_block = kCanonicalBugBlock;
+  if (b == Bug::block_counter_8bit) v.key_block = kCounterBugBlock;
+  if (b == Bug::decode_drops_tail_block) v.key_block = kDecodeBugBlock;
   return v;
 }
 

@@ -66,12 +66,49 @@ enum class Bug : std::uint8_t {
                             ///< storage range that holds all its elements: e.g. the next head's first key, or row
                             ///< padding) and as 0 otherwise — never outside the storage. Backward: it contributes to
                             ///< dQ (and to D with d_from_p); no dK, dV is stored for it.
+
+  // Scale bugs (scale_bugs(), not in all_bugs()): invisible on short rows and small tensors.
+
+  block_counter_8bit,       ///< both: the index of a key block (of key_block keys, counted from the start of its
+                            ///< split) that ADDRESSES its keys is an 8-bit counter: key t of block b reads the k and
+                            ///< v of key lo + (b mod 256)·key_block + t (lo the split's first key) — forward's
+                            ///< q·k and P·V, backward's dP, dQ alike; visibility, P's key, and where dK, dV are
+                            ///< stored use the true key. Visible when a split holds more than 256 blocks (canonical
+                            ///< key_block 8: Lk > 2048) and the wrapped keys differ from the true ones. Needs
+                            ///< key_block ≥ 1 (two-pass has one block per split).
+  split_combine_over_two,   ///< forward: split-KV with splits = ⌈Lk / kSplitKeys⌉ (1024 keys; Variant::splits is
+                            ///< ignored) of ⌈Lk/splits⌉ keys, each its own online softmax; the combine is right for 1
+                            ///< or 2 splits, but with 3 or more M and Σ_s e^(LSE_s − M) cover only the first two
+                            ///< non-empty splits (in combine order) while every split still adds e^(LSE_s − LSE)·O_s,
+                            ///< LSE = M + log of that partial sum. Backward: the split-free recomputation from the
+                            ///< (wrong) LSE it is given, or from forward's wrong LSE when given none. Visible when
+                            ///< Lk > 2048 and a split past the second carries weight. Canonical key_block 16.
+  decode_drops_tail_block,  ///< forward: in a decode call (Lq = 1) on a long row (Lk > kDecodeLongRow = 4096) the
+                            ///< keys of each split's last block that holds fewer than key_block keys are skipped
+                            ///< (never read; O and LSE without them). Backward correct (also when it recomputes
+                            ///< the LSE). Needs key_block ≥ 2. Canonical key_block 64: visible for Lq = 1,
+                            ///< Lk > 4096, Lk % 64 ≠ 0.
+  offsets_int32,            ///< both: every element offset into q, k, v, out, lse, dout, dq, dk, dv (from the
+                            ///< tensor's data pointer, strides included) is computed in int64 and truncated to a
+                            ///< wrapping int32 (two's complement). Correct for every tensor whose offsets stay
+                            ///< ≤ 2³¹ − 1; past that the wrapped offset addresses another element — or, like the
+                            ///< real bug, memory outside the tensor's storage (a caller must map it). Canonical:
+                            ///< the default configuration.
 };
+
+/// Keys per split of Bug::split_combine_over_two: splits = ⌈Lk / kSplitKeys⌉.
+inline constexpr std::int64_t kSplitKeys = 1024;
+/// Bug::decode_drops_tail_block acts on decode calls with more keys than this.
+inline constexpr std::int64_t kDecodeLongRow = 4096;
 
 /// "none", "missing_scale", ... (the enumerator's name).
 std::string_view bug_name(Bug b);
-/// Every Bug except Bug::none, in declaration order.
+/// Every Bug except Bug::none and the scale bugs, in declaration order: each is caught by ordinary (short-row)
+/// problems.
 std::vector<Bug> all_bugs();
+/// The bugs that show only on long rows or huge tensors; all_bugs() leaves them out: block_counter_8bit,
+/// split_combine_over_two, decode_drops_tail_block, offsets_int32 (in declaration order).
+std::vector<Bug> scale_bugs();
 
 /// A kernel configuration. Default: per-key online softmax in float32 arithmetic, keys in order, no split.
 struct Variant {
@@ -148,7 +185,8 @@ struct Variant {
 };
 
 /// The canonical variant carrying `b`: the default configuration, except key_block 16 for drop_last_partial_block
-/// (a bug that needs a block of more than one key).
+/// (a bug that needs a block of more than one key) and split_combine_over_two, key_block 8 for block_counter_8bit
+/// (wrong once Lk > 256·8 = 2048) and key_block 64 for decode_drops_tail_block.
 Variant bug_variant(Bug b);
 
 /// The ABI kernel of `v` (name = v.name(); forward and backward). Equal variants give the same kernel; the

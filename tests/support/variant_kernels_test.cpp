@@ -1,8 +1,12 @@
 #include "variant_kernels.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -809,4 +813,338 @@ TEST_CASE("accumulate_qk: float16 logits within float16's tolerance, not the flo
   CHECK(errors(r, exact(p)).max() <= tolerance(qk, Dtype::f32));
   CHECK(!same(r.out, b.out));
   CHECK(errors(r, exact(p)).max() > tolerance(f32, Dtype::f32));  // the float16 logits show
+}
+
+// ---- scale bugs: visible only on long rows or huge tensors -------------------------------------------------------
+
+namespace {
+
+/// `v` without its bug: the same configuration, correct.
+Variant without_bug(Variant v) {
+  v.bug = Bug::none;
+  return v;
+}
+
+/// Both runs' five results bit for bit.
+bool same_run(const Run &a, const Run &b) {
+  return same(a.out, b.out) && same(a.lse, b.lse) && same(a.dq, b.dq) && same(a.dk, b.dk) && same(a.dv, b.dv);
+}
+
+/// max_e |a_e − b_e|; +∞ when the sizes differ or a difference is not finite.
+double max_difference(const Tensor &a, const Tensor &b) {
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  if (x.size() != y.size()) return kInf;
+  double worst = 0;
+  for (std::size_t e = 0; e < x.size(); ++e) {
+    const double d = std::abs(x[e] - y[e]);
+    worst = std::isfinite(d) ? std::max(worst, d) : kInf;
+    if (std::isinf(worst)) break;
+  }
+  return worst;
+}
+
+/// Amplitude of the queries of tail_heavy: a tail key's logit exceeds the others' by 2·8/√2 ≈ 11.3.
+constexpr double kTailQuery = 8;
+
+/// A long-row problem (B = Hq = Hkv = 1, D = Dv = 2, float32, no mask) whose keys from `tail` on carry nearly all
+/// the weight of every row: q_i = (kTailQuery, ·); k_j = (±1, ·) and v_j = (±1, ·), + from key `tail` on; the
+/// second components are random (so the values differ per key).
+Problem tail_heavy(std::int64_t Lq, std::int64_t Lk, std::int64_t tail) {
+  Problem p = make_problem(Shape{1, 1, 1, Lq, Lk, 2, 2}, Mask::none, Dtype::f32, kSeed);
+  for (std::int64_t i = 0; i < Lq; ++i) p.q.set({0, 0, i, 0}, kTailQuery);
+  for (std::int64_t j = 0; j < Lk; ++j) {
+    const double sign = j >= tail ? 1.0 : -1.0;
+    p.k.set({0, 0, j, 0}, sign);
+    p.v.set({0, 0, j, 0}, sign);
+  }
+  return p;
+}
+
+/// A random long-row problem: causal GQA (Hq = 2, Hkv = 1), Lq = `Lq`, D = Dv = 4, float32.
+Problem long_row(std::int64_t Lq, std::int64_t Lk, std::uint32_t seed) {
+  return make_problem(Shape{1, 2, 1, Lq, Lk, 4, 4}, Mask::causal, Dtype::f32, seed);
+}
+
+/// `p` with only its first n keys (B, Hkv, D, Dv as in p; contiguous).
+Problem first_keys(const Problem &p, std::int64_t n) {
+  const Shape &s = p.shape;
+  Problem r = p;
+  r.shape.Lk = n;
+  r.k = Tensor::contiguous(p.dtype(), {s.B, s.Hkv, n, s.D});
+  r.v = Tensor::contiguous(p.dtype(), {s.B, s.Hkv, n, s.Dv});
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hkv; ++h)
+      for (std::int64_t j = 0; j < n; ++j) {
+        for (std::int64_t x = 0; x < s.D; ++x) r.k.set({b, h, j, x}, p.k.get({b, h, j, x}));
+        for (std::int64_t x = 0; x < s.Dv; ++x) r.v.set({b, h, j, x}, p.v.get({b, h, j, x}));
+      }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("scale bugs are listed apart from all_bugs with canonical names and the default contract",
+          "[variants][bugs][scale]") {
+  const std::vector<Bug> scale = scale_bugs(), all = all_bugs();
+  REQUIRE(scale == std::vector<Bug>{Bug::block_counter_8bit, Bug::split_combine_over_two,
+                                    Bug::decode_drops_tail_block, Bug::offsets_int32});
+  std::set<std::string_view> names{"none"};
+  for (Bug b : all) names.insert(bug_name(b));
+  for (Bug b : scale) {
+    const Variant v = bug_variant(b);
+    INFO(v.name());
+    REQUIRE(std::find(all.begin(), all.end(), b) == all.end());
+    REQUIRE(names.insert(bug_name(b)).second);
+    REQUIRE(v.name() == "bug:" + std::string(bug_name(b)));
+    REQUIRE(std::string(variant_kernel(v).name) == v.name());
+    CHECK(contract_of(v) == KernelContract{});
+  }
+  CHECK(bug_variant(Bug::block_counter_8bit).key_block == 8);
+  CHECK(bug_variant(Bug::split_combine_over_two).key_block == 16);
+  CHECK(bug_variant(Bug::decode_drops_tail_block).key_block == 64);
+  CHECK(bug_variant(Bug::offsets_int32) == Variant{.bug = Bug::offsets_int32});
+  CHECK(kSplitKeys == 1024);
+  CHECK(kDecodeLongRow == 4096);
+  Variant odd = bug_variant(Bug::split_combine_over_two);
+  odd.splits = 3;
+  CHECK(odd.name() == "bug:split_combine_over_two/online_b16_split3_f32acc");
+}
+
+TEST_CASE("block_counter_8bit gives the bits of its bug-free configuration on rows of up to 2048 keys",
+          "[variants][bugs][scale]") {
+  const Variant bug = bug_variant(Bug::block_counter_8bit);
+  REQUIRE(bug.key_block * 256 == 2048);
+  for (const Problem &p : {long_row(3, 2048, kSeed), long_row(1, 2047, kSeed + 1), tail_heavy(2, 2048, 1024)}) {
+    INFO(p.shape.describe());
+    const Run r = run(variant_kernel(bug), p), want = run(variant_kernel(without_bug(bug)), p);
+    REQUIRE(r.fwd.ok());
+    REQUIRE(r.bwd.ok());
+    CHECK(same_run(r, want));
+  }
+}
+
+TEST_CASE("block_counter_8bit: past 2048 keys a block reads the keys 2048 before its own", "[variants][bugs][scale]") {
+  const Variant bug = bug_variant(Bug::block_counter_8bit);
+  for (std::int64_t Lk : {2049, 2560}) {
+    const Problem p = tail_heavy(2, Lk, 2048);
+    const Run r = run(variant_kernel(bug), p), good = run(variant_kernel(without_bug(bug)), p);
+    REQUIRE(r.fwd.ok());
+    REQUIRE(r.bwd.ok());
+    const double d_out = max_difference(r.out, good.out), d_lse = max_difference(r.lse, good.lse);
+    INFO("Lk = " << Lk << ": O differs by " << d_out << ", LSE by " << d_lse);
+    CHECK(d_out > 1.0);  // the tail's v ≈ +1 replaced by the head's −1
+    CHECK(d_lse > 1.0);
+    // Exactly: the bug-free kernel on the keys (and values) of block b mod 256 in place of block b's.
+    Problem wrapped = p;
+    for (std::int64_t j = 2048; j < Lk; ++j)
+      for (std::int64_t x = 0; x < 2; ++x) {
+        wrapped.k.set({0, 0, j, x}, p.k.get({0, 0, j - 2048, x}));
+        wrapped.v.set({0, 0, j, x}, p.v.get({0, 0, j - 2048, x}));
+      }
+    CHECK(same_run(r, run(variant_kernel(without_bug(bug)), wrapped)));
+  }
+}
+
+TEST_CASE("split_combine_over_two gives the bits of one or two bug-free splits on rows of up to 2048 keys",
+          "[variants][bugs][scale]") {
+  const Variant bug = bug_variant(Bug::split_combine_over_two);
+  struct Below {
+    Problem p;
+    int splits;  // ⌈Lk / 1024⌉
+  };
+  const std::vector<Below> below = {{long_row(3, 1024, kSeed), 1}, {long_row(2, 1025, kSeed + 1), 2},
+                                    {long_row(3, 2048, kSeed + 2), 2}, {tail_heavy(2, 2048, 1024), 2}};
+  for (const Below &c : below) {
+    Variant want = without_bug(bug);
+    want.splits = c.splits;
+    INFO(c.p.shape.describe() << " against " << want.name());
+    const Run r = run(variant_kernel(bug), c.p), w = run(variant_kernel(want), c.p);
+    REQUIRE(r.fwd.ok());
+    REQUIRE(r.bwd.ok());
+    CHECK(same_run(r, w));
+  }
+}
+
+TEST_CASE("split_combine_over_two: a third split that carries the weight spoils O and LSE past 2048 keys",
+          "[variants][bugs][scale]") {
+  const Variant bug = bug_variant(Bug::split_combine_over_two);
+  Variant three = without_bug(bug);
+  three.splits = 3;
+  for (std::int64_t Lk : {2049, 3072}) {
+    const std::int64_t tail = 2 * ((Lk + 2) / 3);  // the third split's first key
+    const Problem p = tail_heavy(2, Lk, tail);
+    Tensor out = make_out(p.shape, Dtype::f32), lse = make_lse(p.shape);
+    Tensor good_out = out, good_lse = lse;
+    REQUIRE(call_forward(variant_kernel(bug), p, out, &lse).ok());
+    REQUIRE(call_forward(variant_kernel(three), p, good_out, &good_lse).ok());
+    const double d_out = max_difference(out, good_out), d_lse = max_difference(lse, good_lse);
+    INFO("Lk = " << Lk << ": O differs by " << d_out << ", LSE by " << d_lse);
+    CHECK(d_out > 10.0);  // the third split weighed e^(LSE₃ − M) ≫ 1 and normalized by the first two alone
+    CHECK(d_lse > 1.0);
+    CHECK(errors(run(variant_kernel(three), p), exact(p)).max() <= tolerance(three, Dtype::f32));
+  }
+}
+
+TEST_CASE("decode_drops_tail_block gives the bug-free bits on short rows and prefill calls and whole blocks",
+          "[variants][bugs][scale]") {
+  const Variant bug = bug_variant(Bug::decode_drops_tail_block);
+  // Lq = 1 with Lk ≤ 4096 (a partial block of 63 keys); Lq = 2 past 4096; Lq = 1 past 4096 in whole blocks.
+  for (const Problem &p : {long_row(1, 4095, kSeed), tail_heavy(1, 4095, 4032), long_row(2, 4100, kSeed + 1),
+                           tail_heavy(2, 4100, 4096), long_row(1, 4160, kSeed + 2)}) {
+    INFO(p.shape.describe());
+    const Run r = run(variant_kernel(bug), p), want = run(variant_kernel(without_bug(bug)), p);
+    REQUIRE(r.fwd.ok());
+    REQUIRE(r.bwd.ok());
+    CHECK(same_run(r, want));
+  }
+}
+
+TEST_CASE("decode_drops_tail_block: a decode row of more than 4096 keys loses its partial last block in forward only",
+          "[variants][bugs][scale]") {
+  const Variant bug = bug_variant(Bug::decode_drops_tail_block), good = without_bug(bug);
+  for (std::int64_t Lk : {4097, 4100, 4159}) {
+    const Problem p = tail_heavy(1, Lk, 4096);
+    const Run r = run(variant_kernel(bug), p), w = run(variant_kernel(good), p);
+    REQUIRE(r.fwd.ok());
+    const double d_out = max_difference(r.out, w.out), d_lse = max_difference(r.lse, w.lse);
+    INFO("Lk = " << Lk << ": O differs by " << d_out << ", LSE by " << d_lse);
+    CHECK(d_out > 1.0);
+    CHECK(d_lse > 1.0);
+    // Exactly the bug-free forward over the first 4096 keys.
+    const Problem head = first_keys(p, 4096);
+    const Run h = run(variant_kernel(good), head);
+    CHECK(same(r.out, h.out));
+    CHECK(same(r.lse, h.lse));
+    // Backward is correct: given the bug-free forward's results, or none (it recomputes the LSE), it gives the
+    // bug-free gradients.
+    for (const bool given : {true, false}) {
+      Tensor dq = w.dq, dk = w.dk, dv = w.dv;
+      dq.fill_storage(kNaN);
+      REQUIRE(call_backward(variant_kernel(bug), p, w.out, given ? &w.lse : nullptr, dq, dk, dv).ok());
+      INFO((given ? "with the LSE" : "without an LSE"));
+      CHECK(same(dq, w.dq));
+      CHECK(same(dk, w.dk));
+      CHECK(same(dv, w.dv));
+    }
+  }
+}
+
+TEST_CASE("offsets_int32 gives the bug-free bits on ordinary tensors", "[variants][bugs][scale]") {
+  const Variant bug = bug_variant(Bug::offsets_int32);
+  std::uint32_t seed = kSeed;
+  for (Dtype dt : {Dtype::f32, Dtype::bf16})
+    for (const Case &c : cases())
+      for (Layout layout : {Layout::bhld, Layout::padded}) {
+        const Problem p = make_problem(c.shape, c.mask, dt, ++seed, 1, layout);
+        INFO(c.what << " " << dtype_name(dt) << " " << layout_name(layout));
+        const Run r = run(variant_kernel(bug), p);
+        REQUIRE(r.fwd.ok());
+        REQUIRE(r.bwd.ok());
+        CHECK(same_run(r, run(variant_kernel(Variant{}), p)));
+      }
+}
+
+namespace {
+
+/// An anonymous private mapping reserved without swap (MAP_NORESERVE): only the pages written are committed.
+class SparseMapping {
+ public:
+  explicit SparseMapping(std::size_t bytes)
+      : bytes_(bytes),
+        base_(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)) {}
+  ~SparseMapping() {
+    if (ok()) munmap(base_, bytes_);
+  }
+  SparseMapping(const SparseMapping &) = delete;
+  SparseMapping &operator=(const SparseMapping &) = delete;
+  bool ok() const { return base_ != MAP_FAILED; }
+  float *floats() const { return static_cast<float *>(base_); }
+
+ private:
+  std::size_t bytes_;
+  void *base_;
+};
+
+/// Writes batch b of the [B, 1, Lk, X] float32 tensor t compactly ([Lk, X]) at `at`.
+void put_batch(float *at, const Tensor &t, std::int64_t b) {
+  const std::int64_t Lk = t.shape()[2], X = t.shape()[3];
+  for (std::int64_t j = 0; j < Lk; ++j)
+    for (std::int64_t x = 0; x < X; ++x) at[j * X + x] = static_cast<float>(t.get({b, 0, j, x}));
+}
+
+/// Forward then backward of `kernel` on p's q and dout, with k and v read from `kdata` and `vdata` with strides
+/// {batch_stride, Lk·X, X, 1}; the results contiguous, pre-filled with NaN.
+Run run_strided_kv(const attncheck_kernel &kernel, const Problem &p, float *kdata, float *vdata,
+                   std::int64_t batch_stride) {
+  const Shape &s = p.shape;
+  Run r{make_out(s, Dtype::f32),
+        make_lse(s),
+        Tensor::contiguous(Dtype::f32, {s.B, s.Hq, s.Lq, s.D}),
+        Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.D}),
+        Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.Dv}),
+        {},
+        {}};
+  for (Tensor *t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) t->fill_storage(kNaN);
+  std::array<std::int64_t, 4> kstrides{batch_stride, s.Lk * s.D, s.D, 1}, vstrides{batch_stride, s.Lk * s.Dv, s.Dv, 1};
+  DLTensor k = p.k.dl(), v = p.v.dl();
+  k.data = kdata;
+  v.data = vdata;
+  k.byte_offset = v.byte_offset = 0;
+  k.strides = kstrides.data();
+  v.strides = vstrides.data();
+  const attncheck_params params = p.params.to_abi();
+  const DLTensor q = p.q.dl(), dout = p.dout->dl();
+  DLTensor out = r.out.dl(), lse = r.lse.dl(), dq = r.dq.dl(), dk = r.dk.dl(), dv = r.dv.dl();
+  r.fwd.status = kernel.forward(&params, &q, &k, &v, &out, &lse);
+  r.bwd.status = kernel.backward(&params, &q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("offsets_int32 reads the wrong keys once an element offset exceeds INT32_MAX", "[variants][bugs][scale]") {
+  constexpr std::int64_t kTwo31 = std::int64_t{1} << 31;
+  const Shape s{2, 1, 1, 3, 5, 4, 4};  // B = 2: batch 1 of k and v one batch stride after batch 0
+  const std::int64_t n = s.Lk * s.D;   // floats of one batch of k (and of v: D = Dv)
+  const Problem p = make_problem(s, Mask::none, Dtype::f32, kSeed), decoy = make_problem(s, Mask::none, Dtype::f32, 7);
+  // k and v in one sparse mapping of 2³² + 2n floats (16 GiB of address space; four pages are written): k's data
+  // pointer at float 2³¹, v's n floats later, batch 0 there and batch 1 one batch stride further. Batch stride
+  // 2³¹ − n puts batch 1's last element at offset 2³¹ − 1 (still right); 2³¹ puts batch 1 at offsets 2³¹ + r, which
+  // an int32 wraps to r − 2³¹: the start of the mapping, where the decoy's batch 1 lies.
+  SparseMapping map(static_cast<std::size_t>(2 * kTwo31 + 2 * n) * sizeof(float));
+  if (!map.ok()) {
+    WARN("no 16 GiB sparse mapping (MAP_NORESERVE refused): the offset wrap past 2^31 is not exercised");
+    return;
+  }
+  float *const kdata = map.floats() + kTwo31, *const vdata = kdata + n;
+  put_batch(map.floats(), decoy.k, 1);
+  put_batch(map.floats() + n, decoy.v, 1);
+  put_batch(kdata, p.k, 0);
+  put_batch(vdata, p.v, 0);
+  const Variant bug = bug_variant(Bug::offsets_int32);
+  const Run plain = run(variant_kernel(Variant{}), p);  // the same problem in ordinary tensors
+  for (const std::int64_t stride : {kTwo31 - n, kTwo31}) {
+    put_batch(kdata + stride, p.k, 1);
+    put_batch(vdata + stride, p.v, 1);
+    const Run r = run_strided_kv(variant_kernel(bug), p, kdata, vdata, stride),
+              good = run_strided_kv(variant_kernel(Variant{}), p, kdata, vdata, stride);
+    INFO("batch stride " << stride);
+    REQUIRE(r.fwd.ok());
+    REQUIRE(r.bwd.ok());
+    REQUIRE(good.fwd.ok());
+    REQUIRE(same_run(good, plain));  // the huge layout itself is read right
+    if (stride < kTwo31) {
+      CHECK(same_run(r, good));
+    } else {
+      CHECK(max_difference(r.out, good.out) > 0.1);
+      // Exactly: batch 1 computed with the decoy's keys and values, batch 0 untouched.
+      Problem swapped = p;
+      for (std::int64_t j = 0; j < s.Lk; ++j)
+        for (std::int64_t x = 0; x < s.D; ++x) {
+          swapped.k.set({1, 0, j, x}, decoy.k.get({1, 0, j, x}));
+          swapped.v.set({1, 0, j, x}, decoy.v.get({1, 0, j, x}));
+        }
+      CHECK(same_run(r, run(variant_kernel(Variant{}), swapped)));
+    }
+  }
 }

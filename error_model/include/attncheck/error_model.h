@@ -52,6 +52,22 @@ struct BackwardBounds {
 
 /// Bounds for forward outputs. `exact` is reference_forward(p).
 ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile);
+
+/// Keys a row of a longer problem sees besides the problem's own (a stretched problem's filler, SPEC.md §7
+/// `long_rows`), as one class: `count` keys whose logits s_ij are at most `max_logit`, with |s_ij| ≤ `max_abs_logit`,
+/// scale·Σ_d|q_id k_jd| ≤ `max_abs_dot` and |v_jc| ≤ `max_abs_v`.
+struct FillerKeys {
+  double count = 0;
+  double max_logit = -std::numeric_limits<double>::infinity();
+  double max_abs_logit = 0, max_abs_dot = 0, max_abs_v = 0;
+};
+/// Bounds on |kernel − exact| where the kernel computes each row of `p` with `filler[row]` (row = lse_offset) more
+/// keys and `exact` is reference_forward(p) — the answer WITHOUT the filler: with the filler's weight relative to the
+/// row, δ_i = count·exp(max_logit − LSE_i), the long row's exact O differs by at most δ(max_abs_v + |O|)/(1 − δ) and
+/// its LSE by at most δ, and both are added. The filler counts in n (every γ term), in M_i and in the max |v|;
+/// its weight enters the sums as one key of weight δ (SPEC.md §4.2, §7). A row with δ ≥ 1/2 is unbounded (+∞).
+ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile,
+                             const std::vector<FillerKeys> &filler);
 /// Bounds for dQ, dK, dV of a backward that consumes the kernel's own forward out and lse (each within its
 /// forward bound). `exact` is reference_forward(p); p.dout is required.
 BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile);

@@ -47,6 +47,14 @@ Family value_family_of_v(Family f);
 /// Largest magnitude of Family::small_ints.
 inline constexpr int kSmallIntMax = 4;
 
+/// The lengths of the long problem a stretched case stands for (stretch.h): Lq rows and Lk keys, of which the
+/// case's own Lk keys are the live ones. Lk = 0: not stretched.
+struct Stretch {
+  std::int64_t Lq = 0, Lk = 0;
+  bool active() const { return Lk > 0; }
+  friend bool operator==(const Stretch &, const Stretch &) = default;
+};
+
 /// Shape-level description of a case: everything but the values.
 struct CaseSpec {
   Shape shape;
@@ -54,10 +62,15 @@ struct CaseSpec {
   Layout layout = Layout::bhld;
   Dtype dtype = Dtype::f32;
   Family family = Family::normal;
+  Stretch stretch;  ///< when active, `shape` is the core of a long problem (stretch.h)
   friend bool operator==(const CaseSpec &, const CaseSpec &) = default;
-  /// "f32 B=1 Hq=1 Hkv=1 Lq=2 Lk=2 D=4 Dv=4 mask=none layout=bhld values=normal"
+  /// "f32 B=1 Hq=1 Hkv=1 Lq=2 Lk=2 D=4 Dv=4 mask=none layout=bhld values=normal" (+ " stretched to Lq=… Lk=…")
   std::string describe() const;
-  /// B·Hq·Lq·Lk·(D + Dv): the reference's cost (and the kernel's) grows with it.
+  /// The shape of the problem the kernel is given: `shape`, or the stretched one (stretch.h: one more D).
+  Shape problem_shape() const;
+  /// 1/√D of the problem's D.
+  double scale() const;
+  /// B·Hq·Lq·Lk·(D + Dv) of the problem: the kernel's cost (and the reference's, unless stretched) grows with it.
   std::int64_t work() const;
 };
 
@@ -81,6 +94,10 @@ struct CaseOptions {
   /// constraints above), while mask, layout and values stay fully random — a kernel behind a JIT compiler then
   /// compiles a few shapes, not one per case. Shrinking tries these shapes before others. Shared, immutable.
   std::shared_ptr<const std::vector<Shape>> shape_pool;
+  /// Draw stretched cases (stretch.h): a small core and the lengths of a long problem it stands for — decode rows
+  /// of up to kMaxStretchKeys keys, square problems up to kMaxStretchSquare, GQA, every dtype and layout, causal
+  /// or not — within kMaxStretchWork. Shrinking keeps the structure (shorter rows, fewer live keys).
+  bool stretch = false;
   /// The spec meets the options' constraints that shrinking must keep (empty_rows).
   bool admits(const CaseSpec &s) const;
   /// ≈ 30 ms of MPFR reference per case at the cap: boundary shapes stay affordable.
@@ -94,9 +111,11 @@ struct Case {
   std::vector<double> q, k, v, dout;
 
   /// The problem: tensors in spec.layout with kInputPad elements of padding around them (and between rows for
-  /// Layout::padded), every padding element NaN; scale 1/√D; dout contiguous when present.
+  /// Layout::padded), every padding element NaN; scale 1/√D; dout contiguous when present. A stretched case gives
+  /// its long problem (stretch.h).
   Problem problem() const;
-  /// Resizes q, k, v (and dout when `backward`, else clears it) to the spec's shape, zero-filling new entries.
+  /// Resizes q, k, v (and dout when `backward`, else clears it) to the spec's shape (a stretched case: its core's),
+  /// zero-filling new entries.
   void resize_values(bool backward);
   /// q, k, v, dout concatenated (the order shrinkers see the values in).
   std::vector<double> flat() const;

@@ -39,6 +39,17 @@ inline constexpr std::array<std::int64_t, 2> kOddHeadDims{59, 111};
 inline constexpr double kBoundaryRate = 0.25;  ///< share of cases in the boundary regime
 inline constexpr double kLongRowRate = 0.05;   ///< share of cases in the long-row regime
 inline constexpr std::int64_t kLongRowMin = 1024, kLongRowSpan = 64, kLongRowMaxLq = 2;
+/// Stretched cases (CaseOptions::stretch, stretch.h), in three regimes drawn at fixed rates: decode (Lq ≤
+/// kMaxStretchDecodeLq, Lk up to kMaxStretchKeys), square (Lq = Lk up to kMaxStretchSquare) and general; lengths
+/// log-uniform from kMinStretchKeys, and each regime's maximum itself at every kStretchMaxEvery-th RapidCheck size.
+/// Cores: up to kMaxCoreQueries queries, kMaxLiveKeys live keys, problem D up to kMaxStretchHeadDim. The problem's
+/// B·Hq·Lq·Lk·(D + Dv) stays within kMaxStretchWork (batches, heads, head dims, then the other length give way).
+inline constexpr double kStretchDecodeRate = 0.5, kStretchSquareRate = 0.3;
+inline constexpr std::int64_t kMaxStretchKeys = 65536, kMaxStretchSquare = 8192, kMaxStretchDecodeLq = 16;
+inline constexpr std::int64_t kMinStretchKeys = 64, kMaxStretchGeneralLq = 1024, kMaxStretchGeneralLk = 16384;
+inline constexpr std::int64_t kMaxCoreQueries = 2, kMaxLiveKeys = 16, kMaxStretchHeadDim = 128;
+inline constexpr int kStretchMaxEvery = 8;
+inline constexpr std::int64_t kMaxStretchWork = std::int64_t{1} << 28;
 /// Largest Lq, Lk and D, Dv of the small regime (reached at RapidCheck size ≥ rc::kNominalSize).
 inline constexpr std::int64_t kSmallMaxLength = 12, kSmallMaxHeadDim = 16;
 /// Largest B, Hkv and query-head group (Hq / Hkv) drawn.

@@ -442,6 +442,13 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     t.worst = st.worst;
   }
   if (resumed) add_note(pr, "continued with time other properties left");
+  if (co.stretch && st.largest_ran) {  // which sizes ran (SPEC.md §7 long_rows)
+    const Shape ls = st.largest_ran->problem_shape();
+    const std::int64_t elements = std::max({ls.B * ls.Hq * ls.Lq * ls.D, ls.B * ls.Hkv * ls.Lk * ls.D,
+                                            ls.B * ls.Hkv * ls.Lk * ls.Dv});
+    add_note(pr, "largest problem run: " + ls.describe() + " (" + std::to_string(elements) +
+                     " elements in its largest tensor)");
+  }
   if (pool)
     add_note(pr, "shapes from a pool of " + std::to_string(pool->size()) + " (compile-friendly generation)");
   return pr;

@@ -116,10 +116,101 @@ void fit_work(CaseSpec &s, const CaseOptions &opts, std::int64_t Shape::*protect
     sync();
   }
 }
+/// A decode maximum falls short of kMaxStretchKeys by up to this many keys half of the time (a 64-key tile's tail).
+constexpr std::int64_t kMaxTailShortfall = 63;
+/// Core head dims of stretched cases besides small ones: problem D (one more) of 16, 32, 64, 128 and odd 59, 111.
+constexpr std::array<std::int64_t, 6> kStretchCoreDims{15, 31, 63, 127, 58, 110};
+/// Families whose logits stay bounded (the gate must push the filler below them, stretch.h).
+constexpr std::array<Family, 5> kStretchFamilies{Family::small_ints, Family::uniform, Family::normal,
+                                                 Family::near_ties, Family::dominant_key};
+
+/// Log-uniform integer in [lo, hi]; a third of the draws moved to the nearest power of two, or one off it.
+std::int64_t log_uniform_length(Bits &b, std::int64_t lo, std::int64_t hi) {
+  std::int64_t n = static_cast<std::int64_t>(std::exp(std::log(static_cast<double>(lo)) +
+                                                      b.unit() * std::log(static_cast<double>(hi) / lo)));
+  if (b.chance(1.0 / 3)) n = (std::int64_t{1} << std::llround(std::log2(static_cast<double>(n)))) + b.uniform(-1, 1);
+  return std::clamp(n, lo, hi);
+}
+
+/// Compile-friendly generation of stretched cases (CaseOptions::shape_pool set): the long problems' shapes come from
+/// these (B, Hq, Hkv, Lq′, Lk′, core D, Dv) — a decode row with a partial tail past 65,536 / 16, a GQA decode past
+/// 4,096, a square — while the live keys, core queries, mask, layout and values stay random.
+constexpr std::array<std::array<std::int64_t, 7>, 3> kStretchPool{{{1, 1, 1, 1, kMaxStretchKeys - 1, 63, 64},
+                                                                     {1, 4, 2, 16, 4097, 31, 32},
+                                                                     {2, 2, 1, 1024, 1024, 15, 16}}};
+
+/// A stretched spec (CaseOptions::stretch): a small core and long lengths, within kMaxStretchWork.
+CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
+  CaseSpec s;
+  s.dtype = opts.dtype;
+  Shape &sh = s.shape;
+  if (opts.shape_pool && !opts.shape_pool->empty()) {
+    const auto &[B, Hq, Hkv, Lq, Lk, D, Dv] = b.pick(kStretchPool);
+    sh = Shape{.B = B, .Hq = Hq, .Hkv = Hkv, .Lq = b.uniform(1, kMaxCoreQueries),
+               .Lk = b.uniform(1, kMaxLiveKeys), .D = D, .Dv = Dv};
+    s.stretch = {.Lq = Lq, .Lk = Lk};
+    sh.Lq = std::min(sh.Lq, Lq);
+    s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
+    s.layout = opts.layout.value_or(b.pick(kLayouts));
+    s.family = opts.family.value_or(b.pick(kStretchFamilies));
+    return s;
+  }
+  sh.B = b.uniform(1, kMaxBatch);
+  sh.Hkv = b.uniform(1, kMaxKvHeads);
+  sh.Hq = sh.Hkv * b.uniform(1, kMaxGroup);
+  sh.Lq = b.uniform(1, kMaxCoreQueries);
+  sh.Lk = b.uniform(1, kMaxLiveKeys);
+  sh.D = b.chance(0.5) ? b.uniform(1, kSmallMaxHeadDim) : b.pick(kStretchCoreDims);
+  sh.Dv = b.chance(kDvEqualsDRate) ? sh.D + 1 : b.uniform(1, kMaxStretchHeadDim / 2);
+  const bool at_max = size % kStretchMaxEvery == kStretchMaxEvery - 1;
+  const double regime = b.unit();
+  Stretch &st = s.stretch;
+  std::int64_t Stretch::*protect = &Stretch::Lk;
+  if (regime < kStretchDecodeRate) {
+    // Half of the decode rows are single queries: the path decode kernels special-case.
+    st.Lq = b.chance(0.5) ? 1 : b.uniform(2, kMaxStretchDecodeLq);
+    // The maximum, or just short of it: a partial last tile.
+    st.Lk = at_max ? kMaxStretchKeys - (b.chance(0.5) ? 0 : b.uniform(1, kMaxTailShortfall))
+                   : log_uniform_length(b, kMinStretchKeys, kMaxStretchKeys);
+  } else if (regime < kStretchDecodeRate + kStretchSquareRate) {
+    st.Lq = st.Lk = at_max ? kMaxStretchSquare : log_uniform_length(b, kMinStretchKeys, kMaxStretchSquare);
+  } else {
+    st.Lq = log_uniform_length(b, 1, kMaxStretchGeneralLq);
+    st.Lk = log_uniform_length(b, kMinStretchKeys, kMaxStretchGeneralLk);
+    protect = b.chance(0.5) ? &Stretch::Lq : &Stretch::Lk;
+  }
+  sh.Lq = std::min(sh.Lq, st.Lq);
+  s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
+  s.layout = opts.layout.value_or(b.pick(kLayouts));
+  s.family = opts.family.value_or(b.pick(kStretchFamilies));
+  // Within the work cap: batches, then kv heads (the GQA group stays), head dims, the group, then the length the
+  // regime does not stand for (a square one halves both).
+  while (s.work() > kMaxStretchWork) {
+    if (sh.B > 1) {
+      sh.B = 1;
+    } else if (sh.Hkv > 1) {
+      sh.Hq /= sh.Hkv, sh.Hkv = 1;
+    } else if (sh.D + 1 > kSmallMaxHeadDim || sh.Dv > kSmallMaxHeadDim) {
+      if (sh.D + 1 >= sh.Dv) sh.D = (sh.D + 1) / 2; else sh.Dv = (sh.Dv + 1) / 2;
+    } else if (sh.Hq > 1) {
+      sh.Hq = 1;
+    } else if (st.Lq == st.Lk && st.Lq > 1) {
+      st.Lq = st.Lk = (st.Lq + 1) / 2;
+    } else {
+      std::int64_t Stretch::*other = protect == &Stretch::Lk ? &Stretch::Lq : &Stretch::Lk;
+      if (st.*other <= 1 || (other == &Stretch::Lk && st.Lk <= kMinStretchKeys)) other = protect;
+      st.*other = (st.*other + 1) / 2;
+    }
+  }
+  sh.Lq = std::min(sh.Lq, st.Lq);
+  sh.Lk = std::min(sh.Lk, st.Lk);
+  return s;
+}
 }  // namespace
 
 CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) {
   Bits b(random);
+  if (opts.stretch) return draw_stretched(b, size, opts);
   CaseSpec s;
   s.dtype = opts.dtype;
   Shape &sh = s.shape;

@@ -50,6 +50,19 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
     if (opts.dv_equals_lk) c.shape.Dv = c.shape.Lk;
     add_spec(out, s, c);
   };
+  // A stretched case's long lengths first (its structure stays: shorter rows, then fewer live keys below).
+  const Stretch &st = s.stretch;
+  if (st.active()) {
+    auto stretched = [&](auto edit) {
+      CaseSpec c = s;
+      edit(c.stretch);
+      add_spec(out, s, c);
+    };
+    if (st.Lq == st.Lk)
+      for (auto n : dim_toward(st.Lq, std::max(sh.Lq, sh.Lk))) stretched([&](Stretch &x) { x.Lq = x.Lk = n; });
+    for (auto n : dim_toward(st.Lk, sh.Lk)) stretched([&](Stretch &x) { x.Lk = n; });
+    for (auto n : dim_toward(st.Lq, sh.Lq)) stretched([&](Stretch &x) { x.Lq = n; });
+  }
   // Lengths first: they dominate the cost and the size of the printed counterexample.
   if (sh.Lq == sh.Lk)
     for (auto n : dim_toward(sh.Lq, 1)) with([&](Shape &x) { x.Lq = x.Lk = n; });

@@ -1,0 +1,224 @@
+#include "attncheck/stretch.h"
+
+#include "attncheck/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace attncheck {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+/// A·C beyond this would leave the storage dtypes' exact range for the gate: the core's values are too large.
+constexpr double kMaxGateProduct = 0x1p28;
+
+std::size_t at(std::int64_t x) { return static_cast<std::size_t>(x); }
+
+/// Core value of q [B,Hq,Lq,D], k [B,Hkv,Lk,D] or v [B,Hkv,Lk,Dv] (row-major).
+double core(const std::vector<double> &t, std::int64_t b, std::int64_t h, std::int64_t H, std::int64_t r,
+            std::int64_t R, std::int64_t d, std::int64_t W) {
+  return t[at(((b * H + h) * R + r) * W + d)];
+}
+
+/// Live keys among the first `visible` positions of the row.
+std::int64_t live_seen(const std::vector<std::int64_t> &pos, std::int64_t visible) {
+  return std::lower_bound(pos.begin(), pos.end(), visible) - pos.begin();
+}
+}  // namespace
+
+Shape stretched_shape(const CaseSpec &spec) {
+  Shape s = spec.shape;
+  s.Lq = spec.stretch.Lq;
+  s.Lk = spec.stretch.Lk;
+  s.D = spec.shape.D + 1;
+  return s;
+}
+
+std::vector<std::int64_t> live_positions(std::int64_t length, std::int64_t live) {
+  if (live < 1 || live > length) throw std::invalid_argument("live_positions: need 1 ≤ live ≤ length");
+  std::vector<std::int64_t> pos(at(live));
+  pos[0] = 0;
+  for (std::int64_t t = 1; t < live; ++t) {
+    std::int64_t p = length - 1;
+    if (t < live - 1) {
+      const std::int64_t base = t * (length - 1) / (live - 1), edge = base / kLiveSnap * kLiveSnap;
+      p = t % 2 ? edge - 1 : edge;  // the last key of a tile, then the first of one
+    }
+    // Ascending, and room left for the keys after it.
+    pos[at(t)] = std::clamp(p, pos[at(t - 1)] + 1, length - (live - t));
+  }
+  return pos;
+}
+
+double filler_value(std::int64_t j, std::int64_t c) {
+  return static_cast<double>((j * 5 + c * 3) % (2 * kFillerValueMax + 1) - kFillerValueMax);
+}
+
+Gate gate_of(const Case &c) {
+  const Shape &s = c.spec.shape;
+  const double scale = c.spec.scale();
+  double worst = 0;  // max over rows of scale·Σ_d |q_d k_0d|: the logit of key 0 is at least its negative
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        double dot = 0;
+        for (std::int64_t d = 0; d < s.D; ++d)
+          dot += std::fabs(core(c.q, b, h, s.Hq, i, s.Lq, d, s.D)) *
+                 std::fabs(core(c.k, b, s.kv_head(h), s.Hkv, 0, s.Lk, d, s.D));
+        worst = std::max(worst, scale * dot);
+      }
+  // Rounded up twice over: the double arithmetic here, and to a power of two.
+  const double need = (kFillerMargin + worst) / scale * (1 + 0x1p-40);
+  if (!(need <= kMaxGateProduct))
+    throw std::invalid_argument("stretched case: the core's logits are too large for a gate of A·C ≤ 2^28");
+  const int e = std::max(0, static_cast<int>(std::ceil(std::log2(need))));
+  Gate g;
+  g.A = std::ldexp(1.0, (e + 1) / 2);
+  g.C = std::ldexp(1.0, e - (e + 1) / 2);
+  return g;
+}
+
+Problem stretched_problem(const Case &c) {
+  if (!c.dout.empty()) throw std::invalid_argument("stretched cases are forward-only (no dout)");
+  const Shape &s = c.spec.shape;
+  const Shape ls = stretched_shape(c.spec);
+  ls.validate();
+  const Gate g = gate_of(c);
+  const std::vector<std::int64_t> pos = live_positions(ls.Lk, s.Lk);
+  Problem p;
+  p.shape = ls;
+  p.params.scale = default_scale(ls.D);
+  p.params.mask = c.spec.mask;
+  const auto tensor = [&](std::vector<std::int64_t> shape) {
+    Tensor t = Tensor::with_layout(c.spec.dtype, std::move(shape), c.spec.layout, Case::kInputPad);
+    t.fill_storage(std::numeric_limits<double>::quiet_NaN());  // padding stays NaN, as in Case::problem()
+    return t;
+  };
+  p.q = tensor({ls.B, ls.Hq, ls.Lq, ls.D});
+  for (std::int64_t b = 0; b < ls.B; ++b)
+    for (std::int64_t h = 0; h < ls.Hq; ++h)
+      for (std::int64_t i = 0; i < ls.Lq; ++i) {
+        for (std::int64_t d = 0; d < s.D; ++d) p.q.set({b, h, i, d}, core(c.q, b, h, s.Hq, i % s.Lq, s.Lq, d, s.D));
+        p.q.set({b, h, i, s.D}, g.A);
+      }
+  p.k = tensor({ls.B, ls.Hkv, ls.Lk, ls.D});
+  p.v = tensor({ls.B, ls.Hkv, ls.Lk, ls.Dv});
+  for (std::int64_t b = 0; b < ls.B; ++b)
+    for (std::int64_t h = 0; h < ls.Hkv; ++h) {
+      std::size_t t = 0;  // the next live key
+      for (std::int64_t j = 0; j < ls.Lk; ++j) {
+        const bool live = t < pos.size() && pos[t] == j;
+        for (std::int64_t d = 0; d < s.D; ++d)
+          p.k.set({b, h, j, d}, live ? core(c.k, b, h, s.Hkv, static_cast<std::int64_t>(t), s.Lk, d, s.D) : 0.0);
+        p.k.set({b, h, j, s.D}, live ? 0.0 : -g.C);
+        for (std::int64_t d = 0; d < s.Dv; ++d)
+          p.v.set({b, h, j, d},
+                  live ? core(c.v, b, h, s.Hkv, static_cast<std::int64_t>(t), s.Lk, d, s.Dv) : filler_value(j, d));
+        t += live;
+      }
+    }
+  return p;
+}
+
+std::string describe_stretch(const Case &c) {
+  const Shape ls = stretched_shape(c.spec);
+  const Gate g = gate_of(c);
+  const std::vector<std::int64_t> pos = live_positions(ls.Lk, c.spec.shape.Lk);
+  std::string out = "  stretched: ";
+  out += ls.describe();
+  out += ", the core's ";
+  out += std::to_string(c.spec.shape.Lq);
+  out += " queries repeated over the rows; gate column A = ";
+  out += hex_and_decimal(g.A);
+  out += " (queries), C = ";
+  out += hex_and_decimal(g.C);
+  const std::string vmax = std::to_string(kFillerValueMax);
+  out += " (filler keys: k = −C·e_D, v in [−";
+  out += vmax;
+  out += ", ";
+  out += vmax;
+  out += "]); live keys at";
+  for (std::int64_t p : pos) {
+    out += ' ';
+    out += std::to_string(p);
+  }
+  return out;
+}
+
+StretchedForward stretched_forward(const Case &c, const PrecisionProfile &profile) {
+  const Shape &s = c.spec.shape;
+  const Shape ls = stretched_shape(c.spec);
+  const Gate g = gate_of(c);
+  const std::vector<std::int64_t> pos = live_positions(ls.Lk, s.Lk);
+  const double scale = default_scale(ls.D);
+  // The filler of every long row is the same class: its logit −scale·A·C, its values within kFillerValueMax.
+  FillerKeys filler_class;
+  filler_class.max_logit = -scale * g.A * g.C;
+  filler_class.max_abs_logit = filler_class.max_abs_dot = scale * g.A * g.C;
+  filler_class.max_abs_v = kFillerValueMax;
+
+  StretchedForward sf;
+  sf.exact.out.assign(at(ls.B * ls.Hq * ls.Lq * ls.Dv), 0.0);
+  sf.exact.lse.assign(at(ls.B * ls.Hq * ls.Lq), -kInf);
+  sf.bounds.out.assign(sf.exact.out.size(), 0.0);
+  sf.bounds.lse.assign(sf.exact.lse.size(), 0.0);
+  // One core problem per core query: n live-key rows, top-left causal, so that row r answers the prefix of r + 1
+  // live keys; each long row is one of its rows.
+  for (std::int64_t qi = 0; qi < s.Lq; ++qi) {
+    Problem cp;
+    cp.shape = Shape{.B = s.B, .Hq = s.Hq, .Hkv = s.Hkv, .Lq = s.Lk, .Lk = s.Lk, .D = ls.D, .Dv = s.Dv};
+    cp.params.scale = scale;
+    cp.params.mask = Mask::causal_top_left;
+    cp.q = Tensor::contiguous(c.spec.dtype, {s.B, s.Hq, s.Lk, ls.D});
+    cp.k = Tensor::contiguous(c.spec.dtype, {s.B, s.Hkv, s.Lk, ls.D});
+    cp.v = Tensor::contiguous(c.spec.dtype, {s.B, s.Hkv, s.Lk, s.Dv});
+    for (std::int64_t b = 0; b < s.B; ++b) {
+      for (std::int64_t h = 0; h < s.Hq; ++h)
+        for (std::int64_t r = 0; r < s.Lk; ++r) {
+          for (std::int64_t d = 0; d < s.D; ++d) cp.q.set({b, h, r, d}, core(c.q, b, h, s.Hq, qi, s.Lq, d, s.D));
+          cp.q.set({b, h, r, s.D}, g.A);
+        }
+      for (std::int64_t h = 0; h < s.Hkv; ++h)
+        for (std::int64_t j = 0; j < s.Lk; ++j) {
+          for (std::int64_t d = 0; d < s.D; ++d) cp.k.set({b, h, j, d}, core(c.k, b, h, s.Hkv, j, s.Lk, d, s.D));
+          cp.k.set({b, h, j, s.D}, 0.0);
+          for (std::int64_t d = 0; d < s.Dv; ++d) cp.v.set({b, h, j, d}, core(c.v, b, h, s.Hkv, j, s.Lk, d, s.Dv));
+        }
+    }
+    // The filler each core row stands for: the most any long row it answers sees (the bound grows with n).
+    std::vector<FillerKeys> filler(at(s.B * s.Hq * s.Lk));
+    std::vector<std::int64_t> row_of(at(ls.Lq), -1);  // long row → core row (−1: not this query, or empty)
+    for (std::int64_t i = qi; i < ls.Lq; i += s.Lq) {
+      const std::int64_t visible = visible_count(c.spec.mask, i, ls.Lq, ls.Lk), live = live_seen(pos, visible);
+      if (live == 0) continue;  // sees no key (key 0 is live): O = 0, LSE = −∞
+      row_of[at(i)] = live - 1;
+      for (std::int64_t b = 0; b < s.B; ++b)
+        for (std::int64_t h = 0; h < s.Hq; ++h) {
+          FillerKeys &f = filler[at(lse_offset(cp.shape, b, h, live - 1))];
+          const double count = std::max(f.count, static_cast<double>(visible - live));
+          f = filler_class;
+          f.count = count;
+        }
+    }
+    const ExactForward e = reference_forward(cp);
+    const ForwardBounds fb = forward_bounds(cp, e, profile, filler);
+    for (std::int64_t i = qi; i < ls.Lq; i += s.Lq) {
+      const std::int64_t r = row_of[at(i)];
+      if (r < 0) continue;
+      for (std::int64_t b = 0; b < s.B; ++b)
+        for (std::int64_t h = 0; h < s.Hq; ++h) {
+          sf.exact.lse[at(lse_offset(ls, b, h, i))] = e.lse[at(lse_offset(cp.shape, b, h, r))];
+          sf.bounds.lse[at(lse_offset(ls, b, h, i))] = fb.lse[at(lse_offset(cp.shape, b, h, r))];
+          for (std::int64_t col = 0; col < s.Dv; ++col) {
+            sf.exact.out[at(out_offset(ls, b, h, i, col))] = e.out[at(out_offset(cp.shape, b, h, r, col))];
+            sf.bounds.out[at(out_offset(ls, b, h, i, col))] = fb.out[at(out_offset(cp.shape, b, h, r, col))];
+          }
+        }
+    }
+  }
+  return sf;
+}
+
+}  // namespace attncheck
