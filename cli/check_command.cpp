@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <ctime>
 #include <functional>
 #include <thread>
 #include <cstring>
@@ -30,18 +31,34 @@ namespace attncheck::cli {
 namespace {
 
 /// Set by SIGINT/SIGTERM: the check stops, and the reports are written with what was decided. A second signal
-/// ends the process at once (the default action, restored by the first).
+/// ends the process at once (the default action) — unless it comes within kSignalEcho of the first: `timeout`, CI
+/// runners and terminals deliver one request twice (to the process and to its group).
 std::atomic<bool> g_cancel{false};
+std::atomic<std::int64_t> g_first_signal_ns{0};
+constexpr std::int64_t kSignalEcho = 1'000'000'000;  // ns
+
+std::int64_t monotonic_ns() {  // clock_gettime: async-signal-safe
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
 
 extern "C" void on_cancel_signal(int sig) {
-  g_cancel.store(true);
-  std::signal(sig, SIG_DFL);
+  const std::int64_t now = monotonic_ns();
+  std::int64_t first = 0;
+  if (g_first_signal_ns.compare_exchange_strong(first, now)) {
+    g_cancel.store(true);
+  } else if (now - first > kSignalEcho) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
 }
 
 /// Installs on_cancel_signal for SIGINT and SIGTERM while it lives.
 struct CancelOnSignal {
   CancelOnSignal() {
     g_cancel.store(false);
+    g_first_signal_ns.store(0);
     std::signal(SIGINT, on_cancel_signal);
     std::signal(SIGTERM, on_cancel_signal);
   }
@@ -229,7 +246,8 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
       run_on_workers(command, items, jobs, g_cancel, done,
                      [&](std::size_t i, const reporting::Run &part, bool continued) {
                        if (a.quiet) return;
-                       const std::string count = continued ? "continued" : fmt::format("{}/{}", ++finished, items.size());
+                       const std::string count =
+                           continued ? "continued" : fmt::format("{}/{}", ++finished, items.size());
                        fmt::print(stderr, "[{}] {} {} {}: {}\n", count, kernels[items[i].kernel]->name,
                                   dtype_name(items[i].dtype), items[i].property,
                                   verdict_name(part.report.properties.at(0).verdict));
@@ -339,6 +357,8 @@ int run_check(const CheckArgs &a) {
     opt.contract = contracts[n];
     opt.cancel = &g_cancel;
     opt.hung_shapes = &hung[n];
+    opt.huge_cases = prof.name == "thorough";
+    opt.memory_limit_mib = a.memory_limit_mib;
     if (a.shape_pool == "auto") {
       opt.detect_compile = true;
       opt.compile_detected = &compiles[n];

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ Worker spawn(const std::vector<std::string> &command, int threads) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("--jobs: fork: ") + std::strerror(errno));
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // a worker outlives no parent (killed, crashed): it would compute for nobody
     dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
@@ -133,12 +135,16 @@ constexpr std::chrono::milliseconds kMinContinuation{250};
 
 std::string item_line(std::size_t index, const WorkItem &it, std::chrono::milliseconds budget,
                       const std::vector<Shape> &hung) {
+  const auto end_ms = std::chrono::duration_cast<std::chrono::milliseconds>(it.end.time_since_epoch()).count();
   std::string line = "item " + std::to_string(index) + " " + std::to_string(it.kernel) + " " +
                      std::string(dtype_name(it.dtype)) + " " + it.property + " " + std::to_string(budget.count()) +
-                     " " +
-                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(it.end.time_since_epoch()).count());
-  for (const Shape &s : hung) line += " " + shape_word(s);
-  return line + "\n";
+                     " " + std::to_string(end_ms);
+  for (const Shape &s : hung) {
+    line += ' ';
+    line += shape_word(s);
+  }
+  line += '\n';
+  return line;
 }
 
 }  // namespace

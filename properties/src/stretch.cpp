@@ -3,6 +3,7 @@
 #include "attncheck/compare.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -35,6 +36,39 @@ Shape stretched_shape(const CaseSpec &spec) {
   s.D = spec.shape.D + 1;
   return s;
 }
+
+namespace {
+/// filler_value(j, c) repeats in j with this period.
+constexpr std::int64_t kFillerPeriod = 2 * kFillerValueMax + 1;
+
+/// Rows of `width` values value(j, c) that repeat in j with period `period`, as bytes in `dt`: write() copies one
+/// into row (b, h, j) of a tensor whose rows are contiguous, and sets element by element otherwise.
+class RowImages {
+ public:
+  template <class F>
+  RowImages(Dtype dt, std::int64_t width, std::int64_t period, F value) : width_(width), period_(period) {
+    for (std::int64_t r = 0; r < period; ++r) {
+      Tensor row = Tensor::contiguous(dt, {width});
+      for (std::int64_t x = 0; x < width; ++x) row.set({x}, value(r, x));
+      rows_.push_back(std::move(row));
+    }
+  }
+  void write(Tensor &t, std::int64_t b, std::int64_t h, std::int64_t j) const {
+    const Tensor &row = rows_[at(j % period_)];
+    if (t.strides().back() == 1) {
+      const std::size_t size = dtype_size(t.dtype());
+      std::memcpy(t.bytes().data() + t.index({b, h, j, 0}) * static_cast<std::int64_t>(size), row.bytes().data(),
+                  row.bytes().size());
+    } else {
+      for (std::int64_t x = 0; x < width_; ++x) t.set({b, h, j, x}, row.get({x}));
+    }
+  }
+
+ private:
+  std::int64_t width_, period_;
+  std::vector<Tensor> rows_;
+};
+}  // namespace
 
 std::vector<std::int64_t> live_positions(std::int64_t length, std::int64_t live) {
   if (live < 1 || live > length) throw std::invalid_argument("live_positions: need 1 ≤ live ≤ length");
@@ -105,18 +139,23 @@ Problem stretched_problem(const Case &c) {
       }
   p.k = tensor({ls.B, ls.Hkv, ls.Lk, ls.D});
   p.v = tensor({ls.B, ls.Hkv, ls.Lk, ls.Dv});
+  // Filler rows repeat (k: one row; v: filler_value's period in j): written as byte images where a row is contiguous
+  // — billions of elements take seconds, not minutes.
+  const RowImages k_filler(c.spec.dtype, ls.D, 1, [&](std::int64_t, std::int64_t d) { return d == s.D ? -g.C : 0.0; });
+  const RowImages v_filler(c.spec.dtype, ls.Dv, kFillerPeriod, filler_value);
   for (std::int64_t b = 0; b < ls.B; ++b)
     for (std::int64_t h = 0; h < ls.Hkv; ++h) {
       std::size_t t = 0;  // the next live key
       for (std::int64_t j = 0; j < ls.Lk; ++j) {
-        const bool live = t < pos.size() && pos[t] == j;
-        for (std::int64_t d = 0; d < s.D; ++d)
-          p.k.set({b, h, j, d}, live ? core(c.k, b, h, s.Hkv, static_cast<std::int64_t>(t), s.Lk, d, s.D) : 0.0);
-        p.k.set({b, h, j, s.D}, live ? 0.0 : -g.C);
-        for (std::int64_t d = 0; d < s.Dv; ++d)
-          p.v.set({b, h, j, d},
-                  live ? core(c.v, b, h, s.Hkv, static_cast<std::int64_t>(t), s.Lk, d, s.Dv) : filler_value(j, d));
-        t += live;
+        if (t < pos.size() && pos[t] == j) {
+          const auto live = static_cast<std::int64_t>(t++);
+          for (std::int64_t d = 0; d < s.D; ++d) p.k.set({b, h, j, d}, core(c.k, b, h, s.Hkv, live, s.Lk, d, s.D));
+          p.k.set({b, h, j, s.D}, 0.0);
+          for (std::int64_t d = 0; d < s.Dv; ++d) p.v.set({b, h, j, d}, core(c.v, b, h, s.Hkv, live, s.Lk, d, s.Dv));
+        } else {
+          k_filler.write(p.k, b, h, j);
+          v_filler.write(p.v, b, h, j);
+        }
       }
     }
   return p;

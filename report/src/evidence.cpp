@@ -88,7 +88,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
       const ForwardRun fr = run_forward(env, p);
       if (!fr.call.ok()) ev.call_error = call_failure("forward", fr.call);
       const bool lse = ev.tensor == "LSE";
-      if (!lse) ev.tensor = "O";
+      if (!lse) ev.tensor = std::string(1, 'O');  // a long row's failures are O's or LSE's
       const Shape ls = c.spec.problem_shape();
       ev.shape = lse ? std::vector<std::int64_t>{ls.B, ls.Hq, ls.Lq} : detail::o_shape(ls);
       ev.exact = lse ? sf.exact.lse : sf.exact.out;

@@ -33,6 +33,19 @@ TEST_CASE("a kernel that hangs on every call is one shrunk counterexample within
   CHECK(r.out.find("did not return within 1000 ms") != std::string::npos);       // confirmed at the full timeout
 }
 
+TEST_CASE("SIGINT delivered twice at once by timeout still ends the check with its reports written") {
+  // `timeout` signals the command and then its process group: one request, two signals.
+  const std::string dir = "/tmp/attncheck-timeout-test-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const Run r = run("timeout -s INT 3 " + attncheck("check --plugin builtin --kernel flash --dtype f32 --cases 400 "
+                                                   "--quiet --report-dir " + dir));
+  INFO(r.out << r.err);
+  CHECK(r.status == 124);  // timeout's own status: it did time the command out
+  CHECK(std::filesystem::exists(dir + "/report.json"));
+  CHECK(run("grep -c '\"interrupted\": true' " + dir + "/report.json").out != "0\n");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("SIGINT in the middle of a check leaves a report.json whose counterexamples replay") {
   const std::string dir = "/tmp/attncheck-sigint-test-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);

@@ -27,7 +27,7 @@ TEST_CASE("long_rows: correct kernels of every summation order pass on rows up t
     const Report r = check_property(support::variant_kernel(v), "long_rows", long_options());
     INFO(v.name() << "\n" << r.text());
     CHECK(r.verdict() == Verdict::pass);
-    CHECK(r.properties.at(0).note.find("largest problem run") != std::string::npos);
+    CHECK(r.properties.at(0).note.find("sizes run: rows up to Lk=") != std::string::npos);
   }
 }
 
@@ -77,4 +77,14 @@ TEST_CASE("long_rows: a split-KV combine written for two splits is caught and sh
 
 TEST_CASE("long_rows: a decode path that drops its tail block past 4096 keys is caught on one row just past it") {
   caught_at_scale(Bug::decode_drops_tail_block, support::kDecodeLongRow + 1, support::kDecodeLongRow + 63, true);
+}
+
+TEST_CASE("long_rows: a case of more than 2^31 elements that does not fit the memory limit is skipped and said so") {
+  CheckOptions o = long_options();
+  o.huge_cases = true;
+  o.memory_limit_mib = 1024;
+  const Report r = check_property(support::variant_kernel(Variant{}), "long_rows", o);
+  INFO(r.text());
+  CHECK(r.verdict() == Verdict::pass);
+  CHECK(r.properties.at(0).note.find("no case of more than 2³¹ elements: its tensors take") != std::string::npos);
 }

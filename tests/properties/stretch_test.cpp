@@ -92,7 +92,7 @@ TEST_CASE("stretched draws reach decode rows of 65536 keys and squares of 8192 w
   CHECK(causal_long);
 }
 
-TEST_CASE("shrinking a stretched spec keeps the structure and tries shorter rows first") {
+TEST_CASE("shrinking a stretched spec keeps the structure and tries fewer rows first") {
   CaseSpec s;
   s.shape = Shape{.Lk = 4, .D = 8, .Dv = 8};
   s.stretch = {.Lq = 16, .Lk = 65536};
@@ -100,9 +100,24 @@ TEST_CASE("shrinking a stretched spec keeps the structure and tries shorter rows
   o.stretch = true;
   const std::vector<CaseSpec> cands = shrink::spec_shrinks(s, o);
   REQUIRE(!cands.empty());
-  CHECK(cands.front().stretch.Lk < s.stretch.Lk);
+  CHECK(cands.front().stretch.Lq < s.stretch.Lq);  // fewer rows first: cheap candidates
   for (const CaseSpec &c : cands) {
     CHECK(c.stretch.active());
     if (o.admits(c)) CHECK(c.stretch.Lk >= c.shape.Lk);
   }
+}
+
+TEST_CASE("the huge case holds more than 2^31 elements in k and is drawn at its size only when it fits") {
+  const CaseSpec h = huge_stretch(Dtype::bf16);
+  const Shape p = h.problem_shape();
+  CHECK(p.B * p.Hkv * p.Lk * p.D > (std::int64_t{1} << 31));
+  CHECK(tensor_bytes(h) > (std::uint64_t{1} << 32));  // two bytes each
+  CaseOptions o;
+  o.stretch = true;
+  o.dtype = Dtype::bf16;
+  o.huge_bytes = tensor_bytes(h);
+  CHECK(draw_spec(rc::Random(1), kHugeSize, o).problem_shape().Lk == kHugeKeys);
+  CHECK(draw_spec(rc::Random(1), kHugeSize + 1, o).problem_shape().Lk < kHugeKeys);
+  o.huge_bytes = tensor_bytes(h) - 1;  // does not fit: an ordinary stretched case
+  CHECK(draw_spec(rc::Random(1), kHugeSize, o).work() <= kMaxStretchWork);
 }

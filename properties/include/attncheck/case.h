@@ -98,6 +98,9 @@ struct CaseOptions {
   /// of up to kMaxStretchKeys keys, square problems up to kMaxStretchSquare, GQA, every dtype and layout, causal
   /// or not — within kMaxStretchWork. Shrinking keeps the structure (shorter rows, fewer live keys).
   bool stretch = false;
+  /// With stretch: > 0 draws, at RapidCheck size kHugeSize (gen.h), a decode row whose key tensor holds more than
+  /// 2³¹ elements (huge_stretch()), when its tensors take at most this many bytes; 0 = never.
+  std::uint64_t huge_bytes = 0;
   /// The spec meets the options' constraints that shrinking must keep (empty_rows).
   bool admits(const CaseSpec &s) const;
   /// ≈ 30 ms of MPFR reference per case at the cap: boundary shapes stay affordable.

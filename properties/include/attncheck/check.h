@@ -44,11 +44,15 @@ struct CheckProgress {
 /// A property's search that its time share stopped before it decided: the result of each case it drew, in order
 /// (RapidCheck's success or discard), and its counts, so that a later run continues it without running those cases
 /// again (the same seed draws them again; their results are replayed).
-struct SearchTrail {
-  std::vector<std::int8_t> results;  ///< per drawn case: kSuccess or kDiscard
+/// What a property's search has counted: cases decided or not, declined, skipped, and its worst error ÷ bound.
+struct SearchCounts {
   int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
   double worst_ratio = 0;
   std::string worst;
+};
+struct SearchTrail {
+  std::vector<std::int8_t> results;  ///< per drawn case: kSuccess or kDiscard
+  SearchCounts counts;
   static constexpr std::int8_t kSuccess = 0, kDiscard = 1;
 };
 /// Searches stopped by their time share, by "property/dtype" (one kernel, one seed).
@@ -107,6 +111,15 @@ struct CheckOptions {
   /// search (a worker of a parallel run, which the parent hands the property again with time other items left).
   /// nullptr: within this call only.
   SearchTrails *trails = nullptr;
+  /// Stretched properties (long_rows) also run a case of more than 2³¹ elements (CaseOptions::huge_bytes) when its
+  /// tensors fit in memory_limit_mib less kHugeMemoryMargin, and kHugeHostCopies of them in the memory available
+  /// here (the problem, the sandbox's shared copy and its snapshot of the inputs) — the thorough profile; else the
+  /// report says why not.
+  bool huge_cases = false;
+  /// The kernel's memory limit (sandbox, exec), MiB; 0 = none.
+  std::uint64_t memory_limit_mib = 0;
+  static constexpr std::uint64_t kHugeMemoryMargin = std::uint64_t{1} << 30;
+  static constexpr std::uint64_t kHugeHostCopies = 4;
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
   std::function<void(const CheckProgress &)> on_progress;
 

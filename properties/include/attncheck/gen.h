@@ -50,6 +50,17 @@ inline constexpr std::int64_t kMinStretchKeys = 64, kMaxStretchGeneralLq = 1024,
 inline constexpr std::int64_t kMaxCoreQueries = 2, kMaxLiveKeys = 16, kMaxStretchHeadDim = 128;
 inline constexpr int kStretchMaxEvery = 8;
 inline constexpr std::int64_t kMaxStretchWork = std::int64_t{1} << 28;
+/// CaseOptions::huge_bytes: the RapidCheck size that draws a case of more than 2³¹ elements (once per 101 cases).
+inline constexpr int kHugeSize = 20;
+/// The huge case: a decode row per head, kHugeHeads heads of kHugeKeys keys, problem head dim kHugeHeadDim, Dv 1 —
+/// 2³¹ + 32,768 elements in k. Many rows of a length the error model bounds tightly, rather than one row of 2²⁴ keys
+/// (γ_{2n} of float32 passes 1 there: no bound).
+inline constexpr std::int64_t kHugeHeadDim = 128, kHugeHeads = 256, kHugeKeys = kMaxStretchKeys + 1;
+/// Live keys of the huge case's core, at most (its core has kHugeHeads heads).
+inline constexpr std::int64_t kHugeLiveKeys = 4;
+/// The huge case's spec (its core drawn by draw_spec) and the bytes its tensors (q, k, v, O, LSE) take in `dt`.
+CaseSpec huge_stretch(Dtype dt);
+std::uint64_t tensor_bytes(const CaseSpec &s);
 /// Largest Lq, Lk and D, Dv of the small regime (reached at RapidCheck size ≥ rc::kNominalSize).
 inline constexpr std::int64_t kSmallMaxLength = 12, kSmallMaxHeadDim = 16;
 /// Largest B, Hkv and query-head group (Hq / Hkv) drawn.

@@ -22,8 +22,11 @@
 #include <rapidcheck/detail/Results.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -73,15 +76,16 @@ struct RunState {
   std::size_t replayed = 0;
   SearchTrail trail;  // this search's draws
 
-  int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
-  double worst_ratio = 0;
-  std::string worst;
+  SearchCounts counts;  // what the search counted (restored from a trail it continues)
   bool budget_exhausted = false, interrupted = false;
   bool unavailable = false;  // the runner gave up on the kernel (its restarts are spent): nothing more to decide
   const std::vector<Shape> *hung = nullptr;  // shapes that hung earlier in this check: cases at or above are skipped
   std::optional<Clock::time_point> check_end;  // the whole check's budget: shrinking may borrow up to it
   std::chrono::milliseconds longest_ok{0};  // the longest kernel call that returned
   std::optional<CaseSpec> largest_ran;       // the largest case whose calls all returned
+  // Of the problems whose calls returned: the longest row, the largest square (Lq = Lk), the most elements in one
+  // tensor (long_rows reports them).
+  std::int64_t longest_row = 0, largest_square = 0, most_elements = 0;
 
   // The failure: the current minimal case and its outcome.
   bool failed = false;
@@ -109,6 +113,16 @@ Outcome evaluate(const RunState &st, const Case &c) {
     o.detail = std::string("the check threw: ") + e.what();
     return o;
   }
+}
+
+/// Bytes of memory available to this process: MemAvailable of /proc/meminfo, else the free pages.
+std::uint64_t available_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  for (std::string unit; meminfo >> key >> kib >> unit;)
+    if (key == "MemAvailable:") return kib * 1024;
+  return static_cast<std::uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
 /// Appends one clause to a property's note ("; "-separated).
@@ -146,8 +160,14 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
   st.longest_ok = std::max(st.longest_ok, record.longest_ok);
   *timed_out = record.timeouts > 0 || record.memory_faults > 0;
   st.unavailable |= record.unavailable > 0;
-  if (o.verdict != Verdict::fail || o.step != Step::shape)  // every call returned: the largest such shape is news
+  if (o.verdict != Verdict::fail || o.step != Step::shape) {  // every call returned: the largest such is news
     if (!st.largest_ran || c.spec.work() > st.largest_ran->work()) st.largest_ran = c.spec;
+    const Shape s = c.spec.problem_shape();
+    st.longest_row = std::max(st.longest_row, s.Lk);
+    if (s.Lq == s.Lk) st.largest_square = std::max(st.largest_square, s.Lk);
+    st.most_elements = std::max({st.most_elements, s.B * s.Hq * s.Lq * s.D, s.B * s.Hkv * s.Lk * s.D,
+                                 s.B * s.Hkv * s.Lk * s.Dv});
+  }
   return o;
 }
 
@@ -169,9 +189,9 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
     if (must_stop(st)) return {T::Success, "not tried: time budget spent or interrupted"};
     ++st.shrinks_tried;
   }
-  if (st.phase == Phase::search && st.hung &&
-      std::any_of(st.hung->begin(), st.hung->end(), [&](const Shape &h) { return at_or_above(c.spec.shape, h); })) {
-    ++st.skipped;
+  const auto at_or_above_hung = [&](const Shape &h) { return at_or_above(c.spec.problem_shape(), h); };
+  if (st.phase == Phase::search && st.hung && std::any_of(st.hung->begin(), st.hung->end(), at_or_above_hung)) {
+    ++st.counts.skipped;
     return {T::Discard, "not run: at or above a shape that hung or hit the memory limit"};
   }
   bool timed_out = false;
@@ -185,10 +205,10 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   switch (st.phase) {
     case Phase::search:
       if (o.verdict == Verdict::unsupported) {
-        ++st.unsupported;
+        ++st.counts.unsupported;
         return {T::Discard, o.detail};
       }
-      ++st.cases;
+      ++st.counts.cases;
       if (o.verdict == Verdict::fail) {
         // Shrinking may run past this property's share, into the check's own budget (later properties get less):
         // a counterexample found is worth its minimal case.
@@ -204,14 +224,14 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
         st.best = c;
         st.best_outcome = o;
         st.original = c.spec;
-        st.found_after = st.cases;
+        st.found_after = st.counts.cases;
         st.phase = Phase::shrink;
         return {T::Failure, o.detail};
       }
-      if (o.verdict == Verdict::undecided) ++st.undecided;
-      if (o.verdict == Verdict::pass && (st.worst.empty() || o.worst_ratio > st.worst_ratio)) {
-        st.worst_ratio = o.worst_ratio;
-        st.worst = "case " + std::to_string(st.cases) + " (" + c.spec.describe() + "): " + o.worst;
+      if (o.verdict == Verdict::undecided) ++st.counts.undecided;
+      if (o.verdict == Verdict::pass && (st.counts.worst.empty() || o.worst_ratio > st.counts.worst_ratio)) {
+        st.counts.worst_ratio = o.worst_ratio;
+        st.counts.worst = "case " + std::to_string(st.counts.cases) + " (" + c.spec.describe() + "): " + o.worst;
       }
       return {T::Success, o.detail};
     case Phase::shrink:
@@ -235,7 +255,7 @@ void report_progress(const RunState &st) {
   st.opt->on_progress(CheckProgress{.property = st.def->id,
                                     .property_index = st.index,
                                     .property_count = st.count,
-                                    .cases = st.cases + st.unsupported,
+                                    .cases = st.counts.cases + st.counts.unsupported,
                                     .target = st.opt->cases,
                                     .shrinking = st.phase == Phase::shrink,
                                     .shrinks_tried = st.shrinks_tried});
@@ -259,11 +279,11 @@ std::string reproduce_string(std::uint64_t seed, const std::string &id, const rc
 }
 
 void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &opt) {
-  const int decided = st.cases - st.undecided;
+  const int decided = st.counts.cases - st.counts.undecided;
   const int needed = std::min(opt.min_cases, opt.cases);
-  if (st.cases == 0 && st.unsupported > 0) {
+  if (st.counts.cases == 0 && st.counts.unsupported > 0) {
     pr.verdict = Verdict::unsupported;
-    pr.note = "the kernel declined all " + std::to_string(st.unsupported) + " cases";
+    pr.note = "the kernel declined all " + std::to_string(st.counts.unsupported) + " cases";
   } else if (decided < needed) {
     pr.verdict = Verdict::undecided;
     pr.note = "only " + std::to_string(decided) + " decided cases (at least " + std::to_string(needed) +
@@ -275,10 +295,11 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
   } else {
     pr.verdict = Verdict::pass;
   }
-  if (st.skipped > 0 && st.hung) {
+  if (st.counts.skipped > 0 && st.hung) {
     std::string shapes;
     for (const Shape &h : *st.hung) shapes += (shapes.empty() ? "" : "; ") + h.describe();
-    add_note(pr, std::to_string(st.skipped) + " cases skipped at or above a shape that hung or hit the memory limit (" +
+    add_note(pr, std::to_string(st.counts.skipped) +
+                     " cases skipped at or above a shape that hung or hit the memory limit (" +
                      shapes + ")");
   }
 }
@@ -312,6 +333,26 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   co.backward = def.needs_backward;
   co.shape_pool = pool;
   if (def.require) def.require(co);
+  // The case of more than 2³¹ elements: when its tensors fit the kernel's memory, with room for the kernel itself.
+  std::optional<std::string> huge_skipped;
+  if (co.stretch && opt.huge_cases) {
+    const std::uint64_t need = tensor_bytes(huge_stretch(opt.dtype)), mib = std::uint64_t{1} << 20;
+    const std::uint64_t room = opt.memory_limit_mib == 0 ? UINT64_MAX
+                               : opt.memory_limit_mib * mib > CheckOptions::kHugeMemoryMargin
+                                   ? opt.memory_limit_mib * mib - CheckOptions::kHugeMemoryMargin
+                                   : 0;
+    const std::uint64_t host = available_memory();
+    if (need > room)
+      huge_skipped = "no case of more than 2³¹ elements: its tensors take " + std::to_string(need / mib) +
+                     " MiB, and the kernel's memory limit of " + std::to_string(opt.memory_limit_mib) +
+                     " MiB leaves " + std::to_string(room / mib) + " (--memory-limit)";
+    else if (need > host / CheckOptions::kHugeHostCopies)
+      huge_skipped = "no case of more than 2³¹ elements: its tensors take " + std::to_string(need / mib) +
+                     " MiB, " + std::to_string(CheckOptions::kHugeHostCopies) + " times that is more than the " +
+                     std::to_string(host / mib) + " MiB of memory available here";
+    else
+      co.huge_bytes = need;
+  }
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
   const rc::Gen<Case> gen = gen_case(co);
 
@@ -333,12 +374,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   }
   if (resumed) {
     st.resume = &*resumed;
-    st.cases = resumed->cases;
-    st.unsupported = resumed->unsupported;
-    st.undecided = resumed->undecided;
-    st.skipped = resumed->skipped;
-    st.worst_ratio = resumed->worst_ratio;
-    st.worst = resumed->worst;
+    st.counts = resumed->counts;
   }
   if (deadline) st.check_end = opt.end ? *opt.end : std::max(*deadline, start_of_check + opt.time_budget);
 
@@ -355,14 +391,14 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   const auto result = rc::detail::checkProperty(rc::detail::toProperty([&st, &gen] { return body(st, gen); }),
                                                 meta, params, listener, reproduce ? *reproduce : none);
 
-  pr.cases = st.cases;
-  pr.unsupported = st.unsupported;
-  pr.undecided = st.undecided;
-  pr.worst_ratio = st.worst_ratio;
-  pr.worst = st.worst;
+  pr.cases = st.counts.cases;
+  pr.unsupported = st.counts.unsupported;
+  pr.undecided = st.counts.undecided;
+  pr.worst_ratio = st.counts.worst_ratio;
+  pr.worst = st.counts.worst;
   pr.budget_exhausted = st.budget_exhausted;
   pr.interrupted = st.interrupted;
-  pr.skipped = st.skipped;
+  pr.skipped = st.counts.skipped;
 
   rc::detail::FailureResult failure;
   rc::detail::Error error;
@@ -410,7 +446,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     }
   }
   if (found && st.hang) {
-    hung.push_back(st.best.spec.shape);
+    hung.push_back(st.best.spec.problem_shape());
     if (st.largest_ran)
       add_note(pr, "the largest case that ran: " + st.largest_ran->describe());
   }
@@ -434,21 +470,14 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   settle_verdict(pr, st, opt);  // success, the budget's stop, or gave up after too many declined cases
   if (pr.verdict == Verdict::undecided && st.budget_exhausted && !st.interrupted && !st.unavailable) {
     SearchTrail &t = trails[key] = std::move(st.trail);  // time left later continues it
-    t.cases = st.cases;
-    t.unsupported = st.unsupported;
-    t.undecided = st.undecided;
-    t.skipped = st.skipped;
-    t.worst_ratio = st.worst_ratio;
-    t.worst = st.worst;
+    t.counts = st.counts;
   }
   if (resumed) add_note(pr, "continued with time other properties left");
-  if (co.stretch && st.largest_ran) {  // which sizes ran (SPEC.md §7 long_rows)
-    const Shape ls = st.largest_ran->problem_shape();
-    const std::int64_t elements = std::max({ls.B * ls.Hq * ls.Lq * ls.D, ls.B * ls.Hkv * ls.Lk * ls.D,
-                                            ls.B * ls.Hkv * ls.Lk * ls.Dv});
-    add_note(pr, "largest problem run: " + ls.describe() + " (" + std::to_string(elements) +
-                     " elements in its largest tensor)");
-  }
+  if (huge_skipped) add_note(pr, *huge_skipped);
+  if (co.stretch && st.largest_ran)  // which sizes ran (SPEC.md §7 long_rows)
+    add_note(pr, "sizes run: rows up to Lk=" + std::to_string(st.longest_row) + ", squares up to Lq=Lk=" +
+                     std::to_string(st.largest_square) + ", up to " + std::to_string(st.most_elements) +
+                     " elements in one tensor; largest problem " + st.largest_ran->problem_shape().describe());
   if (pool)
     add_note(pr, "shapes from a pool of " + std::to_string(pool->size()) + " (compile-friendly generation)");
   return pr;

@@ -139,8 +139,16 @@ constexpr std::array<std::array<std::int64_t, 7>, 3> kStretchPool{{{1, 1, 1, 1, 
                                                                      {1, 4, 2, 16, 4097, 31, 32},
                                                                      {2, 2, 1, 1024, 1024, 15, 16}}};
 
-/// A stretched spec (CaseOptions::stretch): a small core and long lengths, within kMaxStretchWork.
+/// A stretched spec (CaseOptions::stretch): a small core and long lengths, within kMaxStretchWork — or the huge
+/// case (CaseOptions::huge_bytes) at kHugeSize.
 CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
+  if (opts.huge_bytes > 0 && size == kHugeSize && tensor_bytes(huge_stretch(opts.dtype)) <= opts.huge_bytes) {
+    CaseSpec s = huge_stretch(opts.dtype);
+    s.shape.Lk = b.uniform(2, kHugeLiveKeys);
+    s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
+    s.family = opts.family.value_or(b.pick(kStretchFamilies));
+    return s;
+  }
   CaseSpec s;
   s.dtype = opts.dtype;
   Shape &sh = s.shape;
@@ -184,7 +192,7 @@ CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
   s.layout = opts.layout.value_or(b.pick(kLayouts));
   s.family = opts.family.value_or(b.pick(kStretchFamilies));
   // Within the work cap: batches, then kv heads (the GQA group stays), head dims, the group, then the length the
-  // regime does not stand for (a square one halves both).
+  // regime does not stand for — a square's head dims first, then both its lengths.
   while (s.work() > kMaxStretchWork) {
     if (sh.B > 1) {
       sh.B = 1;
@@ -194,6 +202,8 @@ CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
       if (sh.D + 1 >= sh.Dv) sh.D = (sh.D + 1) / 2; else sh.Dv = (sh.Dv + 1) / 2;
     } else if (sh.Hq > 1) {
       sh.Hq = 1;
+    } else if (st.Lq == st.Lk && sh.D + 1 + sh.Dv > 3) {  // a square keeps its length; its head dims give way
+      if (sh.D + 1 >= sh.Dv && sh.D > 1) sh.D = (sh.D + 1) / 2; else sh.Dv = (sh.Dv + 1) / 2;
     } else if (st.Lq == st.Lk && st.Lq > 1) {
       st.Lq = st.Lk = (st.Lq + 1) / 2;
     } else {
@@ -207,6 +217,21 @@ CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
   return s;
 }
 }  // namespace
+
+CaseSpec huge_stretch(Dtype dt) {
+  CaseSpec s;
+  s.dtype = dt;
+  s.shape = Shape{.Hq = kHugeHeads, .Hkv = kHugeHeads, .Lk = 2, .D = kHugeHeadDim - 1, .Dv = 1};
+  s.stretch = {.Lq = 1, .Lk = kHugeKeys};
+  return s;  // layout bhld: no room lost to padding
+}
+
+std::uint64_t tensor_bytes(const CaseSpec &s) {
+  const Shape p = s.problem_shape();
+  const auto n = static_cast<std::uint64_t>(p.B * p.Hq * p.Lq * (p.D + p.Dv) + p.B * p.Hkv * p.Lk * (p.D + p.Dv));
+  const auto lse = static_cast<std::uint64_t>(p.B * p.Hq * p.Lq) * sizeof(float);
+  return n * static_cast<std::uint64_t>(dtype_size(s.dtype)) + lse;
+}
 
 CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) {
   Bits b(random);

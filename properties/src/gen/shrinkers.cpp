@@ -50,7 +50,7 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
     if (opts.dv_equals_lk) c.shape.Dv = c.shape.Lk;
     add_spec(out, s, c);
   };
-  // A stretched case's long lengths first (its structure stays: shorter rows, then fewer live keys below).
+  // A stretched case's long lengths first (its structure stays: fewer and shorter rows, then fewer live keys below).
   const Stretch &st = s.stretch;
   if (st.active()) {
     auto stretched = [&](auto edit) {
@@ -58,10 +58,11 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
       edit(c.stretch);
       add_spec(out, s, c);
     };
+    // Fewer rows first: a long row's failure usually survives on a few rows, and each candidate is then cheap.
+    for (auto n : dim_toward(st.Lq, sh.Lq)) stretched([&](Stretch &x) { x.Lq = n; });
     if (st.Lq == st.Lk)
       for (auto n : dim_toward(st.Lq, std::max(sh.Lq, sh.Lk))) stretched([&](Stretch &x) { x.Lq = x.Lk = n; });
     for (auto n : dim_toward(st.Lk, sh.Lk)) stretched([&](Stretch &x) { x.Lk = n; });
-    for (auto n : dim_toward(st.Lq, sh.Lq)) stretched([&](Stretch &x) { x.Lq = n; });
   }
   // Lengths first: they dominate the cost and the size of the printed counterexample.
   if (sh.Lq == sh.Lk)
