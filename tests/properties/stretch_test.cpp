@@ -121,3 +121,14 @@ TEST_CASE("the huge case holds more than 2^31 elements in k and is drawn at its 
   o.huge_bytes = tensor_bytes(h) - 1;  // does not fit: an ordinary stretched case
   CHECK(draw_spec(rc::Random(1), kHugeSize, o).work() <= kMaxStretchWork);
 }
+
+TEST_CASE("the huge case is not shrunk: it is at its threshold, and each candidate would cost gigabytes") {
+  const CaseSpec h = huge_stretch(Dtype::bf16);
+  CHECK(is_huge(h));
+  CaseOptions o;
+  o.stretch = true;
+  CHECK(shrink::spec_shrinks(h, o).empty());
+  CaseSpec below = h;
+  --below.stretch.Lk;  // 2³¹ elements in k: offsets up to 2³¹ − 1
+  CHECK(!is_huge(below));
+}

@@ -53,6 +53,7 @@
 #include "attncheck/tensor.h"
 
 #include <span>
+#include <functional>
 #include <utility>
 #include <string_view>
 #include <vector>
@@ -121,6 +122,10 @@ bool within_each_other(Ladder &L, std::string_view name, const std::vector<doubl
 /// The accuracy ladder of one problem: the kernel's forward against the reference, O and LSE within the error
 /// model's bounds under env.profile (shape → finite → mask → sums (LSE) → values (O)).
 Outcome forward_accuracy(const Env &env, const Problem &p);
+/// The same ladder with exact values and bounds from `exact_and_bounds` (called once the call returned intact
+/// outputs): for problems whose answer is not reference_forward's (a stretched one, stretch.h).
+Outcome forward_accuracy(const Env &env, const Problem &p,
+                         const std::function<std::pair<ExactForward, ForwardBounds>()> &exact_and_bounds);
 
 /// One property: a stable id, its formula, and the check of one case.
 struct PropertyDef {

@@ -47,11 +47,19 @@ BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd
 }
 
 Outcome forward_accuracy(const Env &env, const Problem &p) {
+  return forward_accuracy(env, p, [&] {
+    ExactForward exact = reference_forward(p);
+    ForwardBounds bound = forward_bounds(p, exact, env.profile);
+    return std::make_pair(std::move(exact), std::move(bound));
+  });
+}
+
+Outcome forward_accuracy(const Env &env, const Problem &p,
+                         const std::function<std::pair<ExactForward, ForwardBounds>()> &exact_and_bounds) {
   const ForwardRun fr = run_forward(env, p);
   Ladder L;
   if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
-  const ExactForward exact = reference_forward(p);
-  const ForwardBounds bound = forward_bounds(p, exact, env.profile);
+  const auto [exact, bound] = exact_and_bounds();
   // Each check is a no-op once one has failed: the outcome names the first failing step.
   L.finite("O", fr.out, exact.out, bound.out);
   if (fr.has_lse) L.finite("LSE", fr.lse, exact.lse, bound.lse);

@@ -226,6 +226,12 @@ CaseSpec huge_stretch(Dtype dt) {
   return s;  // layout bhld: no room lost to padding
 }
 
+bool is_huge(const CaseSpec &s) {
+  const Shape p = s.problem_shape();
+  constexpr std::int64_t kOffsets32 = std::int64_t{1} << 31;  // elements whose offsets fit in an int32
+  return std::max({p.B * p.Hq * p.Lq * p.D, p.B * p.Hkv * p.Lk * p.D, p.B * p.Hkv * p.Lk * p.Dv}) > kOffsets32;
+}
+
 std::uint64_t tensor_bytes(const CaseSpec &s) {
   const Shape p = s.problem_shape();
   const auto n = static_cast<std::uint64_t>(p.B * p.Hq * p.Lq * (p.D + p.Dv) + p.B * p.Hkv * p.Lk * (p.D + p.Dv));

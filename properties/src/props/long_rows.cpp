@@ -15,20 +15,10 @@ void require(CaseOptions &o) {
 }
 
 Outcome run(const Env &env, const Case &c) {
-  const Problem p = c.problem();
-  const ForwardRun fr = run_forward(env, p);
-  Ladder L;
-  if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
-  const StretchedForward sf = stretched_forward(c, env.profile);
-  L.finite("O", fr.out, sf.exact.out, sf.bounds.out);
-  if (fr.has_lse) L.finite("LSE", fr.lse, sf.exact.lse, sf.bounds.lse);
-  L.masked("O", fr.out, sf.exact.out, sf.bounds.out);
-  if (fr.has_lse) {
-    L.masked("LSE", fr.lse, sf.exact.lse, sf.bounds.lse);
-    L.within(Step::sums, "LSE", fr.lse, sf.exact.lse, sf.bounds.lse);
-  }
-  L.within(Step::values, "O", fr.out, sf.exact.out, sf.bounds.out);
-  return L.outcome();
+  return forward_accuracy(env, c.problem(), [&] {
+    StretchedForward sf = stretched_forward(c, env.profile);
+    return std::make_pair(std::move(sf.exact), std::move(sf.bounds));
+  });
 }
 }  // namespace
 
