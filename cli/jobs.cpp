@@ -168,7 +168,7 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
   const auto remaining = [](const WorkItem &it) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(it.end - Clock::now());
   };
-  // A starved item `w` ran (the serial engine's second pass: cli/check.h), while its run's budget lasts.
+  // A starved item `w` ran, while its run's budget lasts (as check() continues starved searches: CheckOptions).
   const auto continuation = [&](std::size_t w) -> std::optional<std::size_t> {
     for (std::size_t i = 0; i < items.size(); ++i)
       if (done[i] && ran_by[i] == w && !continued[i] && starved(runs[i]) && remaining(items[i]) >= kMinContinuation)
