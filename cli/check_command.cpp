@@ -371,9 +371,7 @@ int run_check(const CheckArgs &a) {
   if (a.worker) {
     std::vector<SearchTrails> trails(kernels.size());  // searches an item's share stopped: a second item continues
     return serve_items([&](const WorkItem &it) {
-      for (const Shape &s : it.hung)  // other workers' hangs: this worker skips those shapes too
-        if (std::find(hung[it.kernel].begin(), hung[it.kernel].end(), s) == hung[it.kernel].end())
-          hung[it.kernel].push_back(s);
+      merge_shapes(hung[it.kernel], it.hung);  // other workers' hangs: this worker skips those shapes too
       CheckOptions opt = options_for(it.kernel, it.dtype);
       opt.properties = {it.property};
       opt.time_budget = it.budget;
@@ -398,11 +396,7 @@ int run_check(const CheckArgs &a) {
     return kExitInternal;
   }
   print_table(doc);
-  if (auto t = source->exec_call_times(); t && t->first_calls + worker_times.first_calls > 0) {
-    t->first_calls += worker_times.first_calls;
-    t->first_seconds += worker_times.first_seconds;
-    t->other_calls += worker_times.other_calls;
-    t->other_seconds += worker_times.other_seconds;
+  if (auto t = source->exec_call_times(); t && (*t += worker_times).first_calls > 0) {
     fmt::print("exec call time{}: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
                jobs > 1 ? " (summed over the workers)" : "", t->first_calls, t->first_seconds,
                t->other_calls, t->other_seconds);

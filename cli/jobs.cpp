@@ -83,7 +83,7 @@ bool read_shapes(std::istream &in, std::vector<Shape> &shapes) {
     std::istringstream w(word);
     if (!(w >> s.B >> c[0] >> s.Hq >> c[1] >> s.Hkv >> c[2] >> s.Lq >> c[3] >> s.Lk >> c[4] >> s.D >> c[5] >> s.Dv))
       return false;
-    if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
+    merge_shapes(shapes, {s});
   }
   return true;
 }
@@ -108,10 +108,7 @@ std::optional<Message> take_message(std::string &buf, ExecKernel::CallTimes &tim
   if (word == "times") {
     ExecKernel::CallTimes t;
     if (!(head >> t.first_calls >> t.first_seconds >> t.other_calls >> t.other_seconds)) throw garbled();
-    times.first_calls += t.first_calls;
-    times.first_seconds += t.first_seconds;
-    times.other_calls += t.other_calls;
-    times.other_seconds += t.other_seconds;
+    times += t;
     buf.erase(0, nl + 1);
     return take_message(buf, times);
   }
@@ -240,10 +237,7 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
       while (auto msg = take_message(w.buffer, times)) {
         const std::size_t index = msg->index;
         if (index >= items.size()) throw std::runtime_error("--jobs: a worker reported an unknown item");
-        for (const Shape &s : msg->hung) {
-          std::vector<Shape> &known = hung[items[index].kernel];
-          if (std::find(known.begin(), known.end(), s) == known.end()) known.push_back(s);
-        }
+        merge_shapes(hung[items[index].kernel], msg->hung);
         reporting::Document d = reporting::from_json(msg->json);
         if (d.runs.size() != 1) throw std::runtime_error("--jobs: a worker's report has no single run");
         runs[index] = std::move(d.runs[0]);
@@ -255,6 +249,11 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
     }
   }
   return runs;
+}
+
+void merge_shapes(std::vector<Shape> &shapes, const std::vector<Shape> &more) {
+  for (const Shape &s : more)
+    if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
 }
 
 int serve_items(const std::function<ItemResult(const WorkItem &)> &run_item,

@@ -37,6 +37,9 @@ struct WorkItem {
   std::vector<Shape> hung;
 };
 
+/// Adds to `shapes` each shape of `more` it does not hold yet.
+void merge_shapes(std::vector<Shape> &shapes, const std::vector<Shape> &more);
+
 /// What a worker sends back for an item: its one-property run, and the shapes of that kernel that hung in it so far.
 struct ItemResult {
   reporting::Run run;

@@ -23,6 +23,23 @@ double core(const std::vector<double> &t, std::int64_t b, std::int64_t h, std::i
   return t[at(((b * H + h) * R + r) * W + d)];
 }
 
+/// Row `row` of a problem's q ← core query `qi` of (b, h), and the gate A.
+void write_query(Tensor &q, const Case &c, double A, std::int64_t b, std::int64_t h, std::int64_t row,
+                 std::int64_t qi) {
+  const Shape &s = c.spec.shape;
+  for (std::int64_t d = 0; d < s.D; ++d) q.set({b, h, row, d}, core(c.q, b, h, s.Hq, qi, s.Lq, d, s.D));
+  q.set({b, h, row, s.D}, A);
+}
+
+/// Row `row` of a problem's k and v ← live key `t` of kv head (b, h), and the gate 0.
+void write_live_key(Tensor &k, Tensor &v, const Case &c, std::int64_t b, std::int64_t h, std::int64_t row,
+                    std::int64_t t) {
+  const Shape &s = c.spec.shape;
+  for (std::int64_t d = 0; d < s.D; ++d) k.set({b, h, row, d}, core(c.k, b, h, s.Hkv, t, s.Lk, d, s.D));
+  k.set({b, h, row, s.D}, 0.0);
+  for (std::int64_t d = 0; d < s.Dv; ++d) v.set({b, h, row, d}, core(c.v, b, h, s.Hkv, t, s.Lk, d, s.Dv));
+}
+
 /// Live keys among the first `visible` positions of the row.
 std::int64_t live_seen(const std::vector<std::int64_t> &pos, std::int64_t visible) {
   return std::lower_bound(pos.begin(), pos.end(), visible) - pos.begin();
@@ -133,10 +150,7 @@ Problem stretched_problem(const Case &c) {
   p.q = tensor({ls.B, ls.Hq, ls.Lq, ls.D});
   for (std::int64_t b = 0; b < ls.B; ++b)
     for (std::int64_t h = 0; h < ls.Hq; ++h)
-      for (std::int64_t i = 0; i < ls.Lq; ++i) {
-        for (std::int64_t d = 0; d < s.D; ++d) p.q.set({b, h, i, d}, core(c.q, b, h, s.Hq, i % s.Lq, s.Lq, d, s.D));
-        p.q.set({b, h, i, s.D}, g.A);
-      }
+      for (std::int64_t i = 0; i < ls.Lq; ++i) write_query(p.q, c, g.A, b, h, i, i % s.Lq);
   p.k = tensor({ls.B, ls.Hkv, ls.Lk, ls.D});
   p.v = tensor({ls.B, ls.Hkv, ls.Lk, ls.Dv});
   // Filler rows repeat (k: one row; v: filler_value's period in j): written as byte images where a row is contiguous
@@ -148,10 +162,7 @@ Problem stretched_problem(const Case &c) {
       std::size_t t = 0;  // the next live key
       for (std::int64_t j = 0; j < ls.Lk; ++j) {
         if (t < pos.size() && pos[t] == j) {
-          const auto live = static_cast<std::int64_t>(t++);
-          for (std::int64_t d = 0; d < s.D; ++d) p.k.set({b, h, j, d}, core(c.k, b, h, s.Hkv, live, s.Lk, d, s.D));
-          p.k.set({b, h, j, s.D}, 0.0);
-          for (std::int64_t d = 0; d < s.Dv; ++d) p.v.set({b, h, j, d}, core(c.v, b, h, s.Hkv, live, s.Lk, d, s.Dv));
+          write_live_key(p.k, p.v, c, b, h, j, static_cast<std::int64_t>(t++));
         } else {
           k_filler.write(p.k, b, h, j);
           v_filler.write(p.v, b, h, j);
@@ -215,16 +226,9 @@ StretchedForward stretched_forward(const Case &c, const PrecisionProfile &profil
     cp.v = Tensor::contiguous(c.spec.dtype, {s.B, s.Hkv, s.Lk, s.Dv});
     for (std::int64_t b = 0; b < s.B; ++b) {
       for (std::int64_t h = 0; h < s.Hq; ++h)
-        for (std::int64_t r = 0; r < s.Lk; ++r) {
-          for (std::int64_t d = 0; d < s.D; ++d) cp.q.set({b, h, r, d}, core(c.q, b, h, s.Hq, qi, s.Lq, d, s.D));
-          cp.q.set({b, h, r, s.D}, g.A);
-        }
+        for (std::int64_t r = 0; r < s.Lk; ++r) write_query(cp.q, c, g.A, b, h, r, qi);
       for (std::int64_t h = 0; h < s.Hkv; ++h)
-        for (std::int64_t j = 0; j < s.Lk; ++j) {
-          for (std::int64_t d = 0; d < s.D; ++d) cp.k.set({b, h, j, d}, core(c.k, b, h, s.Hkv, j, s.Lk, d, s.D));
-          cp.k.set({b, h, j, s.D}, 0.0);
-          for (std::int64_t d = 0; d < s.Dv; ++d) cp.v.set({b, h, j, d}, core(c.v, b, h, s.Hkv, j, s.Lk, d, s.Dv));
-        }
+        for (std::int64_t j = 0; j < s.Lk; ++j) write_live_key(cp.k, cp.v, c, b, h, j, j);
     }
     // The filler each core row stands for: the most any long row it answers sees (the bound grows with n).
     std::vector<FillerKeys> filler(at(s.B * s.Hq * s.Lk));

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <exception>
+#include <optional>
 
 namespace attncheck::reporting {
 
@@ -73,31 +74,17 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
   if (is_gradient(tensor) && c.dout.empty()) tensor = "O";  // no dout: the backward cannot run
   if (tensor == "LSE" && report.contract.lse == LseOutput::none) tensor = "O";  // the kernel returns no LSE
   ev.tensor.assign(tensor.begin(), tensor.end());
-  const Shape &s = c.spec.shape;
+  const Shape s = c.spec.problem_shape();
   try {
     Problem p = c.problem();
     p.params.scale = scale;
     const Env env{kernel, report.profile, report.contract};
-    if (c.spec.stretch.active()) {
-      // A long problem: exact values and bounds from its core (stretch.h), forward only.
-      const StretchedForward sf = stretched_forward(c, report.profile);
-      if (cx.outcome.step == Step::shape) {
-        ev.call_error = cx.outcome.detail;
-        return ev;
-      }
-      const ForwardRun fr = run_forward(env, p);
-      if (!fr.call.ok()) ev.call_error = call_failure("forward", fr.call);
-      const bool lse = ev.tensor == "LSE";
-      if (!lse) ev.tensor = std::string(1, 'O');  // a long row's failures are O's or LSE's
-      const Shape ls = c.spec.problem_shape();
-      ev.shape = lse ? std::vector<std::int64_t>{ls.B, ls.Hq, ls.Lq} : detail::o_shape(ls);
-      ev.exact = lse ? sf.exact.lse : sf.exact.out;
-      ev.bound = lse ? sf.bounds.lse : sf.bounds.out;
-      if (fr.call.ok()) ev.got = (lse ? fr.lse : fr.out).to_vector();
-      return ev;
-    }
-    const ExactForward exact = reference_forward(p);
-    if (static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk) <= Evidence::kMaxProbabilities)
+    // A stretched (long) problem's exact values and bounds come from its core (stretch.h); it is forward only, and its
+    // probabilities are not the case's values'.
+    std::optional<StretchedForward> stretched;
+    if (c.spec.stretch.active()) stretched = stretched_forward(c, report.profile);
+    const ExactForward exact = stretched ? stretched->exact : reference_forward(p);
+    if (!stretched && static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk) <= Evidence::kMaxProbabilities)
       ev.probabilities = probabilities(c, scale, exact.lse);
     if (cx.outcome.step == Step::shape) {
       // The call itself failed (crashed, hung, declined, wrote outside): there are no results to show, and running
@@ -108,7 +95,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
     const ForwardRun fr = run_forward(env, p);
     if (!fr.call.ok()) ev.call_error = call_failure("forward", fr.call);
     if (!is_gradient(ev.tensor)) {
-      const ForwardBounds fb = forward_bounds(p, exact, report.profile);
+      const ForwardBounds fb = stretched ? stretched->bounds : forward_bounds(p, exact, report.profile);
       const bool lse = ev.tensor == "LSE";
       ev.shape = lse ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq} : detail::o_shape(s);
       ev.exact = lse ? exact.lse : exact.out;

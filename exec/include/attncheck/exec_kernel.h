@@ -79,6 +79,11 @@ class ExecKernel {
   struct CallTimes {
     int first_calls = 0, other_calls = 0;
     double first_seconds = 0, other_seconds = 0;
+    CallTimes &operator+=(const CallTimes &o) {  // several kernels' (--jobs workers')
+      first_calls += o.first_calls, other_calls += o.other_calls;
+      first_seconds += o.first_seconds, other_seconds += o.other_seconds;
+      return *this;
+    }
   };
   CallTimes call_times() const;
 

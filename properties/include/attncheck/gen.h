@@ -61,6 +61,8 @@ inline constexpr std::int64_t kHugeLiveKeys = 4;
 /// The huge case's spec (its core drawn by draw_spec) and the bytes its tensors (q, k, v, O, LSE) take in `dt`.
 CaseSpec huge_stretch(Dtype dt);
 std::uint64_t tensor_bytes(const CaseSpec &s);
+/// Elements of the largest input tensor of a problem of shape `s` (q, k or v).
+std::int64_t largest_tensor(const Shape &s);
 /// A problem with a tensor of more than 2³¹ elements (offsets past 2³¹ − 1). Its failures are not shrunk: the huge case is at that
 /// threshold by construction (one key fewer per head and k has 2³¹ elements), and every candidate would cost a
 /// multi-gigabyte call.

@@ -125,6 +125,26 @@ std::uint64_t available_memory() {
   return static_cast<std::uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+/// The case of more than 2³¹ elements (CheckOptions::huge_cases): allowed in `co` when its tensors fit the kernel's
+/// memory limit with room for the kernel itself, and its copies here fit the memory available; else why not.
+std::optional<std::string> allow_huge_case(const CheckOptions &opt, CaseOptions &co) {
+  const std::uint64_t need = tensor_bytes(huge_stretch(opt.dtype)), mib = std::uint64_t{1} << 20;
+  const std::uint64_t room = opt.memory_limit_mib == 0 ? UINT64_MAX
+                             : opt.memory_limit_mib * mib > CheckOptions::kHugeMemoryMargin
+                                 ? opt.memory_limit_mib * mib - CheckOptions::kHugeMemoryMargin
+                                 : 0;
+  const std::uint64_t host = available_memory();
+  const std::string head = "no case of more than 2³¹ elements: its tensors take " + std::to_string(need / mib) + " MiB";
+  if (need > room)
+    return head + ", and the kernel's memory limit of " + std::to_string(opt.memory_limit_mib) + " MiB leaves " +
+           std::to_string(room / mib) + " (--memory-limit)";
+  if (need > host / CheckOptions::kHugeHostCopies)
+    return head + ", " + std::to_string(CheckOptions::kHugeHostCopies) + " times that is more than the " +
+           std::to_string(host / mib) + " MiB of memory available here";
+  co.huge_bytes = need;
+  return std::nullopt;
+}
+
 /// Appends one clause to a property's note ("; "-separated).
 void add_note(PropertyReport &pr, const std::string &clause) { pr.note += (pr.note.empty() ? "" : "; ") + clause; }
 
@@ -165,8 +185,7 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
     const Shape s = c.spec.problem_shape();
     st.longest_row = std::max(st.longest_row, s.Lk);
     if (s.Lq == s.Lk) st.largest_square = std::max(st.largest_square, s.Lk);
-    st.most_elements = std::max({st.most_elements, s.B * s.Hq * s.Lq * s.D, s.B * s.Hkv * s.Lk * s.D,
-                                 s.B * s.Hkv * s.Lk * s.Dv});
+    st.most_elements = std::max(st.most_elements, largest_tensor(s));
   }
   return o;
 }
@@ -333,26 +352,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   co.backward = def.needs_backward;
   co.shape_pool = pool;
   if (def.require) def.require(co);
-  // The case of more than 2³¹ elements: when its tensors fit the kernel's memory, with room for the kernel itself.
-  std::optional<std::string> huge_skipped;
-  if (co.stretch && opt.huge_cases) {
-    const std::uint64_t need = tensor_bytes(huge_stretch(opt.dtype)), mib = std::uint64_t{1} << 20;
-    const std::uint64_t room = opt.memory_limit_mib == 0 ? UINT64_MAX
-                               : opt.memory_limit_mib * mib > CheckOptions::kHugeMemoryMargin
-                                   ? opt.memory_limit_mib * mib - CheckOptions::kHugeMemoryMargin
-                                   : 0;
-    const std::uint64_t host = available_memory();
-    if (need > room)
-      huge_skipped = "no case of more than 2³¹ elements: its tensors take " + std::to_string(need / mib) +
-                     " MiB, and the kernel's memory limit of " + std::to_string(opt.memory_limit_mib) +
-                     " MiB leaves " + std::to_string(room / mib) + " (--memory-limit)";
-    else if (need > host / CheckOptions::kHugeHostCopies)
-      huge_skipped = "no case of more than 2³¹ elements: its tensors take " + std::to_string(need / mib) +
-                     " MiB, " + std::to_string(CheckOptions::kHugeHostCopies) + " times that is more than the " +
-                     std::to_string(host / mib) + " MiB of memory available here";
-    else
-      co.huge_bytes = need;
-  }
+  const std::optional<std::string> huge_skipped =
+      co.stretch && opt.huge_cases ? allow_huge_case(opt, co) : std::optional<std::string>{};
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
   const rc::Gen<Case> gen = gen_case(co);
 

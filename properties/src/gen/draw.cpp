@@ -142,11 +142,16 @@ constexpr std::array<std::array<std::int64_t, 7>, 3> kStretchPool{{{1, 1, 1, 1, 
 /// A stretched spec (CaseOptions::stretch): a small core and long lengths, within kMaxStretchWork — or the huge
 /// case (CaseOptions::huge_bytes) at kHugeSize.
 CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
+  // After the lengths: mask, layout (the huge case keeps bhld: no room lost to padding) and family.
+  const auto finish = [&](CaseSpec &s, bool draw_layout) {
+    s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
+    if (draw_layout) s.layout = opts.layout.value_or(b.pick(kLayouts));
+    s.family = opts.family.value_or(b.pick(kStretchFamilies));
+  };
   if (opts.huge_bytes > 0 && size == kHugeSize && tensor_bytes(huge_stretch(opts.dtype)) <= opts.huge_bytes) {
     CaseSpec s = huge_stretch(opts.dtype);
     s.shape.Lk = b.uniform(2, kHugeLiveKeys);
-    s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
-    s.family = opts.family.value_or(b.pick(kStretchFamilies));
+    finish(s, false);
     return s;
   }
   CaseSpec s;
@@ -158,9 +163,7 @@ CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
                .Lk = b.uniform(1, kMaxLiveKeys), .D = D, .Dv = Dv};
     s.stretch = {.Lq = Lq, .Lk = Lk};
     sh.Lq = std::min(sh.Lq, Lq);
-    s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
-    s.layout = opts.layout.value_or(b.pick(kLayouts));
-    s.family = opts.family.value_or(b.pick(kStretchFamilies));
+    finish(s, true);
     return s;
   }
   sh.B = b.uniform(1, kMaxBatch);
@@ -188,9 +191,7 @@ CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
     protect = b.chance(0.5) ? &Stretch::Lq : &Stretch::Lk;
   }
   sh.Lq = std::min(sh.Lq, st.Lq);
-  s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
-  s.layout = opts.layout.value_or(b.pick(kLayouts));
-  s.family = opts.family.value_or(b.pick(kStretchFamilies));
+  finish(s, true);
   // Within the work cap: batches, then kv heads (the GQA group stays), head dims, the group, then the length the
   // regime does not stand for — a square's head dims first, then both its lengths.
   while (s.work() > kMaxStretchWork) {
@@ -226,10 +227,13 @@ CaseSpec huge_stretch(Dtype dt) {
   return s;  // layout bhld: no room lost to padding
 }
 
+std::int64_t largest_tensor(const Shape &s) {
+  return std::max({s.B * s.Hq * s.Lq * s.D, s.B * s.Hkv * s.Lk * s.D, s.B * s.Hkv * s.Lk * s.Dv});
+}
+
 bool is_huge(const CaseSpec &s) {
-  const Shape p = s.problem_shape();
   constexpr std::int64_t kOffsets32 = std::int64_t{1} << 31;  // elements whose offsets fit in an int32
-  return std::max({p.B * p.Hq * p.Lq * p.D, p.B * p.Hkv * p.Lk * p.D, p.B * p.Hkv * p.Lk * p.Dv}) > kOffsets32;
+  return largest_tensor(s.problem_shape()) > kOffsets32;
 }
 
 std::uint64_t tensor_bytes(const CaseSpec &s) {
