@@ -1,5 +1,7 @@
 #include "attncheck/contract.h"
 
+#include "attncheck/features.h"
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -21,6 +23,9 @@ template <class E>
 constexpr int as_int(E e) {
   return static_cast<int>(e);
 }
+
+/// The key whose value is a set: the ABI 1.2 features the kernel implements, joined by '+' ("window+softcap").
+constexpr std::string_view kFeaturesKey = "features";
 
 /// The token that stands for every default (what describe_changes() writes when nothing differs).
 constexpr std::string_view kDefaults = "defaults";
@@ -83,6 +88,8 @@ std::string keys_text() {
   std::string s;
   for (const Key &k : kKeys) s += (s.empty() ? "" : ", ") + std::string(k.name);
   for (const Shorthand &sh : kShorthands) s += ", " + std::string(sh.name);
+  s += ", ";
+  s += kFeaturesKey;
   return s;
 }
 
@@ -101,6 +108,15 @@ std::string describe_keys(const KernelContract &c, bool only_changes) {
   for (const Key &k : kKeys) {
     if (only_changes && k.get(c) == k.get(defaults)) continue;
     s += (s.empty() ? "" : " ") + std::string(k.name) + "=" + std::string(k.values[static_cast<std::size_t>(k.get(c))]);
+  }
+  if (!only_changes || c.features != 0) {
+    std::string list = feature_list(c.features);
+    for (char &ch : list)
+      if (ch == ',') ch = '+';
+    if (!s.empty()) s += ' ';
+    s += kFeaturesKey;
+    s += '=';
+    s += list;
   }
   return s;
 }
@@ -187,6 +203,14 @@ KernelContract parse_contract(std::string_view text, KernelContract base) {
     if (eq == std::string_view::npos)
       throw ContractError("contract: '" + std::string(token) + "' is not key=value (keys: " + keys_text() + ")");
     const std::string_view key = token.substr(0, eq), value = token.substr(eq + 1);
+    if (key == kFeaturesKey) {
+      try {
+        base.features = parse_feature_list(value);
+      } catch (const std::invalid_argument &e) {
+        throw ContractError("contract: '" + std::string(token) + "': " + e.what() + "; join several with '+'");
+      }
+      continue;
+    }
     if (const Key *k = find_key(key)) {
       set_value(base, *k, value, token);
       continue;

@@ -1,6 +1,9 @@
 #include "attncheck/kernel_call.h"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
+#include <span>
 #include <stdexcept>
 
 namespace attncheck {
@@ -32,27 +35,270 @@ CallResult finish(const attncheck_kernel &kernel, int status) {
   }
   return r;
 }
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// A small compact tensor of the ABI 1.2 arguments (slopes, sinks, the mask, sequence offsets, block table) and its
+/// DLTensor view.
+struct Small {
+  std::vector<std::byte> bytes;
+  std::vector<std::int64_t> shape, strides;
+  DLTensor dl{};
+  template <class T>
+  void set(const std::vector<T> &values, DLDataType type, std::vector<std::int64_t> dims) {
+    bytes.resize(values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+    shape = std::move(dims);
+    strides.assign(shape.size(), 1);
+    for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+    dl = DLTensor{};
+    dl.data = bytes.data();
+    dl.device = DLDevice{kDLCPU, 0};
+    dl.ndim = static_cast<std::int32_t>(shape.size());
+    dl.dtype = type;
+    dl.shape = shape.data();
+    dl.strides = strides.data();
+  }
+};
+
+constexpr DLDataType kF32{kDLFloat, 32, 1}, kI32{kDLInt, 32, 1}, kU8{kDLUInt, 8, 1};
+
+/// Prefix sums of per-sequence lengths: cu[b] = Σ_{b' < b} len[b'].
+std::vector<std::int32_t> offsets_of(const std::vector<std::int64_t> &len) {
+  std::vector<std::int32_t> cu{0};
+  for (std::int64_t n : len) cu.push_back(cu.back() + static_cast<std::int32_t>(n));
+  return cu;
+}
+
+/// A call's ABI 1.2 arguments and the physical tensors of its layout: alive for the call.
+class FeatureCall {
+ public:
+  FeatureCall(const Problem &p) : p_(p), f_(p.features), s_(p.shape) {
+    args.size = sizeof(attncheck_args);
+    args.window_left = static_cast<std::int32_t>(f_.window_left);
+    args.window_right = static_cast<std::int32_t>(f_.window_right);
+    args.softcap = static_cast<float>(f_.softcap);
+    auto floats = [](const std::vector<double> &xs) { return std::vector<float>(xs.begin(), xs.end()); };
+    if (!f_.alibi_slopes.empty()) {
+      alibi_.set(floats(f_.alibi_slopes), kF32, {s_.Hq});
+      args.alibi_slopes = &alibi_.dl;
+    }
+    if (!f_.sinks.empty()) {
+      sinks_.set(floats(f_.sinks), kF32, {s_.Hq});
+      args.sinks = &sinks_.dl;
+    }
+    if (f_.mask_kind != MaskKind::none) {
+      const std::vector<std::int64_t> dims{f_.mask_B, f_.mask_H, s_.Lq, s_.Lk};
+      if (f_.mask_kind == MaskKind::boolean)
+        mask_.set(std::vector<std::uint8_t>(f_.mask.begin(), f_.mask.end()), kU8, dims);
+      else
+        mask_.set(floats(f_.mask), kF32, dims);
+      args.attn_mask = &mask_.dl;
+    }
+    if (f_.storage == KvStorage::varlen) {
+      cu_q_ = offsets_of(lengths(f_.seqlens_q, s_.Lq));
+      cu_k_ = offsets_of(lengths(f_.seqlens_k, s_.Lk));
+      cuq_.set(cu_q_, kI32, {s_.B + 1});
+      cuk_.set(cu_k_, kI32, {s_.B + 1});
+      args.cu_seqlens_q = &cuq_.dl;
+      args.cu_seqlens_k = &cuk_.dl;
+      args.max_seqlen_q = static_cast<std::int32_t>(s_.Lq);
+      args.max_seqlen_k = static_cast<std::int32_t>(s_.Lk);
+    }
+    if (f_.storage == KvStorage::paged) {
+      table_.set(f_.block_table, kI32, {s_.B, f_.pages_per_seq});
+      std::vector<std::int32_t> used;
+      for (std::int64_t n : lengths(f_.seqlens_k, s_.Lk)) used.push_back(static_cast<std::int32_t>(n));
+      used_.set(used, kI32, {s_.B});
+      args.block_table = &table_.dl;
+      args.seqused_k = &used_.dl;
+      args.page_size = static_cast<std::int32_t>(f_.page_size);
+    }
+    if (f_.dropout_p > 0) {
+      args.dropout_p = static_cast<float>(f_.dropout_p);
+      args.dropout_seed = f_.dropout_seed;
+      std::vector<std::uint8_t> keep = f_.dropout_keep;
+      keep.resize(static_cast<std::size_t>(s_.B * s_.Hq * s_.Lq * s_.Lk), kDropoutUnwritten);
+      drop_.set(keep, kU8, {s_.B, s_.Hq, s_.Lq, s_.Lk});
+      args.dropout_mask = &drop_.dl;
+    }
+    args.descale_q = args.descale_k = args.descale_v = 1;
+  }
+
+  attncheck_params params() const {
+    attncheck_params a = p_.params.to_abi();
+    a.features = f_.bits();
+    a.args = &args;
+    return a;
+  }
+
+  /// The tensor the kernel reads for logical q (rows) or k, v (keys): packed (varlen), paged (k, v), or itself.
+  const Tensor &rows_in(const Tensor &logical, std::optional<Tensor> &slot) {
+    if (f_.storage != KvStorage::varlen) return logical;
+    slot = pack(logical, cu_q_);
+    return *slot;
+  }
+  const Tensor &keys_in(const Tensor &logical, std::optional<Tensor> &slot) {
+    if (f_.storage == KvStorage::varlen) {
+      slot = pack(logical, cu_k_);
+      return *slot;
+    }
+    if (f_.storage == KvStorage::paged) {
+      slot = page(logical);
+      return *slot;
+    }
+    return logical;
+  }
+  /// An output of rows (out, lse, dq) or keys (dk, dv) as the kernel writes it: packed under varlen, else the logical one.
+  Tensor *rows_out(Tensor &logical, std::optional<Tensor> &slot) { return packed_like(logical, slot, cu_q_); }
+  Tensor *keys_out(Tensor &logical, std::optional<Tensor> &slot) { return packed_like(logical, slot, cu_k_); }
+  /// Copies a packed output back into its logical tensor; elements past a sequence's length get `absent`.
+  void unpack_rows(const std::optional<Tensor> &packed, Tensor &logical, double absent) const {
+    unpack(packed, logical, cu_q_, absent);
+  }
+  void unpack_keys(const std::optional<Tensor> &packed, Tensor &logical, double absent) const {
+    unpack(packed, logical, cu_k_, absent);
+  }
+  /// The dropout mask the kernel wrote.
+  std::vector<std::uint8_t> dropout_mask() const {
+    return std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t *>(drop_.bytes.data()),
+                                     reinterpret_cast<const std::uint8_t *>(drop_.bytes.data()) + drop_.bytes.size());
+  }
+
+  attncheck_args args{};
+
+ private:
+  std::vector<std::int64_t> lengths(const std::vector<std::int64_t> &given, std::int64_t all) const {
+    return given.empty() ? std::vector<std::int64_t>(static_cast<std::size_t>(s_.B), all) : given;
+  }
+
+  /// [B, H, L(, X)] → [1, H, Σ L_b(, X)] in the packed layout, sequence b's rows at cu[b].
+  Tensor pack(const Tensor &logical, const std::vector<std::int32_t> &cu) const {
+    std::optional<Tensor> t;
+    packed_like(logical, t, cu);
+    for_each_present(logical, cu, [&](std::span<const std::int64_t> at, std::span<const std::int64_t> from) {
+      t->set(at, logical.get(from));
+    });
+    return std::move(*t);
+  }
+
+  /// Calls f(packed index, logical index) for every element of a sequence's own rows.
+  template <class F>
+  static void for_each_present(const Tensor &logical, const std::vector<std::int32_t> &cu, F &&f) {
+    for_each_index(logical.shape(), [&](std::span<const std::int64_t> idx) {
+      const std::size_t b = static_cast<std::size_t>(idx[0]);
+      if (idx[2] >= cu[b + 1] - cu[b]) return;
+      std::int64_t at[4] = {0, idx[1], cu[b] + idx[2], idx.size() == 4 ? idx[3] : 0};
+      f(std::span<const std::int64_t>(at, idx.size()), idx);
+    });
+  }
+
+  /// [B, Hkv, Lk, X] → pages [num_pages, Hkv, page_size, X]: key j of b in row j % page_size of its block table's
+  /// page j / page_size; every other row (unused pages, the tail of a last page) NaN.
+  Tensor page(const Tensor &logical) const {
+    const std::int64_t H = logical.dim(1), X = logical.dim(3), ps = f_.page_size;
+    Tensor t = Tensor::with_layout(logical.dtype(), {f_.num_pages, H, ps, X}, f_.packed_layout, kPad);
+    t.fill_storage(kNaN);
+    for (std::int64_t b = 0; b < s_.B; ++b)
+      for (std::int64_t j = 0; j < seq_keys(f_, b, s_.Lk); ++j) {
+        const std::int64_t pg = f_.block_table[static_cast<std::size_t>(b * f_.pages_per_seq + j / ps)];
+        for (std::int64_t h = 0; h < H; ++h)
+          for (std::int64_t x = 0; x < X; ++x) t.set({pg, h, j % ps, x}, logical.get({b, h, j, x}));
+      }
+    return t;
+  }
+
+  Tensor *packed_like(Tensor &logical, std::optional<Tensor> &slot, const std::vector<std::int32_t> &cu) const {
+    if (f_.storage != KvStorage::varlen) return &logical;
+    packed_like(static_cast<const Tensor &>(logical), slot, cu);
+    return &*slot;
+  }
+  /// A NaN-filled packed tensor for `logical`: [1, H, Σ L_b, X] in the packed layout, or [1, H, Σ L_b] compact.
+  void packed_like(const Tensor &logical, std::optional<Tensor> &slot, const std::vector<std::int32_t> &cu) const {
+    std::vector<std::int64_t> shape = logical.shape();
+    shape[0] = 1;
+    shape[2] = cu.back();
+    if (logical.rank() == 4)
+      slot = Tensor::with_layout(logical.dtype(), shape, f_.packed_layout, kPad);
+    else
+      slot = Tensor(logical.dtype(), shape, {shape[1] * shape[2], shape[2], 1}, kPad, shape[1] * shape[2] + 2 * kPad);
+    slot->fill_storage(kNaN);
+  }
+
+  void unpack(const std::optional<Tensor> &packed, Tensor &logical, const std::vector<std::int32_t> &cu,
+              double absent) const {
+    if (!packed) return;
+    for_each_index(logical.shape(), [&](std::span<const std::int64_t> idx) { logical.set(idx, absent); });
+    for_each_present(logical, cu, [&](std::span<const std::int64_t> at, std::span<const std::int64_t> from) {
+      logical.set(from, packed->get(at));
+    });
+  }
+
+  static constexpr std::int64_t kPad = 3;
+  const Problem &p_;
+  const Features &f_;
+  const Shape &s_;
+  std::vector<std::int32_t> cu_q_, cu_k_;
+  Small alibi_, sinks_, mask_, cuq_, cuk_, table_, used_, drop_;
+};
 }  // namespace
 
-CallResult call_forward(const attncheck_kernel &kernel, const Problem &p, Tensor &out, Tensor *lse) {
-  const attncheck_params params = p.params.to_abi();
-  const DLTensor q = p.q.dl(), k = p.k.dl(), v = p.v.dl();
-  DLTensor o = out.dl();
+CallResult call_forward(const attncheck_kernel &kernel, const Problem &p, Tensor &out, Tensor *lse,
+                        std::vector<std::uint8_t> *dropout_keep) {
+  if (!p.features.any()) {
+    const attncheck_params params = p.params.to_abi();
+    const DLTensor q = p.q.dl(), k = p.k.dl(), v = p.v.dl();
+    DLTensor o = out.dl();
+    DLTensor l{};
+    if (lse) l = lse->dl();
+    return finish(kernel, kernel.forward(&params, &q, &k, &v, &o, lse ? &l : nullptr));
+  }
+  FeatureCall fc(p);
+  const attncheck_params params = fc.params();
+  std::optional<Tensor> pq, pk, pv, pout, plse;
+  const DLTensor q = fc.rows_in(p.q, pq).dl(), k = fc.keys_in(p.k, pk).dl(), v = fc.keys_in(p.v, pv).dl();
+  DLTensor o = fc.rows_out(out, pout)->dl();
   DLTensor l{};
-  if (lse) l = lse->dl();
-  return finish(kernel, kernel.forward(&params, &q, &k, &v, &o, lse ? &l : nullptr));
+  if (lse) l = fc.rows_out(*lse, plse)->dl();
+  const CallResult r = finish(kernel, kernel.forward(&params, &q, &k, &v, &o, lse ? &l : nullptr));
+  if (r.ok()) {
+    fc.unpack_rows(pout, out, 0);
+    if (lse) fc.unpack_rows(plse, *lse, -std::numeric_limits<double>::infinity());
+  }
+  if (dropout_keep && p.features.dropout_p > 0) *dropout_keep = fc.dropout_mask();
+  return r;
 }
 
 CallResult call_backward(const attncheck_kernel &kernel, const Problem &p, const Tensor &out, const Tensor *lse,
                          Tensor &dq, Tensor &dk, Tensor &dv) {
   if (!kernel.backward) return CallResult{ATTNCHECK_UNSUPPORTED, "kernel has no backward"};
   if (!p.dout) throw std::invalid_argument("call_backward: the problem has no dout");
-  const attncheck_params params = p.params.to_abi();
-  const DLTensor q = p.q.dl(), k = p.k.dl(), v = p.v.dl(), o = out.dl(), dout = p.dout->dl();
+  if (!p.features.any()) {
+    const attncheck_params params = p.params.to_abi();
+    const DLTensor q = p.q.dl(), k = p.k.dl(), v = p.v.dl(), o = out.dl(), dout = p.dout->dl();
+    DLTensor l{};
+    if (lse) l = lse->dl();
+    DLTensor gq = dq.dl(), gk = dk.dl(), gv = dv.dl();
+    return finish(kernel, kernel.backward(&params, &q, &k, &v, &o, lse ? &l : nullptr, &dout, &gq, &gk, &gv));
+  }
+  if (p.features.storage == KvStorage::paged)
+    return CallResult{ATTNCHECK_UNSUPPORTED, "a paged KV cache has no backward in the ABI"};
+  FeatureCall fc(p);
+  const attncheck_params params = fc.params();
+  std::optional<Tensor> pq, pk, pv, pout, plse, pdout, pdq, pdk, pdv;
+  const DLTensor q = fc.rows_in(p.q, pq).dl(), k = fc.keys_in(p.k, pk).dl(), v = fc.keys_in(p.v, pv).dl();
+  const DLTensor o = fc.rows_in(out, pout).dl(), dout = fc.rows_in(*p.dout, pdout).dl();
   DLTensor l{};
-  if (lse) l = lse->dl();
-  DLTensor gq = dq.dl(), gk = dk.dl(), gv = dv.dl();
-  return finish(kernel, kernel.backward(&params, &q, &k, &v, &o, lse ? &l : nullptr, &dout, &gq, &gk, &gv));
+  if (lse) l = fc.rows_in(*lse, plse).dl();
+  DLTensor gq = fc.rows_out(dq, pdq)->dl(), gk = fc.keys_out(dk, pdk)->dl(), gv = fc.keys_out(dv, pdv)->dl();
+  const CallResult r =
+      finish(kernel, kernel.backward(&params, &q, &k, &v, &o, lse ? &l : nullptr, &dout, &gq, &gk, &gv));
+  if (r.ok()) {
+    fc.unpack_rows(pdq, dq, 0);
+    fc.unpack_keys(pdk, dk, 0);
+    fc.unpack_keys(pdv, dv, 0);
+  }
+  return r;
 }
 
 }  // namespace attncheck

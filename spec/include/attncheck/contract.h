@@ -24,6 +24,9 @@
 //   grad-sum        auto | exact | per-head          GQA dK, dV: summed over query heads before one store, or each
 //                                                    head's part stored in the storage dtype first (auto: per-head
 //                                                    allowed for float16/bfloat16 storage)
+//   features        none | window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8
+//                                                    the ABI 1.2 features the kernel implements (SPEC.md §2.7):
+//                                                    only these reach it; the others' properties are off (declined)
 //
 // Example:
 //   attncheck::KernelContract c = attncheck::parse_contract("causal=top-left, lse=none");
@@ -80,6 +83,7 @@ struct KernelContract {
   Allow round_p = Allow::automatic;
   Allow rowsum_rounded_p = Allow::automatic;
   Allow grad_per_head = Allow::automatic;
+  std::uint32_t features = 0;  ///< ATTNCHECK_FEATURE_* bits the kernel implements (ABI 1.2)
 
   /// The precision profile for one storage dtype.
   PrecisionProfile profile(Dtype storage) const;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attncheck/dtype.h"
+#include "attncheck/features.h"
 #include "attncheck/kernel_abi.h"
 #include "attncheck/tensor.h"
 
@@ -62,16 +63,20 @@ struct Params {
   Mask mask = Mask::none;
   attncheck_params to_abi() const {
     // Both alignments reach the kernel as ATTNCHECK_MASK_CAUSAL; other values pass through (tests send bad ones).
-    return attncheck_params{scale, mask == Mask::causal_top_left ? ATTNCHECK_MASK_CAUSAL : static_cast<std::int32_t>(mask)};
+    return attncheck_params{scale, mask == Mask::causal_top_left ? ATTNCHECK_MASK_CAUSAL : static_cast<std::int32_t>(mask),
+                            0, nullptr};
   }
 };
 
-/// The inputs of one problem; dout is present for backward problems.
+/// The inputs of one problem; dout is present for backward problems. With features (SPEC.md §2.7) the tensors are
+/// still the logical [B, H, L, D] ones, L the longest sequence (features.h); the call (kernel_call.h) gives the kernel
+/// the layout `features.storage` names.
 struct Problem {
   Shape shape;
   Params params;
   Tensor q, k, v;
   std::optional<Tensor> dout;
+  Features features;
   Dtype dtype() const { return q.dtype(); }
 };
 
