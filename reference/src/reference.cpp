@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -34,7 +35,76 @@ Shape checked_shape(const Problem &p, unsigned bits, bool need_dout) {
                                 s.describe() + ")");
   if (!std::isfinite(p.params.scale))
     throw std::invalid_argument("reference: the scale must be finite; got " + std::to_string(p.params.scale));
+  check_features(p.features, s);
   return s;
+}
+
+namespace {
+
+[[noreturn]] void bad_feature(const std::string &what) {
+  throw std::invalid_argument("reference: features: " + what);
+}
+
+std::string num(std::int64_t n) { return std::to_string(n); }
+std::string num(std::size_t n) { return std::to_string(n); }
+std::string num(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+/// A per-head vector (alibi_slopes, sinks): empty or Hq finite entries.
+void check_per_head(const std::vector<double> &xs, const char *name, const Shape &s) {
+  if (xs.empty()) return;
+  if (static_cast<std::int64_t>(xs.size()) != s.Hq)
+    bad_feature(std::string(name) + " has " + num(xs.size()) + " entries; it needs Hq = " + num(s.Hq) + " (one per query head)");
+  for (std::size_t h = 0; h < xs.size(); ++h)
+    if (!std::isfinite(xs[h])) bad_feature(std::string(name) + "[" + num(h) + "] = " + num(xs[h]) + " is not finite");
+}
+
+/// seqlens_q / seqlens_k: empty or B entries in [0, L].
+void check_lengths(const std::vector<std::int64_t> &xs, const char *name, const char *dim, std::int64_t L,
+                   const Shape &s) {
+  if (xs.empty()) return;
+  if (static_cast<std::int64_t>(xs.size()) != s.B)
+    bad_feature(std::string(name) + " has " + num(xs.size()) + " entries; it needs B = " + num(s.B));
+  for (std::size_t b = 0; b < xs.size(); ++b)
+    if (xs[b] < 0 || xs[b] > L)
+      bad_feature(std::string(name) + "[" + num(b) + "] = " + num(xs[b]) + " is outside [0, " + dim + " = " + num(L) + "]");
+}
+
+}  // namespace
+
+void check_features(const Features &f, const Shape &s) {
+  if (f.window_left < -1 || f.window_right < -1)
+    bad_feature("window_left, window_right must be >= -1 (-1: unbounded); got " + num(f.window_left) + ", " +
+                num(f.window_right));
+  if (!(f.softcap >= 0) || !std::isfinite(f.softcap))
+    bad_feature("softcap must be finite and >= 0 (0: off); got " + num(f.softcap));
+  check_per_head(f.alibi_slopes, "alibi_slopes", s);
+  check_per_head(f.sinks, "sinks", s);
+  if (f.mask_kind != MaskKind::none) {
+    if (f.mask_B != 1 && f.mask_B != s.B)
+      bad_feature("mask_B = " + num(f.mask_B) + " must be 1 or B = " + num(s.B));
+    if (f.mask_H != 1 && f.mask_H != s.Hq)
+      bad_feature("mask_H = " + num(f.mask_H) + " must be 1 or Hq = " + num(s.Hq));
+    const std::int64_t n = f.mask_B * f.mask_H * s.Lq * s.Lk;
+    if (static_cast<std::int64_t>(f.mask.size()) != n)
+      bad_feature("mask has " + num(f.mask.size()) + " entries; [mask_B, mask_H, Lq, Lk] = [" + num(f.mask_B) + ", " +
+                  num(f.mask_H) + ", " + num(s.Lq) + ", " + num(s.Lk) + "] needs " + num(n));
+    for (std::size_t e = 0; e < f.mask.size(); ++e)
+      if (std::isnan(f.mask[e]) || (f.mask_kind == MaskKind::additive && f.mask[e] == INFINITY))
+        bad_feature("mask[" + num(e) + "] = " + num(f.mask[e]) + " is not allowed (NaN, or +inf in an additive mask)");
+  }
+  check_lengths(f.seqlens_q, "seqlens_q", "Lq", s.Lq, s);
+  check_lengths(f.seqlens_k, "seqlens_k", "Lk", s.Lk, s);
+  if (!(f.dropout_p >= 0 && f.dropout_p < 1)) bad_feature("dropout_p must be in [0, 1); got " + num(f.dropout_p));
+  if (f.dropout_p > 0) {
+    const std::int64_t n = s.B * s.Hq * s.Lq * s.Lk;
+    if (static_cast<std::int64_t>(f.dropout_keep.size()) != n)
+      bad_feature("dropout_keep has " + num(f.dropout_keep.size()) + " entries; dropout_p > 0 needs B*Hq*Lq*Lk = " +
+                  num(n) + " (the mask the kernel applied)");
+  }
 }
 
 }  // namespace detail

@@ -10,6 +10,10 @@
 //   any built-in floating type (double, long double) — `bits` is ignored; handy for comparing formulas.
 // The first two are instantiated once in reference.cpp (extern templates below).
 //
+// Features (Problem::features, SPEC.md §2.7: window, softcap, ALiBi, sinks, mask, per-sequence lengths, dropout)
+// are part of the inputs (InputsT::features) and evaluated in Real with the helpers of features.h; forward_t and
+// backward_t give the formulas. A problem without features is evaluated exactly as before they existed.
+//
 // Precision. Boost 1.74 keeps one *process-wide* default precision per variable-precision type (a static
 // atomic, not thread_local) and counts it in decimal digits (digits10), which converts to bits only roughly.
 // The templates here do not depend on it: each value is created with mpfr_set_prec/mpfi_set_prec to exactly
@@ -68,6 +72,10 @@ struct RealOps {
   static void exp(Real &r, const Real &a) { r = std::exp(a); }
   static void log1p(Real &r, const Real &a) { r = std::log1p(a); }
   static void add_d(Real &r, const Real &a, double x) { r = a + static_cast<Real>(x); }
+  static void div_d(Real &r, const Real &a, double x) { r = a / static_cast<Real>(x); }
+  static void tanh(Real &r, const Real &a) { r = std::tanh(a); }
+  /// r ← sech a = 1/cosh a (= 1 − tanh² a with full relative accuracy: the softcap derivative).
+  static void sech(Real &r, const Real &a) { r = Real(1) / std::cosh(a); }
   /// r ← a point value (not an interval) near a; any point will do (used as the softmax shift). r ≠ a.
   static void point(Real &r, const Real &a) { r = a; }
   /// a < b, for point values.
@@ -124,6 +132,9 @@ struct RealOps<boost::multiprecision::mpfr_float> {
   static void exp(Real &r, const Real &a) { mpfr_exp(raw(r), raw(a), MPFR_RNDN); }
   static void log1p(Real &r, const Real &a) { mpfr_log1p(raw(r), raw(a), MPFR_RNDN); }
   static void add_d(Real &r, const Real &a, double x) { mpfr_add_d(raw(r), raw(a), x, MPFR_RNDN); }
+  static void div_d(Real &r, const Real &a, double x) { mpfr_div_d(raw(r), raw(a), x, MPFR_RNDN); }
+  static void tanh(Real &r, const Real &a) { mpfr_tanh(raw(r), raw(a), MPFR_RNDN); }
+  static void sech(Real &r, const Real &a) { mpfr_sech(raw(r), raw(a), MPFR_RNDN); }
   static void point(Real &r, const Real &a) { set(r, a); }
   static bool less(const Real &a, const Real &b) { return mpfr_less_p(raw(a), raw(b)) != 0; }
   static double nearest(const Real &a) { return mpfr_get_d(raw(a), MPFR_RNDN); }
@@ -166,6 +177,9 @@ struct RealOps<boost::multiprecision::mpfi_float> {
   static void exp(Real &r, const Real &a) { mpfi_exp(raw(r), raw(a)); }
   static void log1p(Real &r, const Real &a) { mpfi_log1p(raw(r), raw(a)); }
   static void add_d(Real &r, const Real &a, double x) { mpfi_add_d(raw(r), raw(a), x); }
+  static void div_d(Real &r, const Real &a, double x) { mpfi_div_d(raw(r), raw(a), x); }
+  static void tanh(Real &r, const Real &a) { mpfi_tanh(raw(r), raw(a)); }
+  static void sech(Real &r, const Real &a) { mpfi_sech(raw(r), raw(a)); }
   /// The degenerate interval [mid, mid] (r must not alias a).
   static void point(Real &r, const Real &a) {
     mpfi_mid(&raw(r)->left, raw(a));
@@ -213,22 +227,27 @@ class ScopedDefaultPrecision {
 };
 
 /// The inputs widened exactly to Real, contiguous row-major: q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv],
-/// dout [B,Hq,Lq,Dv] (empty when the problem has none). Building them by hand (e.g. perturbing one value by
-/// less than a float's ulp) lets forward_t/backward_t evaluate attention at any real inputs.
+/// dout [B,Hq,Lq,Dv] (empty when the problem has none), and the problem's features (features.h; the logical view:
+/// L is the longest sequence). Building them by hand (e.g. perturbing one value by less than a float's ulp) lets
+/// forward_t/backward_t evaluate attention at any real inputs.
 template <class Real>
 struct InputsT {
   Shape shape;
   Params params;
+  Features features;
   unsigned bits = kReferenceBits;  ///< precision of every value the computation creates
   std::vector<Real> q, k, v, dout;
 };
 
-/// Forward results at full precision. A row that sees no key: out = 0, lse = −∞, P row = 0.
+/// Forward results at full precision. A row that sees no key and has no sink: out = 0, lse = −∞, P row = 0; a row
+/// that does not exist (i ≥ Lq_b): the same.
 template <class Real>
 struct ForwardT {
-  std::vector<Real> out;  ///< [B,Hq,Lq,Dv]: O_ic = Σ_j P_ij v_jc
-  std::vector<Real> lse;  ///< [B,Hq,Lq]: LSE_i = m_i + log l_i
-  std::vector<Real> P;    ///< [B,Hq,Lq,Lk]: softmax weights, 0 for hidden keys; empty unless KeepP::yes
+  std::vector<Real> out;  ///< [B,Hq,Lq,Dv]: O_ic = Σ_j P_ij z_ij v_jc (z_ij = 1 without dropout)
+  std::vector<Real> lse;  ///< [B,Hq,Lq]: LSE_i = log(Σ_j e^{s_ij} + e^{sink_h}) (no sink term without sinks)
+  /// [B,Hq,Lq,Lk]: softmax weights P_ij = e^{s_ij − LSE_i} (before dropout), 0 for hidden keys; empty unless
+  /// KeepP::yes. With sinks a row's weights sum to 1 − e^{sink_h − LSE_i}.
+  std::vector<Real> P;
 };
 
 /// Backward results at full precision; dk, dv of a kv head sum over the query heads that read it.
@@ -250,8 +269,14 @@ inline std::int64_t p_offset(const Shape &s, std::int64_t b, std::int64_t h, std
 namespace detail {
 
 /// The shape of p's tensors; throws std::invalid_argument when they disagree with each other or with p.shape,
-/// when the scale is not finite, or when bits < kMinReferenceBits.
+/// when the scale is not finite, when bits < kMinReferenceBits, or when p.features does not fit the shape
+/// (check_features).
 Shape checked_shape(const Problem &p, unsigned bits, bool need_dout);
+/// Throws std::invalid_argument (one line naming the field) unless f fits shape s: alibi_slopes and sinks empty or
+/// Hq finite entries; the mask [mask_B, mask_H, Lq, Lk] with mask_B ∈ {1, B}, mask_H ∈ {1, Hq}, no NaN (nor +∞ in
+/// an additive mask); seqlens_q/seqlens_k empty or B entries in [0, Lq] / [0, Lk]; windows ≥ −1; softcap finite
+/// and ≥ 0; dropout_p in [0, 1) and, when > 0, dropout_keep of B·Hq·Lq·Lk entries.
+void check_features(const Features &f, const Shape &s);
 
 template <class Real>
 std::vector<Real> widen(const Tensor &t, unsigned bits) {
@@ -265,20 +290,29 @@ std::vector<Real> widen(const Tensor &t, unsigned bits) {
 /// Scratch values of one precision, reused across rows and heads.
 template <class Real>
 struct Scratch {
-  Real acc, tmp, m, l, t;
+  Real acc, tmp, m, l, t, u;
+  Real keep;              ///< 1 − dropout_p in Real (1 without dropout): z_ij = 1/keep for a kept entry
   std::vector<Real> row;  ///< Lk values
-  Scratch(unsigned bits, std::int64_t Lk)
-      : acc(RealOps<Real>::make(bits)), tmp(acc), m(acc), l(acc), t(acc),
-        row(static_cast<std::size_t>(Lk), acc) {}
+  Scratch(unsigned bits, std::int64_t Lk, const Features &f)
+      : acc(RealOps<Real>::make(bits)), tmp(acc), m(acc), l(acc), t(acc), u(acc), keep(acc),
+        row(static_cast<std::size_t>(Lk), acc) {
+    RealOps<Real>::set_d(keep, 1.0);
+    if (f.dropout_p > 0) RealOps<Real>::add_d(keep, keep, -f.dropout_p);
+  }
 };
 
 /// Forward of query head (b, h): writes P_h [Lq,Lk], O_h [Lq,Dv], lse_h [Lq] (the slices of that head);
-/// O is skipped when O_h is null.
+/// O is skipped when O_h is null. With softcap and Y_h not null, Y_h [Lq,Lk] receives y_ij = x_ij / softcap of the
+/// visible entries (the argument of tanh; backward's chain rule needs sech² y_ij).
 template <class Real>
 void forward_head(const InputsT<Real> &in, std::int64_t b, std::int64_t h, Real *P_h, Real *O_h, Real *lse_h,
-                  Scratch<Real> &w) {
+                  Real *Y_h, Scratch<Real> &w) {
   using Ops = RealOps<Real>;
   const Shape &s = in.shape;
+  const Features &f = in.features;
+  const bool softcap = f.softcap > 0, alibi = !f.alibi_slopes.empty(), sink = !f.sinks.empty(),
+             additive = f.mask_kind == MaskKind::additive, dropout = f.dropout_p > 0;
+  const double sink_h = sink ? f.sinks[static_cast<std::size_t>(h)] : 0.0;
   const std::int64_t kv = s.kv_head(h);
   const Real *q = in.q.data() + (b * s.Hq + h) * s.Lq * s.D;
   const Real *k = in.k.data() + (b * s.Hkv + kv) * s.Lk * s.D;
@@ -289,30 +323,56 @@ void forward_head(const InputsT<Real> &in, std::int64_t b, std::int64_t h, Real 
     if (O)
       for (std::int64_t c = 0; c < s.Dv; ++c) Ops::set_d(O[c], 0.0);
     for (std::int64_t j = 0; j < s.Lk; ++j) Ops::set_d(P[j], 0.0);
-    // s_ij = scale · Σ_d q_id k_jd, and m = a point at (or near) max_j s_ij.
-    std::int64_t jstar = -1;  // the key whose logit gave m
+    const RowFrame fr = row_frame(f, in.params.mask, b, i, s.Lq, s.Lk);
+    if (!fr.exists) {  // i ≥ Lq_b: O = 0, P = 0, LSE = −∞
+      Ops::set_d(lse_h[i], -std::numeric_limits<double>::infinity());
+      continue;
+    }
+    auto seen = [&](std::int64_t j) { return sees(f, in.params.mask, fr, s.Lq, s.Lk, b, h, i, j); };
+    // s_ij = scale · Σ_d q_id k_jd [then c·tanh(·/c)] [+ ALiBi] [+ additive mask], and m = a point at (or near) the
+    // largest of the s_ij and the sink.
+    std::int64_t jstar = -1;  // the key whose logit gave m; s.Lk when the sink gave it
     for (std::int64_t j = 0; j < s.Lk; ++j) {
-      if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+      if (!seen(j)) continue;
       Real &sij = w.row[static_cast<std::size_t>(j)];
       Ops::set_d(w.acc, 0.0);
       for (std::int64_t d = 0; d < s.D; ++d) Ops::fma(w.acc, q[i * s.D + d], k[j * s.D + d], w.tmp);
       Ops::mul_d(sij, w.acc, in.params.scale);
+      if (softcap) {
+        Ops::div_d(w.t, sij, f.softcap);
+        if (Y_h) Ops::set(Y_h[i * s.Lk + j], w.t);
+        Ops::tanh(w.t, w.t);
+        Ops::mul_d(sij, w.t, f.softcap);
+      }
+      if (alibi) Ops::add_d(sij, sij, alibi_bias(f, fr, h, j));
+      if (additive) {
+        const double mv = mask_value(f, s.Lq, s.Lk, b, h, i, j);
+        if (std::isfinite(mv)) Ops::add_d(sij, sij, mv);
+      }
       Ops::point(w.t, sij);
       if (jstar < 0 || Ops::less(w.m, w.t)) {
         Ops::set(w.m, w.t);
         jstar = j;
       }
     }
-    if (jstar < 0) {  // the row sees no key: O = 0 (done), P = 0 (done), LSE = −∞
+    if (sink) {  // the sink is one more logit, exact (a double), with no value
+      Ops::set_d(w.t, sink_h);
+      if (jstar < 0 || Ops::less(w.m, w.t)) {
+        Ops::set(w.m, w.t);
+        jstar = s.Lk;
+      }
+    }
+    if (jstar < 0) {  // the row sees no key and has no sink: O = 0 (done), P = 0 (done), LSE = −∞
       Ops::set_d(lse_h[i], -std::numeric_limits<double>::infinity());
       continue;
     }
     // l = 1 + λ with λ = Σ_{j≠j*} exp(s_ij − m) + (exp(s_ij* − m) − 1) (the last term is exactly 0 for a point
-    // type, where m = s_ij*); P_ij = exp(s_ij − m) / l; O_ic = Σ_j P_ij v_jc; LSE = m + log1p(λ).
+    // type, where m = s_ij*; the sink is one of the terms, exactly 0 when it gave m); P_ij = exp(s_ij − m) / l;
+    // O_ic = Σ_j P_ij z_ij v_jc; LSE = m + log1p(λ).
     // log1p(λ) rather than log(l): when the softmax is peaked, λ can be far below 2^-bits and l would round to 1.
     Ops::set_d(w.l, 0.0);
     for (std::int64_t j = 0; j < s.Lk; ++j) {
-      if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+      if (!seen(j)) continue;
       Ops::sub(w.t, w.row[static_cast<std::size_t>(j)], w.m);
       Ops::exp(P[j], w.t);
       if (j == jstar) {
@@ -322,28 +382,39 @@ void forward_head(const InputsT<Real> &in, std::int64_t b, std::int64_t h, Real 
         Ops::add(w.l, w.l, P[j]);
       }
     }
+    if (sink && jstar != s.Lk) {
+      Ops::set_d(w.t, sink_h);
+      Ops::sub(w.t, w.t, w.m);
+      Ops::exp(w.t, w.t);
+      Ops::add(w.l, w.l, w.t);
+    }
     Ops::log1p(w.t, w.l);
     Ops::add_odd(lse_h[i], w.m, w.t);
     Ops::add_d(w.l, w.l, 1.0);
     for (std::int64_t j = 0; j < s.Lk; ++j) {
-      if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+      if (!seen(j)) continue;
       Ops::div(P[j], P[j], w.l);
-      if (O)
-        for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(O[c], P[j], v[j * s.Dv + c], w.tmp);
+      if (!O) continue;
+      if (dropout && dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j) == 0) continue;  // z_ij = 0
+      for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(O[c], P[j], v[j * s.Dv + c], w.tmp);
     }
+    if (O && dropout)  // the kept entries' z_ij = 1/(1 − p), applied once to their sum
+      for (std::int64_t c = 0; c < s.Dv; ++c) Ops::div(O[c], O[c], w.keep);
   }
 }
 
 }  // namespace detail
 
-/// q, k, v (and dout when present) widened exactly to `bits`-bit Real. Throws std::invalid_argument when the
-/// shapes disagree (shape_of's message), when p.shape is not the tensors' shape, when the scale is not finite,
-/// or when bits < kMinReferenceBits.
+/// q, k, v (and dout when present) widened exactly to `bits`-bit Real, and p.features. Throws
+/// std::invalid_argument when the shapes disagree (shape_of's message), when p.shape is not the tensors' shape, when
+/// the scale is not finite, when the features do not fit the shape (detail::check_features), or when
+/// bits < kMinReferenceBits.
 template <class Real>
 InputsT<Real> load_inputs(const Problem &p, unsigned bits = kReferenceBits) {
   InputsT<Real> in;
   in.shape = detail::checked_shape(p, bits, false);
   in.params = p.params;
+  in.features = p.features;
   in.bits = bits;
   in.q = detail::widen<Real>(p.q, bits);
   in.k = detail::widen<Real>(p.k, bits);
@@ -352,12 +423,19 @@ InputsT<Real> load_inputs(const Problem &p, unsigned bits = kReferenceBits) {
   return in;
 }
 
-/// Forward attention of `in` (spec §2): s_ij = scale·Σ_d q_id k_jd over visible keys j,
-/// m_i = max_j s_ij, l_i = Σ_j exp(s_ij − m_i), P_ij = exp(s_ij − m_i)/l_i, O_ic = Σ_j P_ij v_jc,
-/// LSE_i = m_i + log l_i. For intervals m_i is a point (the largest midpoint): the result does not depend on it.
+/// Forward attention of `in` (spec §2, features §2.7), per batch entry b, query head h, row i, with
+/// fr = row_frame(features, mask, b, i, Lq, Lk) and the keys j that row sees, sees(features, mask, fr, …):
+///   x_ij = scale·Σ_d q_id k_jd,
+///   s_ij = x_ij, or c·tanh(x_ij/c) with softcap c > 0; then s_ij += alibi_bias(…) [ALiBi] + mask_bhij [additive
+///          mask, finite values] (each added in Real, exact doubles),
+///   m_i = max(max_j s_ij, sink_h), l_i = Σ_j exp(s_ij − m_i) + exp(sink_h − m_i) [sinks],
+///   P_ij = exp(s_ij − m_i)/l_i, LSE_i = m_i + log l_i = log(Σ_j e^{s_ij} + e^{sink_h}),
+///   O_ic = Σ_j P_ij z_ij v_jc, z_ij = dropout_factor(…) ∈ {0, 1/(1 − p)} (1 without dropout; 1 − p in Real).
+/// A row with no visible key has O = 0 and LSE = sink_h (−∞ without sinks); a row i ≥ Lq_b has O = 0, LSE = −∞.
+/// For intervals m_i is a point (the largest midpoint): the result does not depend on it.
 /// Evaluated as LSE_i = m_i + log1p(l_i − 1), the sum rounded to odd (RealOps::add_odd), so that LSE rounds
 /// correctly to double even when the softmax is peaked (l_i − 1 ≪ 2^-bits) and m_i is a double midpoint.
-/// Domain: finite inputs and scale.
+/// Domain: finite inputs and scale. Without features the evaluation is exactly the featureless one.
 template <class Real>
 ForwardT<Real> forward_t(const InputsT<Real> &in, KeepP keep = KeepP::yes) {
   using Ops = RealOps<Real>;
@@ -369,12 +447,12 @@ ForwardT<Real> forward_t(const InputsT<Real> &in, KeepP keep = KeepP::yes) {
   const std::size_t head_P = static_cast<std::size_t>(s.Lq * s.Lk);
   if (keep == KeepP::yes) f.P.assign(static_cast<std::size_t>(s.B * s.Hq) * head_P, zero);
   std::vector<Real> P_scratch(keep == KeepP::yes ? 0 : head_P, zero);
-  detail::Scratch<Real> w(in.bits, s.Lk);
+  detail::Scratch<Real> w(in.bits, s.Lk, in.features);
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t h = 0; h < s.Hq; ++h) {
       Real *P_h = keep == KeepP::yes ? f.P.data() + p_offset(s, b, h, 0, 0) : P_scratch.data();
       detail::forward_head(in, b, h, P_h, f.out.data() + out_offset(s, b, h, 0, 0),
-                           f.lse.data() + lse_offset(s, b, h, 0), w);
+                           f.lse.data() + lse_offset(s, b, h, 0), static_cast<Real *>(nullptr), w);
     }
   return f;
 }
@@ -385,50 +463,67 @@ ForwardT<Real> forward_t(const Problem &p, unsigned bits = kReferenceBits, KeepP
   return forward_t(load_inputs<Real>(p, bits), keep);
 }
 
-/// Backward attention of `in` given in.dout (throws std::invalid_argument when it is empty):
-/// dP_ij = Σ_c dO_ic v_jc, D_i = Σ_c dO_ic O_ic, dS_ij = P_ij (dP_ij − D_i), dQ_id = scale·Σ_j dS_ij k_jd,
-/// dK_jd = scale·Σ_{h,i} dS_ij q_id, dV_jc = Σ_{h,i} P_ij dO_ic — the sums over h run over the query heads
-/// of kv head j's head. Hidden keys and rows that see no key contribute nothing.
+/// Backward attention of `in` given in.dout (throws std::invalid_argument when it is empty), with the forward's
+/// s_ij, P_ij, z_ij and visibility (forward_t):
+///   dP_ij = z_ij Σ_c dO_ic v_jc, D_i = Σ_c dO_ic O_ic = Σ_j P_ij dP_ij, dS_ij = P_ij (dP_ij − D_i),
+///   g_ij = 1 − tanh²(x_ij/c) = sech²(x_ij/c) with softcap c (∂s/∂x; 1 without softcap),
+///   dQ_id = scale·Σ_j dS_ij g_ij k_jd, dK_jd = scale·Σ_{h,i} dS_ij g_ij q_id, dV_jc = Σ_{h,i} P_ij z_ij dO_ic
+/// — the sums over h run over the query heads of kv head j's head. ALiBi, the additive mask and sinks add no
+/// gradient to q, k, v (the sink's own gradient is not computed). Hidden keys, rows that see no key and rows
+/// i ≥ Lq_b contribute nothing.
 ///
 /// Evaluation: dP_ij − D_i is computed as (dP_ij − dP_ij*) + Σ_{k≠j*} P_ik (dP_ij* − dP_ik), j* = argmax_j P_ij,
 /// which equals it exactly (D_i = Σ_k P_ik dP_ik and Σ_k P_ik = 1). The literal D_i cancels catastrophically
 /// when the softmax is peaked (P_ij* = 1 − ε: dS_ij* ≈ ε, the difference of two O(1) values), losing
-/// log2(1/ε) bits; the rewritten form keeps full relative accuracy and tight intervals.
+/// log2(1/ε) bits; the rewritten form keeps full relative accuracy and tight intervals. A sink is one more k with
+/// P_sink = exp(sink_h − LSE_i) and dP_sink = 0 (its value is zero), and may be j*.
 template <class Real>
 BackwardT<Real> backward_t(const InputsT<Real> &in) {
   using Ops = RealOps<Real>;
   const Shape &s = in.shape;
+  const Features &f = in.features;
   if (in.dout.size() != static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Dv))
     throw std::invalid_argument("backward needs dout of shape [B,Hq,Lq,Dv] (" + s.describe() + ")");
+  const bool softcap = f.softcap > 0, sink = !f.sinks.empty(), dropout = f.dropout_p > 0;
   const Real zero = Ops::make(in.bits);
   BackwardT<Real> g;
   g.dq.assign(in.q.size(), zero);
   g.dk.assign(in.k.size(), zero);
   g.dv.assign(in.v.size(), zero);
   std::vector<Real> P(static_cast<std::size_t>(s.Lq * s.Lk), zero), lse(static_cast<std::size_t>(s.Lq), zero);
-  detail::Scratch<Real> w(in.bits, s.Lk);
-  Real dS = zero;
+  std::vector<Real> Y(softcap ? static_cast<std::size_t>(s.Lq * s.Lk) : 0, zero);  // x_ij / c
+  detail::Scratch<Real> w(in.bits, s.Lk, f);
+  Real dS = zero, Psink = zero;
+  const Real dPsink = zero;
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t h = 0; h < s.Hq; ++h) {
-      detail::forward_head(in, b, h, P.data(), static_cast<Real *>(nullptr), lse.data(), w);
+      detail::forward_head(in, b, h, P.data(), static_cast<Real *>(nullptr), lse.data(),
+                           softcap ? Y.data() : static_cast<Real *>(nullptr), w);
       const std::int64_t kv = s.kv_head(h);
       const Real *q = in.q.data() + (b * s.Hq + h) * s.Lq * s.D;
       const Real *k = in.k.data() + (b * s.Hkv + kv) * s.Lk * s.D;
       const Real *v = in.v.data() + (b * s.Hkv + kv) * s.Lk * s.Dv;
       const Real *dO = in.dout.data() + out_offset(s, b, h, 0, 0);
-      Real *dq = g.dq.data() + (b * s.Hq + h) * s.Lq * s.D;  // accumulates Σ_j dS_ij k_jd; scaled below
+      Real *dq = g.dq.data() + (b * s.Hq + h) * s.Lq * s.D;  // accumulates Σ_j dS_ij g_ij k_jd; scaled below
       Real *dk = g.dk.data() + (b * s.Hkv + kv) * s.Lk * s.D;
       Real *dv = g.dv.data() + (b * s.Hkv + kv) * s.Lk * s.Dv;
       for (std::int64_t i = 0; i < s.Lq; ++i) {
+        const RowFrame fr = row_frame(f, in.params.mask, b, i, s.Lq, s.Lk);
+        if (!fr.exists) continue;  // i ≥ Lq_b: no gradient
+        auto seen = [&](std::int64_t j) { return sees(f, in.params.mask, fr, s.Lq, s.Lk, b, h, i, j); };
+        auto kept = [&](std::int64_t j) { return !dropout || dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j) != 0; };
         const Real *dOi = dO + i * s.Dv;
         const Real *Pi = P.data() + i * s.Lk;
-        // dP_ij = Σ_c dO_ic v_jc (in w.row) and j* = argmax_j P_ij over visible keys.
+        // dP_ij = z_ij Σ_c dO_ic v_jc (in w.row) and j* = argmax_j P_ij over visible keys (and the sink).
         std::int64_t jstar = -1;
         for (std::int64_t j = 0; j < s.Lk; ++j) {
-          if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+          if (!seen(j)) continue;
           Real &dPij = w.row[static_cast<std::size_t>(j)];
           Ops::set_d(dPij, 0.0);
-          for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dPij, dOi[c], v[j * s.Dv + c], w.tmp);
+          if (kept(j)) {
+            for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dPij, dOi[c], v[j * s.Dv + c], w.tmp);
+            if (dropout) Ops::div(dPij, dPij, w.keep);
+          }
           Ops::point(w.t, Pi[j]);
           if (jstar < 0 || Ops::less(w.m, w.t)) {
             Ops::set(w.m, w.t);
@@ -436,16 +531,24 @@ BackwardT<Real> backward_t(const InputsT<Real> &in) {
           }
         }
         if (jstar < 0) continue;  // the row sees no key: no gradient
+        if (sink) {               // P_sink = exp(sink_h − LSE_i)
+          Ops::set_d(w.t, f.sinks[static_cast<std::size_t>(h)]);
+          Ops::sub(w.t, w.t, lse[static_cast<std::size_t>(i)]);
+          Ops::exp(Psink, w.t);
+          Ops::point(w.t, Psink);
+          if (Ops::less(w.m, w.t)) jstar = s.Lk;
+        }
         // δ = dP_ij* − D_i = Σ_{k≠j*} P_ik (dP_ij* − dP_ik)   (as D_i = Σ_c dO_ic O_ic = Σ_k P_ik dP_ik, Σ_k P_ik = 1)
-        const Real &dPstar = w.row[static_cast<std::size_t>(jstar)];
+        const Real &dPstar = jstar == s.Lk ? dPsink : w.row[static_cast<std::size_t>(jstar)];
         Ops::set_d(w.l, 0.0);
         for (std::int64_t j = 0; j < s.Lk; ++j) {
-          if (j == jstar || !visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+          if (j == jstar || !seen(j)) continue;
           Ops::sub(w.t, dPstar, w.row[static_cast<std::size_t>(j)]);
           Ops::fma(w.l, Pi[j], w.t, w.tmp);
         }
+        if (sink && jstar != s.Lk) Ops::fma(w.l, Psink, dPstar, w.tmp);  // P_sink (dP_ij* − 0)
         for (std::int64_t j = 0; j < s.Lk; ++j) {
-          if (!visible(in.params.mask, i, j, s.Lq, s.Lk)) continue;
+          if (!seen(j)) continue;
           // dS_ij = P_ij (dP_ij − D_i) = P_ij ((dP_ij − dP_ij*) + δ)
           if (j == jstar) {
             Ops::mul(dS, Pi[j], w.l);
@@ -454,11 +557,21 @@ BackwardT<Real> backward_t(const InputsT<Real> &in) {
             Ops::add(w.t, w.t, w.l);
             Ops::mul(dS, Pi[j], w.t);
           }
+          if (softcap) {  // ∂s/∂x = sech²(x/c)
+            Ops::sech(w.t, Y[static_cast<std::size_t>(i * s.Lk + j)]);
+            Ops::mul(w.t, w.t, w.t);
+            Ops::mul(dS, dS, w.t);
+          }
           for (std::int64_t d = 0; d < s.D; ++d) {
             Ops::fma(dq[i * s.D + d], dS, k[j * s.D + d], w.tmp);
             Ops::fma(dk[j * s.D + d], dS, q[i * s.D + d], w.tmp);
           }
-          for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dv[j * s.Dv + c], Pi[j], dOi[c], w.tmp);
+          if (!dropout) {
+            for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dv[j * s.Dv + c], Pi[j], dOi[c], w.tmp);
+          } else if (kept(j)) {  // P_ij z_ij = P_ij / (1 − p)
+            Ops::div(w.u, Pi[j], w.keep);
+            for (std::int64_t c = 0; c < s.Dv; ++c) Ops::fma(dv[j * s.Dv + c], w.u, dOi[c], w.tmp);
+          }
         }
       }
     }
