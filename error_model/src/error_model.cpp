@@ -45,6 +45,10 @@ struct RowModel {
   std::vector<double> theta;       ///< θ_ij: bound on the log-space error of the kernel's p_ij
   std::vector<double> rho;         ///< ρ_ij: bound on |P̂_ij / P_ij − 1| from the θ's alone
   std::vector<double> abs_dot;     ///< scale·Σ_d |q_id k_jd|
+  std::vector<double> t;           ///< softcap: tanh(x_ij / c), the capped logit over c (0 without softcap)
+  std::vector<double> z;           ///< dropout factor z_ij ∈ {0, 1/(1 − p)} (1 without dropout)
+  std::vector<double> e_x;         ///< the kernel's error on x_ij = scale·q_i·k_j (before softcap)
+  std::vector<double> extra;       ///< the logit's error from softcap and the biases (ALiBi, an additive mask)
   double theta_bar = 0;            ///< Σ_j P_ij θ_ij
   bool overflow = false;           ///< a logit's magnitude may overflow the logits' (or the softmax's) dtype
   double max_abs_s = 0;            ///< M_i = max_j |s_ij|
@@ -53,6 +57,8 @@ struct RowModel {
 
 /// RowModel::keys entry standing for a row's filler keys (FillerKeys).
 constexpr std::int64_t kFillerKey = -1;
+/// RowModel::keys entry standing for a row's attention sink: a logit in the denominator with no value.
+constexpr std::int64_t kSinkKey = -2;
 
 struct Ctx {
   const Problem &p;
@@ -91,45 +97,80 @@ struct Ctx {
            const FillerKeys *filler = nullptr) const {
     const std::int64_t hk = sh.kv_head(h);
     const double scale = p.params.scale;
+    const Features &f = p.features;
+    const RowFrame fr = row_frame(f, p.params.mask, b, i, sh.Lq, sh.Lk);
+    const double cap = f.softcap;
     r.keys.clear();
     r.s.clear();
     r.P.clear();
     r.theta.clear();
     r.rho.clear();
     r.abs_dot.clear();
+    r.t.clear();
+    r.z.clear();
+    r.e_x.clear();
+    r.extra.clear();
     double M = 0;
     r.overflow = false;
     for (std::int64_t j = 0; j < sh.Lk; ++j) {
-      if (!visible(p.params.mask, i, j, sh.Lq, sh.Lk)) continue;
+      if (!sees(f, p.params.mask, fr, sh.Lq, sh.Lk, b, h, i, j)) continue;
       long double dot = 0, adot = 0;
       for (std::int64_t d = 0; d < sh.D; ++d) {
         const long double x = static_cast<long double>(p.q.get({b, h, i, d})) * p.k.get({b, hk, j, d});
         dot += x;
         adot += std::fabs(x);
       }
-      const double s = static_cast<double>(scale * dot);
+      const double x = static_cast<double>(scale * dot);
+      const double abs_dot = static_cast<double>(std::fabs(scale) * adot);
+      // Softcap c·tanh(x/c) is a contraction (derivative 1 − t² ≤ 1): the logit's error passes at most unchanged,
+      // and the cap adds the division, tanh and the multiply (SPEC.md §4.2).
+      const double t = cap > 0 ? std::tanh(x / cap) : 0;
+      double sv = cap > 0 ? cap * t : x;
+      double extra = cap > 0 ? ua * (std::fabs(x) + (Budgets::kTanhUlps + 2) * std::fabs(sv)) : 0;
+      const double alibi = alibi_bias(f, fr, h, j);
+      const double bias = logit_bias(f, fr, sh.Lq, sh.Lk, b, h, i, j);
+      sv += bias;
+      // ALiBi's product slope·|i' − j| and the additions of the biases, one rounding each.
+      if (bias != 0 || alibi != 0) extra += ua * (std::fabs(alibi) + Budgets::kBiasUlps * std::fabs(sv));
       r.keys.push_back(j);
-      r.s.push_back(s);
-      r.abs_dot.push_back(static_cast<double>(std::fabs(scale) * adot));
+      r.s.push_back(sv);
+      r.abs_dot.push_back(abs_dot);
+      r.t.push_back(t);
+      r.z.push_back(dropout_factor(f, sh.Hq, sh.Lq, sh.Lk, b, h, i, j));
+      r.e_x.push_back(gamma_dot * abs_dot);
+      r.extra.push_back(extra);
       // Partial sums of q·k reach Σ|q k| before (or after) the scale is applied; the logit then enters the softmax
       // arithmetic.
       r.overflow |= overflows_qk(static_cast<double>(std::max<long double>(adot, std::fabs(scale) * adot))) ||
-                    overflows(static_cast<double>(std::fabs(scale) * adot));
-      M = std::max(M, std::fabs(s));
+                    overflows(abs_dot) || overflows(std::fabs(sv));
+      M = std::max(M, std::fabs(sv));
+    }
+    auto add_class = [&](std::int64_t key, double logit, double abs_dot, double abs_logit) {
+      r.keys.push_back(key);
+      r.s.push_back(logit);
+      r.abs_dot.push_back(abs_dot);
+      r.t.push_back(0);
+      r.z.push_back(1);
+      r.e_x.push_back(gamma_dot * abs_dot);
+      r.extra.push_back(0);
+      M = std::max(M, abs_logit);
+    };
+    if (!f.sinks.empty()) {
+      const double sink = f.sinks[static_cast<std::size_t>(h)];
+      add_class(kSinkKey, sink, 0, std::fabs(sink));
+      r.overflow |= overflows(std::fabs(sink));
     }
     if (filler && filler->count > 0) {
-      r.keys.push_back(kFillerKey);
-      r.s.push_back(filler->max_logit + std::log(filler->count));  // exp(s − LSE) = δ
-      r.abs_dot.push_back(filler->max_abs_dot);
+      add_class(kFillerKey, filler->max_logit + std::log(filler->count), filler->max_abs_dot,  // exp(s − LSE) = δ
+                filler->max_abs_logit);
       r.overflow |= overflows_qk(filler->max_abs_dot * std::max(1.0, 1 / std::fabs(scale))) ||
                     overflows(filler->max_abs_dot);
-      M = std::max(M, filler->max_abs_logit);
     }
     double tb = 0, log_A_max = -kInf;
     for (std::size_t n = 0; n < r.keys.size(); ++n) {
       const double P = std::exp(r.s[n] - lse);
       const double abs_s = r.keys[n] == kFillerKey ? filler->max_abs_logit : std::fabs(r.s[n]);
-      const double th = gamma_dot * r.abs_dot[n] + Budgets::kShiftUlps * ua * (abs_s + M) + exp_err;
+      const double th = r.e_x[n] + r.extra[n] + Budgets::kShiftUlps * ua * (abs_s + M) + exp_err;
       r.P.push_back(P);
       r.theta.push_back(th);
       tb += P * th;
@@ -224,12 +265,16 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         const double n_own = static_cast<double>(r.keys.size() - (f ? 1 : 0));
         const double e_rowsum = c.rowsum_p ? c.us + n_own * c.eta_s / 2 + filler_round : 0.0;
         const std::int64_t hk = sh.kv_head(h);
+        const bool dropout = p.features.dropout_p > 0;
         for (std::int64_t col = 0; col < sh.Dv; ++col) {
           const double O = exact.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
           double arg = 0, hull = 0, abs_sum = 0, vmax = 0, p_round = 0, p_centered = 0;
           for (std::size_t t = 0; t < r.keys.size(); ++t) {
             const bool fill = r.keys[t] == kFillerKey;
-            const double v = fill ? f->max_abs_v : p.v.get({b, hk, r.keys[t], col});
+            // A sink has no value (0); a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7).
+            const double v = fill                      ? f->max_abs_v
+                             : r.keys[t] == kSinkKey   ? 0.0
+                                                       : r.z[t] * p.v.get({b, hk, r.keys[t], col});
             const double dv = fill ? f->max_abs_v + std::fabs(O) : std::fabs(v - O);
             arg += r.P[t] * r.rho[t] * dv;
             hull = std::max(hull, dv);
@@ -251,6 +296,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
           // magnitude), the log, the exp and the sum over splits scale the partial outputs (SPEC.md §4.2).
           const double b_comb = comb * abs_sum;
           double e = b_arg + b_sum + b_comb + p_round + underflow * vmax;
+          if (dropout) e += Budgets::kDropoutUlps * c.ua * abs_sum;  // the factor 1/(1 − p), rounded, and its product
           if (c.rowsum_p) {
             // Numerator and row sum from the same rounded weights p̃_j = p̂_j(1 + ε_j): O stays a convex combination,
             // P̃_j − P̂_j = P̂_j(ε_j − E)/(1 + E), so the rounding is centered at O (SPEC.md §4.2); |Õ − O| ≤ hull.
@@ -320,6 +366,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   };
 
   RowModel r;
+  const double cap = p.features.softcap;
   std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv;
   for (std::int64_t b = 0; b < sh.B; ++b)
     for (std::int64_t h = 0; h < sh.Hq; ++h) {
@@ -351,13 +398,16 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         for (std::size_t t = 0; t < n; ++t) {
           const std::int64_t j = r.keys[t];
           double dp = 0, dp_mag = 0;
-          for (std::int64_t col = 0; col < sh.Dv; ++col) {
+          for (std::int64_t col = 0; j >= 0 && col < sh.Dv; ++col) {  // a sink has no value: dP = 0
             const double x = dO.get({b, h, i, col}) * p.v.get({b, hk, j, col});
             dp += x;
             dp_mag += std::fabs(x);
           }
-          dP[t] = dp;
-          e_dP[t] = c.overflows(dp_mag) ? kInf : g_dv * dp_mag + row_unbounded;
+          // Dropout scales dP by z (its rounding: kDropoutUlps).
+          dP[t] = r.z[t] * dp;
+          e_dP[t] = c.overflows(dp_mag) ? kInf
+                                        : r.z[t] * g_dv * dp_mag + (r.z[t] != 1 ? Budgets::kDropoutUlps * c.ua * std::fabs(dP[t]) : 0) +
+                                              row_unbounded;
           // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding.
           const double phi = r.theta[t] + e_lse + c.ua * (std::fabs(r.s[t]) + std::fabs(lse));
           // A recomputed P̂ whose argument may pass exp's range can be +Inf: nothing downstream is bounded then.
@@ -377,11 +427,23 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           double e = e_P[t] * std::fabs(x) + Pm * e_x;
           e += c.ua * (Pm * (std::fabs(x) + e_x));
           if (prof.round_p) e = c.overflows_storage(std::fabs(dS[t]) + e) ? kInf : c.store(std::fabs(dS[t]), e);
+          if (cap > 0) {
+            // Softcap's chain rule: dS·(1 − t²), t = tanh(x/c) recomputed from an x off by e_x and a tanh off by
+            // kTanhUlps; 1 − t² itself rounds (three operations).
+            const double tt = r.t[t], fac = 1 - tt * tt;
+            const double e_t = fac * (r.e_x[t] + c.ua * std::fabs(r.s[t])) / cap + Budgets::kTanhUlps * c.ua * std::fabs(tt);
+            const double e_fac = 2 * std::fabs(tt) * e_t + e_t * e_t + 3 * c.ua;
+            const double ads = std::fabs(dS[t]);
+            e = e * (fac + e_fac) + ads * e_fac + c.ua * (ads + e) * (fac + e_fac);
+            dS[t] *= fac;
+          }
           e_dS[t] = e;
         }
-        // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij dO_i.
+        // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij z_ij dO_i.
         for (std::size_t t = 0; t < n; ++t) {
           const std::int64_t j = r.keys[t];
+          if (j < 0) continue;  // the sink: no key, no gradient
+          const double z = r.z[t];
           const double ads = std::fabs(dS[t]) + e_dS[t];
           for (std::int64_t d = 0; d < sh.D; ++d) {
             const double kv = p.k.get({b, hk, j, d}), qv = p.q.get({b, h, i, d});
@@ -396,9 +458,10 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           for (std::int64_t col = 0; col < sh.Dv; ++col) {
             const double g = dO.get({b, h, i, col});
             const std::size_t iv = vidx(b, hk, j, col);
-            dv_err[iv] += e_Pv[t] * std::fabs(g);
-            dv_mag[iv] += (r.P[t] + e_Pv[t]) * std::fabs(g);
-            dv_val[iv] += r.P[t] * g;
+            const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
+            dv_err[iv] += (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * std::fabs(g);
+            dv_mag[iv] += (r.P[t] + e_Pv[t]) * (z + e_z) * std::fabs(g);
+            dv_val[iv] += r.P[t] * z * g;
           }
         }
       }

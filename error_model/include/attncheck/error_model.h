@@ -36,6 +36,9 @@ struct Budgets {
   static constexpr double kLogUlps = 4;    ///< log/log2 of the row sum
   static constexpr double kShiftUlps = 4;  ///< s·log2e folding, max subtraction, rescale arguments
   static constexpr double kDivUlps = 2;    ///< normalization: a division, or a reciprocal and a multiply
+  static constexpr double kTanhUlps = 4;   ///< softcap's tanh (SPEC.md §2.7), like exp
+  static constexpr double kBiasUlps = 2;   ///< adding ALiBi and an additive mask to the logit
+  static constexpr double kDropoutUlps = 2;  ///< dropout's factor 1/(1 − p) rounded, and its product
 };
 
 /// γ_n(u) = n·u / (1 − n·u); +∞ when n·u ≥ 1.
