@@ -8,10 +8,12 @@
 
 #include <dlpack/dlpack.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace attncheck::builtin {
 
@@ -53,7 +55,33 @@ struct LseView {
   float &at(std::int64_t b, std::int64_t h, std::int64_t i) const { return data[b * s[0] + h * s[1] + i * s[2]]; }
 };
 
-/// Everything a kernel needs after validation.
+/// The ABI 1.2 settings of a call (kernel_abi.h's attncheck_args) after validation; everything off when
+/// params->features is 0. Sequence b is batch entry b, or packed sequence b under VARLEN.
+struct CallFeatures {
+  std::uint32_t bits = 0;  ///< ATTNCHECK_FEATURE_*
+  bool has(std::uint32_t bit) const { return (bits & bit) != 0; }
+  std::int64_t window_left = -1, window_right = -1;  ///< −1: unbounded (both −1 without WINDOW)
+  float softcap = 0;                                  ///< 0 without SOFTCAP
+  std::vector<float> alibi, sinks;                    ///< [Hq]; empty without ALIBI / SINKS
+  /// MASK: element (b, h, i, j) at mask + (b·s0 + h·s1 + i·s2 + j·s3) elements, a broadcast dim's stride 0;
+  /// uint8 (nonzero = visible) or float32 (added to the logit; −∞ hides).
+  const std::byte *mask = nullptr;
+  bool mask_boolean = false;
+  std::int64_t mask_s[4] = {0, 0, 0, 0};
+  std::int64_t nseq = 0;                  ///< sequences: B, or the packed ones under VARLEN
+  std::vector<std::int64_t> cu_q, cu_k;  ///< VARLEN: [nseq + 1] first row and key of each sequence
+  std::vector<std::int64_t> seqused;     ///< PAGED: keys of each batch entry
+  std::vector<std::int64_t> block_table;  ///< PAGED: [nseq × pages_per_seq]
+  std::int64_t pages_per_seq = 0, page_size = 0;
+  float dropout_p = 0;                    ///< 0 without DROPOUT
+  std::uint64_t dropout_seed = 0;
+  std::uint8_t *dropout_mask = nullptr;   ///< forward: where the applied mask goes (uint8, strides below), or NULL
+  std::int64_t dropout_s[4] = {0, 0, 0, 0};
+};
+
+/// Everything a kernel needs after validation. `shape` is that of the tensors as passed: under VARLEN B = 1 and
+/// Lq, Lk are the packed totals; under PAGED Lk is the page size (k, v are [num_pages, Hkv, page_size, ·]). The
+/// sequences' own lengths and places come from the member functions.
 struct Operands {
   Shape shape;
   Dtype dtype = Dtype::f32;
@@ -62,21 +90,65 @@ struct Operands {
   View q, k, v, out;
   LseView lse;
   View dout, dq, dk, dv;  ///< backward only
+  CallFeatures f;
+
+  std::int64_t seqs() const { return f.nseq; }
+  /// Rows Lq_b and keys Lk_b of sequence b.
+  std::int64_t seq_rows(std::int64_t b) const {
+    return f.has(ATTNCHECK_FEATURE_VARLEN) ? f.cu_q[static_cast<std::size_t>(b) + 1] - f.cu_q[static_cast<std::size_t>(b)]
+                                           : shape.Lq;
+  }
+  std::int64_t seq_keys(std::int64_t b) const {
+    if (f.has(ATTNCHECK_FEATURE_VARLEN))
+      return f.cu_k[static_cast<std::size_t>(b) + 1] - f.cu_k[static_cast<std::size_t>(b)];
+    return f.has(ATTNCHECK_FEATURE_PAGED) ? f.seqused[static_cast<std::size_t>(b)] : shape.Lk;
+  }
+  /// Row i of sequence b is [row_batch(b), h, row_offset(b) + i] of q, out, lse, dout, dq.
+  std::int64_t row_batch(std::int64_t b) const { return f.has(ATTNCHECK_FEATURE_VARLEN) ? 0 : b; }
+  std::int64_t row_offset(std::int64_t b) const {
+    return f.has(ATTNCHECK_FEATURE_VARLEN) ? f.cu_q[static_cast<std::size_t>(b)] : 0;
+  }
+  /// Key j of sequence b is [*batch, hk, *row] of k, v (and dk, dv): a page and its row under PAGED.
+  void key_at(std::int64_t b, std::int64_t j, std::int64_t *batch, std::int64_t *row) const {
+    if (f.has(ATTNCHECK_FEATURE_PAGED)) {
+      *batch = f.block_table[static_cast<std::size_t>(b * f.pages_per_seq + j / f.page_size)];
+      *row = j % f.page_size;
+    } else if (f.has(ATTNCHECK_FEATURE_VARLEN)) {
+      *batch = 0;
+      *row = f.cu_k[static_cast<std::size_t>(b)] + j;
+    } else {
+      *batch = b;
+      *row = j;
+    }
+  }
 };
 
 /// Checks a forward call (non-null pointers, kDLCPU, one supported dtype, consistent shapes, float32 lse
-/// [B,Hq,Lq] when given, a known mask, a finite scale) and fills *ops. Returns ATTNCHECK_OK, or the status to
-/// return with the message recorded by fail(); `kernel` names the kernel in messages.
-int check_forward(const char *kernel, const attncheck_params *params, const DLTensor *q, const DLTensor *k,
-                  const DLTensor *v, const DLTensor *out, const DLTensor *lse, Operands *ops);
+/// [B,Hq,Lq] when given, a known mask, a finite scale) and fills *ops. With params->features ≠ 0 also the features:
+/// those outside `supported` are ATTNCHECK_UNSUPPORTED; NULL args and malformed settings or argument tensors are
+/// ATTNCHECK_ERROR; the tensors' shapes follow the layout VARLEN or PAGED names. Returns ATTNCHECK_OK, or the status
+/// to return with the message recorded by fail(); `kernel` names the kernel in messages.
+int check_forward(const char *kernel, std::uint32_t supported, const attncheck_params *params, const DLTensor *q,
+                  const DLTensor *k, const DLTensor *v, const DLTensor *out, const DLTensor *lse, Operands *ops);
 /// Same for backward: lse is required; dout has out's shape, dq/dk/dv have q/k/v's shapes; one dtype for all.
-int check_backward(const char *kernel, const attncheck_params *params, const DLTensor *q, const DLTensor *k,
-                   const DLTensor *v, const DLTensor *out, const DLTensor *lse, const DLTensor *dout,
-                   const DLTensor *dq, const DLTensor *dk, const DLTensor *dv, Operands *ops);
+/// PAGED is always ATTNCHECK_UNSUPPORTED (the ABI defines no gradient of a paged cache).
+int check_backward(const char *kernel, std::uint32_t supported, const attncheck_params *params, const DLTensor *q,
+                   const DLTensor *k, const DLTensor *v, const DLTensor *out, const DLTensor *lse,
+                   const DLTensor *dout, const DLTensor *dq, const DLTensor *dk, const DLTensor *dv, Operands *ops);
 
-/// Key range [0, n) query row i sees (visible_count of problem.h).
-inline std::int64_t visible_keys(const Operands &o, std::int64_t i) {
-  return visible_count(o.mask, i, o.shape.Lq, o.shape.Lk);
+/// Keys [begin, end) that row i of a sequence of Lq_b rows and Lk_b keys sees by position: lengths, the causal mask
+/// (bottom-right: j ≤ i' = i + Lk_b − Lq_b) and the window (i' − left ≤ j ≤ i' + right; −1 = unbounded). begin and
+/// end never decrease with i; a row that sees nothing has begin = end. Without a window: [0, visible_count).
+struct KeyRange {
+  std::int64_t begin, end;
+};
+inline KeyRange key_range(Mask m, std::int64_t left, std::int64_t right, std::int64_t Lq_b, std::int64_t Lk_b,
+                          std::int64_t i) {
+  const std::int64_t aligned = i + Lk_b - Lq_b;
+  std::int64_t end = is_causal(m) ? aligned + 1 : Lk_b;
+  if (right >= 0) end = std::min(end, aligned + right + 1);
+  const std::int64_t begin = left >= 0 ? std::clamp<std::int64_t>(aligned - left, 0, Lk_b) : 0;
+  return {begin, std::clamp<std::int64_t>(end, begin, Lk_b)};
 }
 
 // ---- element conversions (exact widening, round-to-nearest-even narrowing) ----

@@ -41,7 +41,7 @@ template <std::size_t R, std::size_t U>
 HWY_INLINE void GemmBlock(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
                           const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
                           std::int64_t i, std::int64_t j, std::int64_t k, bool accumulate,
-                          const float *HWY_RESTRICT col_scale, std::int64_t band) {
+                          const float *HWY_RESTRICT col_scale, std::int64_t band, std::int64_t lower) {
   const DF d;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
   VF c[R][U];
@@ -60,11 +60,35 @@ HWY_INLINE void GemmBlock(const float *HWY_RESTRICT A, std::int64_t a_row, std::
                              : hn::Zero(d);
   }
   const float *a = A + i * a_row;
-  // Terms p ≤ j + band reach every column of the block; terms up to j + U·N − 1 + band reach some of them.
+  // Column col takes the terms col + lower ≤ p ≤ col + band. Of the block's columns [j, j + U·N): terms in
+  // [j + U·N − 1 + lower, j + band] reach every one, terms in [j + lower, j + U·N − 1 + band] some of them.
   const std::int64_t width = static_cast<std::int64_t>(U) * N;
-  const std::int64_t k_all = std::clamp<std::int64_t>(j + band + 1, 0, k);
-  const std::int64_t k_some = std::clamp<std::int64_t>(j + width + band, 0, k);
-  for (std::int64_t p = 0; p < k_all; ++p) {
+  const std::int64_t k_lo = std::clamp<std::int64_t>(j + lower, 0, k);
+  const std::int64_t k_hi = std::clamp<std::int64_t>(j + width + band, 0, k);
+  const std::int64_t all_lo = std::clamp<std::int64_t>(j + width - 1 + lower, k_lo, k_hi);
+  const std::int64_t all_hi = std::clamp<std::int64_t>(j + band + 1, all_lo, k_hi);
+  // The band's edges: lanes of columns the term does not reach keep C as it is — selected, not multiplied by a
+  // zero B, because A may hold ∞ or NaN there (a key the causal mask or a window hides) and 0·∞ = NaN.
+  const auto edge = [&](std::int64_t p_begin, std::int64_t p_end) {
+    for (std::int64_t p = p_begin; p < p_end; ++p) {
+      VF b[U];
+      hn::Mask<DF> in[U];
+      for (std::size_t u = 0; u < U; ++u) {
+        const std::int64_t col = j + static_cast<std::int64_t>(u) * N;
+        b[u] = hn::LoadU(d, B + p * ldb + col);
+        // Lanes col + lane with p − band ≤ col + lane ≤ p − lower.
+        const auto before = hn::FirstN(d, static_cast<std::size_t>(std::clamp<std::int64_t>(p - band - col, 0, N)));
+        const auto upto = hn::FirstN(d, static_cast<std::size_t>(std::clamp<std::int64_t>(p - lower - col + 1, 0, N)));
+        in[u] = hn::AndNot(before, upto);
+      }
+      for (std::size_t r = 0; r < R; ++r) {
+        const VF ar = hn::Set(d, a[static_cast<std::int64_t>(r) * a_row + p * a_col]);
+        for (std::size_t u = 0; u < U; ++u) c[r][u] = hn::IfThenElse(in[u], hn::MulAdd(ar, b[u], c[r][u]), c[r][u]);
+      }
+    }
+  };
+  edge(k_lo, all_lo);
+  for (std::int64_t p = all_lo; p < all_hi; ++p) {
     VF b[U];
     for (std::size_t u = 0; u < U; ++u) b[u] = hn::LoadU(d, B + p * ldb + j + static_cast<std::int64_t>(u) * N);
     for (std::size_t r = 0; r < R; ++r) {
@@ -72,21 +96,7 @@ HWY_INLINE void GemmBlock(const float *HWY_RESTRICT A, std::int64_t a_row, std::
       for (std::size_t u = 0; u < U; ++u) c[r][u] = hn::MulAdd(ar, b[u], c[r][u]);
     }
   }
-  // The band's edge: lanes of columns the term does not reach keep C as it is — selected, not multiplied by a zero
-  // B, because A may hold ∞ or NaN there (a key the causal mask hides) and 0·∞ = NaN.
-  for (std::int64_t p = k_all; p < k_some; ++p) {
-    VF b[U];
-    hn::Mask<DF> out[U];
-    for (std::size_t u = 0; u < U; ++u) {
-      const std::int64_t col = j + static_cast<std::int64_t>(u) * N;
-      b[u] = hn::LoadU(d, B + p * ldb + col);
-      out[u] = hn::FirstN(d, static_cast<std::size_t>(std::clamp<std::int64_t>(p - band - col, 0, N)));
-    }
-    for (std::size_t r = 0; r < R; ++r) {
-      const VF ar = hn::Set(d, a[static_cast<std::int64_t>(r) * a_row + p * a_col]);
-      for (std::size_t u = 0; u < U; ++u) c[r][u] = hn::IfThenElse(out[u], c[r][u], hn::MulAdd(ar, b[u], c[r][u]));
-    }
-  }
+  edge(all_hi, k_hi);
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t u = 0; u < U; ++u)
       hn::StoreU(c[r][u], d, C + (i + static_cast<std::int64_t>(r)) * ldc + j + static_cast<std::int64_t>(u) * N);
@@ -97,13 +107,13 @@ template <std::size_t R, std::size_t U>
 HWY_INLINE void GemmTail(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
                          const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
                          std::int64_t rows, std::int64_t i, std::int64_t j, std::int64_t k, bool accumulate,
-                         const float *HWY_RESTRICT col_scale, std::int64_t band) {
+                         const float *HWY_RESTRICT col_scale, std::int64_t band, std::int64_t lower) {
   if constexpr (R > 1) {
     if (rows == static_cast<std::int64_t>(R) - 1) {
-      GemmBlock<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale, band);
+      GemmBlock<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale, band, lower);
       return;
     }
-    GemmTail<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, rows, i, j, k, accumulate, col_scale, band);
+    GemmTail<R - 1, U>(A, a_row, a_col, B, ldb, C, ldc, rows, i, j, k, accumulate, col_scale, band, lower);
   }
 }
 
@@ -112,27 +122,28 @@ template <std::size_t U>
 HWY_INLINE void GemmPanel(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col,
                           const float *HWY_RESTRICT B, std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc,
                           std::int64_t m, std::int64_t j, std::int64_t k, bool accumulate,
-                          const float *HWY_RESTRICT col_scale, std::int64_t band) {
+                          const float *HWY_RESTRICT col_scale, std::int64_t band, std::int64_t lower) {
   constexpr std::int64_t R = static_cast<std::int64_t>(kGemmRows);
   std::int64_t i = 0;
   for (; i + R <= m; i += R)
-    GemmBlock<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale, band);
-  if (i < m) GemmTail<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, m - i, i, j, k, accumulate, col_scale, band);
+    GemmBlock<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, i, j, k, accumulate, col_scale, band, lower);
+  if (i < m)
+    GemmTail<kGemmRows, U>(A, a_row, a_col, B, ldb, C, ldc, m - i, i, j, k, accumulate, col_scale, band, lower);
 }
 
 void Gemm(const float *HWY_RESTRICT A, std::int64_t a_row, std::int64_t a_col, const float *HWY_RESTRICT B,
           std::int64_t ldb, float *HWY_RESTRICT C, std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k,
-          bool accumulate, const float *HWY_RESTRICT col_scale, std::int64_t band) {
+          bool accumulate, const float *HWY_RESTRICT col_scale, std::int64_t band, std::int64_t lower) {
   const DF d;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d)), panel = N * static_cast<std::int64_t>(kGemmVecs);
   std::int64_t j = 0;
   for (; j + panel <= n; j += panel)
-    GemmPanel<kGemmVecs>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band);
+    GemmPanel<kGemmVecs>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band, lower);
   if constexpr (kGemmVecs > 2)
     for (; j + 2 * N <= n; j += 2 * N)
-      GemmPanel<2>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band);
+      GemmPanel<2>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band, lower);
   // The rest, one vector at a time; the last one runs into the row padding.
-  for (; j < n; j += N) GemmPanel<1>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band);
+  for (; j < n; j += N) GemmPanel<1>(A, a_row, a_col, B, ldb, C, ldc, m, j, k, accumulate, col_scale, band, lower);
 }
 
 /// Lanes j0 + lane < n of a vector starting at column j0.
@@ -303,6 +314,47 @@ void ScoreGradient(const float *HWY_RESTRICT P, float *HWY_RESTRICT dP, std::int
   }
 }
 
+void Softcap(float *HWY_RESTRICT X, std::int64_t ldx, std::int64_t rows, std::int64_t n, float in, float out,
+             float *HWY_RESTRICT tanh_out) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  const VF vin = hn::Set(d, in), vout = hn::Set(d, out);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < n; j += N) {
+      float *x = X + r * ldx + j;
+      const VF t = hn::Tanh(d, hn::Mul(hn::LoadU(d, x), vin));
+      hn::StoreU(hn::Mul(t, vout), d, x);
+      if (tanh_out) hn::StoreU(t, d, tanh_out + r * ldx + j);
+    }
+}
+
+void SoftcapGrad(float *HWY_RESTRICT dS, const float *HWY_RESTRICT T, std::int64_t ld, std::int64_t rows,
+                 std::int64_t n) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  const VF one = hn::Set(d, 1.0f);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < n; j += N) {
+      const VF t = hn::LoadU(d, T + r * ld + j);
+      float *g = dS + r * ld + j;
+      hn::StoreU(hn::Mul(hn::LoadU(d, g), hn::NegMulAdd(t, t, one)), d, g);
+    }
+}
+
+void DistanceBias(float *HWY_RESTRICT X, std::int64_t ldx, std::int64_t rows, std::int64_t n, std::int64_t off,
+                  float slope) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  const VF vslope = hn::Set(d, slope), lane = hn::Iota(d, 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < n; j += N) {
+      float *x = X + r * ldx + j;
+      // off + c − r for the lanes' columns c = j + lane: integers, exact in float.
+      const VF dist = hn::Abs(hn::Add(lane, hn::Set(d, static_cast<float>(off + j - r))));
+      hn::StoreU(hn::NegMulAdd(vslope, dist, hn::LoadU(d, x)), d, x);
+    }
+}
+
 void Scale(float *HWY_RESTRICT X, std::int64_t ldx, std::int64_t rows, std::int64_t n, float a) {
   const DF d;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
@@ -448,6 +500,9 @@ HWY_AFTER_NAMESPACE();
 namespace attncheck::builtin::simd {
 
 HWY_EXPORT(Gemm);
+HWY_EXPORT(Softcap);
+HWY_EXPORT(SoftcapGrad);
+HWY_EXPORT(DistanceBias);
 HWY_EXPORT(OnlineSoftmax);
 HWY_EXPORT(ExpMinusLse);
 HWY_EXPORT(ExpMinusLseCols);
@@ -466,8 +521,17 @@ HWY_EXPORT(TargetName);
 
 void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
           std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate, const float *col_scale,
-          std::int64_t band) {
-  HWY_DYNAMIC_DISPATCH(Gemm)(A, a_row, a_col, B, ldb, C, ldc, m, n, k, accumulate, col_scale, band);
+          std::int64_t band, std::int64_t lower) {
+  HWY_DYNAMIC_DISPATCH(Gemm)(A, a_row, a_col, B, ldb, C, ldc, m, n, k, accumulate, col_scale, band, lower);
+}
+void softcap(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, float in, float out, float *tanh_out) {
+  HWY_DYNAMIC_DISPATCH(Softcap)(X, ldx, rows, n, in, out, tanh_out);
+}
+void softcap_grad(float *dS, const float *T, std::int64_t ld, std::int64_t rows, std::int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SoftcapGrad)(dS, T, ld, rows, n);
+}
+void distance_bias(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, std::int64_t off, float slope) {
+  HWY_DYNAMIC_DISPATCH(DistanceBias)(X, ldx, rows, n, off, slope);
 }
 void online_softmax_cols(float *S, std::int64_t lds, std::int64_t rows, std::int64_t n, float *m, float *l,
                          float *alpha) {

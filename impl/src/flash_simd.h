@@ -21,15 +21,16 @@ inline constexpr std::int64_t kTilePadFloats = 16;
 /// gemm's band when every term reaches every column (far beyond any tile, far from overflow).
 inline constexpr std::int64_t kNoBand = std::int64_t{1} << 60;
 
-/// C[i][j] = (accumulate ? C[i][j] : 0) + Σ_{p<k, p ≤ j+band} A(i,p)·B[p][j] for i < m, j < n, with
+/// C[i][j] = (accumulate ? C[i][j] : 0) + Σ_{p<k, j+lower ≤ p ≤ j+band} A(i,p)·B[p][j] for i < m, j < n, with
 /// A(i,p) = A[i·a_row + p·a_col] (so a row-major A is (lda, 1) and a transposed one (1, lda)). Each sum runs over p
 /// in order with fused multiply-adds (one rounding per term). B and C rows are padded (see above). With accumulate
 /// and a non-null col_scale (padded like a row of C), C[i][j] is first multiplied by col_scale[j] (the online-softmax
 /// rescale of a transposed accumulator, fused into the load of C). Terms outside the band (p > j + band: keys the
-/// causal mask hides from query column j) are never computed, so A may hold ∞ or NaN there.
+/// causal mask or a window hides from query column j; p < j + lower: keys a window leaves behind) are never
+/// computed, so A may hold ∞ or NaN there.
 void gemm(const float *A, std::int64_t a_row, std::int64_t a_col, const float *B, std::int64_t ldb, float *C,
           std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
-          const float *col_scale = nullptr, std::int64_t band = kNoBand);
+          const float *col_scale = nullptr, std::int64_t band = kNoBand, std::int64_t lower = -kNoBand);
 
 /// The online-softmax step of online_softmax on a transposed tile, in base 2 (S holds scores times log2 e; m is
 /// in the same units): S is rows (keys) × n (queries), each column one query. For each column c < n (vectorized
@@ -66,6 +67,17 @@ void score_gradient_cols(const float *P, float *dP, std::int64_t ld, std::int64_
 /// dP[r][j] ← P[r][j]·(dP[r][j] − delta[r]) for r < rows, j < n (dS of the FlashAttention backward).
 void score_gradient(const float *P, float *dP, std::int64_t ld, std::int64_t rows, std::int64_t n,
                     const float *delta);
+
+/// Softcapping of a tile: T = tanh(in·X[r][j]), X[r][j] ← out·T for r < rows, j < n; T is also stored at
+/// tanh_out[r·ldx + j] (padded like X) when tanh_out is not null. With in = 1/c and out = c: c·tanh(x/c).
+void softcap(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, float in, float out, float *tanh_out);
+
+/// dS[r][j] ← dS[r][j]·(1 − T[r][j]²) for r < rows, j < n (T laid out like dS): softcap's chain rule.
+void softcap_grad(float *dS, const float *T, std::int64_t ld, std::int64_t rows, std::int64_t n);
+
+/// X[r][c] ← X[r][c] − slope·|off + c − r| for r < rows, c < n (one rounding): ALiBi's bias on a tile whose row r
+/// and column c lie off + c − r positions apart. Distances must stay below 2²⁴ (exact in float).
+void distance_bias(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, std::int64_t off, float slope);
 
 /// X[r][j] *= a for r < rows, j < n.
 void scale(float *X, std::int64_t ldx, std::int64_t rows, std::int64_t n, float a);

@@ -1,12 +1,18 @@
-// "naive": the textbook algorithm, float32 only. For each (batch, head) it materializes the L_q × L_k score
-// matrix S = scale·Q Kᵀ, takes a max-shifted softmax row by row and multiplies by V. Backward recomputes
-// P = exp(S − LSE) from the forward's LSE and applies the chain rule with D_i = Σ_c dO_ic O_ic:
-//   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ⊙ (dP − D),  dQ = scale·dS K,  dK = scale·dSᵀ Q.
-// Single-threaded and unblocked on purpose: it is the simple baseline "flash" is compared with.
+// "naive": the textbook algorithm, float32 only. For each (sequence, head) it materializes the Lq_b × Lk_b score
+// matrix S = scale·Q Kᵀ — softcapped, plus ALiBi and an additive mask, −∞ where a key is hidden (causal, window,
+// mask tensor, lengths) — takes a max-shifted softmax row by row (a sink adds e^sink to the denominator) and
+// multiplies by V, dropout scaling kept probabilities by 1/(1 − p) and zeroing the others. Backward recomputes
+// P = exp(S − LSE) from the forward's LSE and applies the chain rule with D_i = Σ_c dO_ic O_ic and the dropout
+// factors Z (0 or 1/(1 − p)):
+//   dV = (P ⊙ Z)ᵀ dO,  dP = Z ⊙ dO Vᵀ,  dS = P ⊙ (dP − D) (softcap: ⊙ (1 − tanh²)),  dQ = scale·dS K,
+//   dK = scale·dSᵀ Q.
+// It implements every ABI 1.2 feature but FP8 (a paged cache forward only). Single-threaded and unblocked on
+// purpose: it is the simple baseline "flash" is compared with.
 #include "common.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <new>
@@ -17,6 +23,10 @@ namespace attncheck::builtin {
 namespace {
 constexpr const char *kName = "naive";
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+/// Every feature but FP8 (check_backward refuses PAGED).
+constexpr std::uint32_t kFeatures = ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIBI |
+                                    ATTNCHECK_FEATURE_SINKS | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_VARLEN |
+                                    ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_DROPOUT;
 
 int refuse_dtype(Dtype dt) {
   return fail(ATTNCHECK_UNSUPPORTED,
@@ -25,54 +35,144 @@ int refuse_dtype(Dtype dt) {
 
 int report(const std::exception &e) { return fail(ATTNCHECK_ERROR, std::string(kName) + ": " + e.what()); }
 
-/// S[i·Lk + j] = scale·q_i·k_j for visible (i, j), −∞ elsewhere, for query head h of batch b.
-void scores(const Operands &o, std::int64_t b, std::int64_t h, float scale, std::vector<float> &S) {
-  const Shape &s = o.shape;
-  const std::int64_t hk = s.kv_head(h);
-  for (std::int64_t i = 0; i < s.Lq; ++i)
-    for (std::int64_t j = 0; j < s.Lk; ++j) {
+/// splitmix64's finalizer: a bijection of 64-bit words whose output bits each depend on every input bit.
+std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// Dropout's factor for (sequence b, head h, row i, key j): 1/(1 − p) when kept, 0 when dropped; 1 without dropout.
+/// Kept iff 24 uniform bits of a counter-based hash of the seed and the logical index, as a fraction, are ≥ p: a
+/// function of (seed, b, h, i, j) only, so forward and backward (and any layout) agree.
+class Dropout {
+ public:
+  explicit Dropout(const CallFeatures &f)
+      : on_(f.has(ATTNCHECK_FEATURE_DROPOUT)), p_(f.dropout_p), seed_(f.dropout_seed),
+        kept_(on_ ? 1.0f / (1.0f - f.dropout_p) : 1.0f) {}
+  bool on() const { return on_; }
+  bool keeps(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    std::uint64_t x = mix64(seed_ ^ 0x5851f42d4c957f2dULL);
+    for (const std::int64_t n : {b, h, i, j}) x = mix64(x + 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(n));
+    return static_cast<float>(x >> 40) * 0x1p-24f >= p_;
+  }
+  float factor(bool keep) const { return keep ? kept_ : 0.0f; }
+
+ private:
+  bool on_;
+  float p_;
+  std::uint64_t seed_;
+  float kept_;
+};
+
+/// Where the rows and keys of sequence b lie: row i at [qb, ·, q0 + i] of q, out, lse, dout, dq; key j at
+/// [kb[j], ·, kr[j]] of k, v, dk, dv.
+struct Seq {
+  std::int64_t b, Lq, Lk, qb, q0;
+  std::vector<std::int64_t> kb, kr;
+  Seq(const Operands &o, std::int64_t seq)
+      : b(seq), Lq(o.seq_rows(seq)), Lk(o.seq_keys(seq)), qb(o.row_batch(seq)), q0(o.row_offset(seq)),
+        kb(static_cast<std::size_t>(Lk)), kr(static_cast<std::size_t>(Lk)) {
+    for (std::int64_t j = 0; j < Lk; ++j) o.key_at(seq, j, &kb[static_cast<std::size_t>(j)], &kr[static_cast<std::size_t>(j)]);
+  }
+};
+
+/// S[i·Lk + j] = the logit of row i, key j of sequence `sq` in query head h: scale·q_i·k_j, softcapped (its tanh in
+/// T[i·Lk + j] when T is given), plus ALiBi and the additive mask; −∞ where the key is hidden.
+void scores(const Operands &o, const Seq &sq, std::int64_t h, float scale, std::vector<float> &S,
+            std::vector<float> *T) {
+  const CallFeatures &f = o.f;
+  const std::int64_t hk = o.shape.kv_head(h);
+  for (std::int64_t i = 0; i < sq.Lq; ++i) {
+    const KeyRange r = key_range(o.mask, f.window_left, f.window_right, sq.Lq, sq.Lk, i);
+    for (std::int64_t j = 0; j < sq.Lk; ++j) {
+      bool visible = j >= r.begin && j < r.end;
+      float bias = 0.0f;  // the additive mask's value
+      if (visible && f.mask) {
+        const std::int64_t at = sq.b * f.mask_s[0] + h * f.mask_s[1] + i * f.mask_s[2] + j * f.mask_s[3];
+        if (f.mask_boolean) {
+          visible = static_cast<std::uint8_t>(f.mask[at]) != 0;
+        } else {
+          bias = load_elem(f.mask, Dtype::f32, at);
+          visible = bias != kMinusInf;
+        }
+      }
+      const std::size_t kj = static_cast<std::size_t>(j);
       float dot = 0.0f;
-      if (visible(o.mask, i, j, s.Lq, s.Lk))
-        for (std::int64_t d = 0; d < s.D; ++d) dot += o.q.get(b, h, i, d) * o.k.get(b, hk, j, d);
-      S[static_cast<std::size_t>(i * s.Lk + j)] =
-          visible(o.mask, i, j, s.Lq, s.Lk) ? scale * dot : kMinusInf;
+      if (visible)
+        for (std::int64_t d = 0; d < o.shape.D; ++d)
+          dot += o.q.get(sq.qb, h, sq.q0 + i, d) * o.k.get(sq.kb[kj], hk, sq.kr[kj], d);
+      float x = visible ? scale * dot : kMinusInf;
+      if (visible && f.softcap > 0) {
+        const float t = std::tanh(x / f.softcap);
+        x = f.softcap * t;
+        if (T) (*T)[static_cast<std::size_t>(i * sq.Lk + j)] = t;
+      }
+      if (visible && !f.alibi.empty())
+        x -= f.alibi[static_cast<std::size_t>(h)] * static_cast<float>(std::llabs(i + sq.Lk - sq.Lq - j));
+      if (visible && f.mask && !f.mask_boolean) x += bias;
+      S[static_cast<std::size_t>(i * sq.Lk + j)] = x;
     }
+  }
 }
 }  // namespace
 
 int naive_forward(const attncheck_params *params, const DLTensor *q, const DLTensor *k, const DLTensor *v,
                   DLTensor *out, DLTensor *lse) try {
   Operands o;
-  if (int st = check_forward(kName, params, q, k, v, out, lse, &o)) return st;
+  if (int st = check_forward(kName, kFeatures, params, q, k, v, out, lse, &o)) return st;
   if (o.dtype != Dtype::f32) return refuse_dtype(o.dtype);
   const Shape &s = o.shape;
+  const CallFeatures &f = o.f;
   const float scale = static_cast<float>(o.scale);
-  std::vector<float> S(static_cast<std::size_t>(s.Lq * s.Lk)), acc(static_cast<std::size_t>(s.Dv));
-  for (std::int64_t b = 0; b < s.B; ++b)
+  const Dropout drop(f);
+  std::vector<float> S, acc(static_cast<std::size_t>(s.Dv));
+  std::vector<std::uint8_t> keep;
+  for (std::int64_t b = 0; b < o.seqs(); ++b) {
+    const Seq sq(o, b);
+    S.resize(static_cast<std::size_t>(sq.Lq * sq.Lk));
+    keep.resize(static_cast<std::size_t>(sq.Lk));
     for (std::int64_t h = 0; h < s.Hq; ++h) {
       const std::int64_t hk = s.kv_head(h);
-      scores(o, b, h, scale, S);
-      for (std::int64_t i = 0; i < s.Lq; ++i) {
-        float *row = &S[static_cast<std::size_t>(i * s.Lk)];
+      scores(o, sq, h, scale, S, nullptr);
+      for (std::int64_t i = 0; i < sq.Lq; ++i) {
+        const std::int64_t qi = sq.q0 + i;
+        if (drop.on())
+          for (std::int64_t j = 0; j < sq.Lk; ++j) {
+            keep[static_cast<std::size_t>(j)] = drop.keeps(b, h, i, j);
+            if (f.dropout_mask)
+              f.dropout_mask[b * f.dropout_s[0] + h * f.dropout_s[1] + i * f.dropout_s[2] + j * f.dropout_s[3]] =
+                  keep[static_cast<std::size_t>(j)];
+          }
+        float *row = &S[static_cast<std::size_t>(i * sq.Lk)];
         float m = kMinusInf;
-        for (std::int64_t j = 0; j < s.Lk; ++j) m = std::max(m, row[j]);
-        if (m == kMinusInf) {  // the row sees no key
-          for (std::int64_t c = 0; c < s.Dv; ++c) o.out.set(b, h, i, c, 0.0f);
-          if (o.lse.data) o.lse.at(b, h, i) = kMinusInf;
+        for (std::int64_t j = 0; j < sq.Lk; ++j) m = std::max(m, row[j]);
+        if (m == kMinusInf) {  // the row sees no key: O = 0, LSE = −∞ (or the sink, the denominator's one term)
+          for (std::int64_t c = 0; c < s.Dv; ++c) o.out.set(sq.qb, h, qi, c, 0.0f);
+          if (o.lse.data) o.lse.at(sq.qb, h, qi) = f.sinks.empty() ? kMinusInf : f.sinks[static_cast<std::size_t>(h)];
           continue;
         }
+        if (!f.sinks.empty()) m = std::max(m, f.sinks[static_cast<std::size_t>(h)]);
         float l = 0.0f;
         std::fill(acc.begin(), acc.end(), 0.0f);
-        for (std::int64_t j = 0; j < s.Lk; ++j) {
-          const float p = std::exp(row[j] - m);  // exp(−∞) = 0 for masked keys
+        for (std::int64_t j = 0; j < sq.Lk; ++j) {
+          const float p = std::exp(row[j] - m);  // exp(−∞) = 0 for hidden keys
           l += p;
-          if (p != 0.0f)
-            for (std::int64_t c = 0; c < s.Dv; ++c) acc[static_cast<std::size_t>(c)] += p * o.v.get(b, hk, j, c);
+          if (p != 0.0f && (!drop.on() || keep[static_cast<std::size_t>(j)])) {
+            const float pz = drop.on() ? p * drop.factor(true) : p;
+            const std::size_t kj = static_cast<std::size_t>(j);
+            for (std::int64_t c = 0; c < s.Dv; ++c)
+              acc[static_cast<std::size_t>(c)] += pz * o.v.get(sq.kb[kj], hk, sq.kr[kj], c);
+          }
         }
-        for (std::int64_t c = 0; c < s.Dv; ++c) o.out.set(b, h, i, c, acc[static_cast<std::size_t>(c)] / l);
-        if (o.lse.data) o.lse.at(b, h, i) = m + std::log(l);
+        if (!f.sinks.empty()) l += std::exp(f.sinks[static_cast<std::size_t>(h)] - m);
+        for (std::int64_t c = 0; c < s.Dv; ++c) o.out.set(sq.qb, h, qi, c, acc[static_cast<std::size_t>(c)] / l);
+        if (o.lse.data) o.lse.at(sq.qb, h, qi) = m + std::log(l);
       }
     }
+  }
   return ATTNCHECK_OK;
 } catch (const std::exception &e) {
   return report(e);
@@ -82,54 +182,80 @@ int naive_backward(const attncheck_params *params, const DLTensor *q, const DLTe
                    const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq, DLTensor *dk,
                    DLTensor *dv) try {
   Operands o;
-  if (int st = check_backward(kName, params, q, k, v, out, lse, dout, dq, dk, dv, &o)) return st;
+  if (int st = check_backward(kName, kFeatures, params, q, k, v, out, lse, dout, dq, dk, dv, &o)) return st;
   if (o.dtype != Dtype::f32) return refuse_dtype(o.dtype);
   const Shape &s = o.shape;
+  const bool softcap = o.f.softcap > 0;
   const float scale = static_cast<float>(o.scale);
+  const Dropout drop(o.f);
   const auto at = [](std::vector<float> &a, std::int64_t r, std::int64_t ld, std::int64_t c) -> float & {
     return a[static_cast<std::size_t>(r * ld + c)];
   };
-  std::vector<float> S(static_cast<std::size_t>(s.Lq * s.Lk)), dS(S.size());
-  std::vector<float> dk_acc(static_cast<std::size_t>(s.Lk * s.D)), dv_acc(static_cast<std::size_t>(s.Lk * s.Dv));
+  std::vector<float> S, dS, T, Z, dk_acc, dv_acc;
   std::vector<float> dq_row(static_cast<std::size_t>(s.D));
-  for (std::int64_t b = 0; b < s.B; ++b)
+  for (std::int64_t b = 0; b < o.seqs(); ++b) {
+    const Seq sq(o, b);
+    const std::size_t n = static_cast<std::size_t>(sq.Lq * sq.Lk);
+    S.resize(n), dS.resize(n), T.assign(softcap ? n : 0, 0.0f), Z.resize(drop.on() ? n : 0);
+    dk_acc.resize(static_cast<std::size_t>(sq.Lk * s.D)), dv_acc.resize(static_cast<std::size_t>(sq.Lk * s.Dv));
+    const auto k_at = [&](std::int64_t hk, std::int64_t j, std::int64_t d) {
+      return o.k.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], d);
+    };
     for (std::int64_t hk = 0; hk < s.Hkv; ++hk) {
       std::fill(dk_acc.begin(), dk_acc.end(), 0.0f);
       std::fill(dv_acc.begin(), dv_acc.end(), 0.0f);
       // dK, dV of a kv head sum over the group of query heads that read it.
       for (std::int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h) {
-        scores(o, b, h, scale, S);
-        for (std::int64_t i = 0; i < s.Lq; ++i) {
-          const float lse_i = o.lse.at(b, h, i);
+        scores(o, sq, h, scale, S, softcap ? &T : nullptr);
+        for (std::int64_t i = 0; i < sq.Lq; ++i) {
+          const std::int64_t qi = sq.q0 + i;
+          const float lse_i = o.lse.at(sq.qb, h, qi);
           float D_i = 0.0f;
-          for (std::int64_t c = 0; c < s.Dv; ++c) D_i += o.dout.get(b, h, i, c) * o.out.get(b, h, i, c);
-          for (std::int64_t j = 0; j < s.Lk; ++j) {
-            // P = exp(S − LSE); 0 for a masked key and for a row that sees none (LSE = −∞).
-            float &p = at(S, i, s.Lk, j);
+          for (std::int64_t c = 0; c < s.Dv; ++c) D_i += o.dout.get(sq.qb, h, qi, c) * o.out.get(sq.qb, h, qi, c);
+          for (std::int64_t j = 0; j < sq.Lk; ++j) {
+            // P = exp(S − LSE); 0 for a hidden key and for a row that sees none (LSE = −∞).
+            float &p = at(S, i, sq.Lk, j);
             p = (p == kMinusInf || lse_i == kMinusInf) ? 0.0f : std::exp(p - lse_i);
             float dP = 0.0f;
-            for (std::int64_t c = 0; c < s.Dv; ++c) dP += o.dout.get(b, h, i, c) * o.v.get(b, hk, j, c);
-            at(dS, i, s.Lk, j) = p * (dP - D_i);
+            for (std::int64_t c = 0; c < s.Dv; ++c)
+              dP += o.dout.get(sq.qb, h, qi, c) *
+                    o.v.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], c);
+            if (drop.on()) {
+              const float z = drop.factor(drop.keeps(b, h, i, j));
+              at(Z, i, sq.Lk, j) = z;
+              dP *= z;
+            }
+            float ds = p * (dP - D_i);
+            if (softcap) {
+              const float t = at(T, i, sq.Lk, j);
+              ds *= 1.0f - t * t;  // d(c·tanh(x/c))/dx
+            }
+            at(dS, i, sq.Lk, j) = ds;
           }
         }
-        for (std::int64_t i = 0; i < s.Lq; ++i) {
+        for (std::int64_t i = 0; i < sq.Lq; ++i) {
+          const std::int64_t qi = sq.q0 + i;
           std::fill(dq_row.begin(), dq_row.end(), 0.0f);
-          for (std::int64_t j = 0; j < s.Lk; ++j) {
-            const float p = at(S, i, s.Lk, j), ds = at(dS, i, s.Lk, j);
+          for (std::int64_t j = 0; j < sq.Lk; ++j) {
+            const float p = at(S, i, sq.Lk, j), ds = at(dS, i, sq.Lk, j);
+            const float pz = drop.on() ? p * at(Z, i, sq.Lk, j) : p;
             for (std::int64_t d = 0; d < s.D; ++d) {
-              dq_row[static_cast<std::size_t>(d)] += ds * o.k.get(b, hk, j, d);
-              at(dk_acc, j, s.D, d) += ds * o.q.get(b, h, i, d);
+              dq_row[static_cast<std::size_t>(d)] += ds * k_at(hk, j, d);
+              at(dk_acc, j, s.D, d) += ds * o.q.get(sq.qb, h, qi, d);
             }
-            for (std::int64_t c = 0; c < s.Dv; ++c) at(dv_acc, j, s.Dv, c) += p * o.dout.get(b, h, i, c);
+            for (std::int64_t c = 0; c < s.Dv; ++c) at(dv_acc, j, s.Dv, c) += pz * o.dout.get(sq.qb, h, qi, c);
           }
-          for (std::int64_t d = 0; d < s.D; ++d) o.dq.set(b, h, i, d, scale * dq_row[static_cast<std::size_t>(d)]);
+          for (std::int64_t d = 0; d < s.D; ++d)
+            o.dq.set(sq.qb, h, qi, d, scale * dq_row[static_cast<std::size_t>(d)]);
         }
       }
-      for (std::int64_t j = 0; j < s.Lk; ++j) {
-        for (std::int64_t d = 0; d < s.D; ++d) o.dk.set(b, hk, j, d, scale * at(dk_acc, j, s.D, d));
-        for (std::int64_t c = 0; c < s.Dv; ++c) o.dv.set(b, hk, j, c, at(dv_acc, j, s.Dv, c));
+      for (std::int64_t j = 0; j < sq.Lk; ++j) {
+        const std::int64_t kb = sq.kb[static_cast<std::size_t>(j)], kr = sq.kr[static_cast<std::size_t>(j)];
+        for (std::int64_t d = 0; d < s.D; ++d) o.dk.set(kb, hk, kr, d, scale * at(dk_acc, j, s.D, d));
+        for (std::int64_t c = 0; c < s.Dv; ++c) o.dv.set(kb, hk, kr, c, at(dv_acc, j, s.Dv, c));
       }
     }
+  }
   return ATTNCHECK_OK;
 } catch (const std::exception &e) {
   return report(e);

@@ -190,7 +190,7 @@ TEST_CASE("bad shapes, dtypes and devices are refused with ATTNCHECK_ERROR and a
       CHECK(k.backward(&params, &q, &kk, &v, &o, nullptr, &dout, &gq, &gk, &gv) == ATTNCHECK_ERROR);
       CHECK_THAT(std::string(k.last_error()), Catch::Contains("lse"));
       // An unknown mask is unsupported, not an error.
-      const attncheck_params odd{params.scale, 7};
+      const attncheck_params odd{params.scale, 7, 0, nullptr};
       DLTensor l = l0;
       CHECK(k.forward(&odd, &q, &kk, &v, &o, &l) == ATTNCHECK_UNSUPPORTED);
       CHECK_THAT(std::string(k.last_error()), Catch::Contains("mask"));

@@ -12,13 +12,13 @@ constexpr double kScaleError = 1e-3;
 
 int misscaled_forward(const attncheck_params *params, const DLTensor *q, const DLTensor *k, const DLTensor *v,
                       DLTensor *out, DLTensor *lse) {
-  const attncheck_params wrong{params->scale * (1 + kScaleError), params->mask};
+  const attncheck_params wrong{params->scale * (1 + kScaleError), params->mask, params->features, params->args};
   return kernel("flash").forward(&wrong, q, k, v, out, lse);
 }
 int misscaled_backward(const attncheck_params *params, const DLTensor *q, const DLTensor *k, const DLTensor *v,
                        const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq, DLTensor *dk,
                        DLTensor *dv) {
-  const attncheck_params wrong{params->scale * (1 + kScaleError), params->mask};
+  const attncheck_params wrong{params->scale * (1 + kScaleError), params->mask, params->features, params->args};
   return kernel("flash").backward(&wrong, q, k, v, out, lse, dout, dq, dk, dv);
 }
 const attncheck_kernel kMisscaled{ATTNCHECK_ABI_VERSION, "flash_misscaled", misscaled_forward, misscaled_backward,

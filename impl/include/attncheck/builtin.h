@@ -1,10 +1,17 @@
 /* attncheck's bundled kernels (libattncheck_builtin.so).
  *
  * The library is a plugin like any other: its kernels are reached through attncheck_kernels() (kernel_abi.h).
- *   "naive" — float32 only; materializes the L_q × L_k score matrix of each (batch, head). Forward and backward.
+ *   "naive" — float32 only; materializes the L_q × L_k score matrix of each (sequence, head). Forward and
+ *             backward. ABI 1.2 features: window, softcap, alibi, sinks, mask, varlen, paged (forward only) and
+ *             dropout (a counter-based hash of the seed and (b, h, i, j): backward reproduces forward's mask).
  *   "flash" — FlashAttention-2 on the CPU: online softmax over key blocks, no L_q × L_k buffer, backward that
  *             recomputes P from the forward's LSE. float32, float16 and bfloat16 storage, float32 arithmetic.
  *             Multithreaded with OpenMP; deterministic (the result does not depend on the thread count).
+ *             ABI 1.2 features: window (key blocks outside every row's window are skipped), softcap, alibi,
+ *             sinks, varlen, and paged (forward only); not the mask tensor or dropout.
+ * Neither implements FP8. A call with a feature (or combination, e.g. varlen with paged) a kernel does not
+ * implement returns ATTNCHECK_UNSUPPORTED; malformed feature arguments return ATTNCHECK_ERROR; last_error() says
+ * which.
  *
  * Backward contract of both kernels: lse must be the float32 LSE that forward returned (it is not recomputed);
  * a NULL lse is refused with ATTNCHECK_ERROR.
