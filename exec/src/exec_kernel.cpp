@@ -3,6 +3,7 @@
 #include "attncheck/contract.h"
 #include "attncheck/kernel_call.h"
 #include "attncheck/dtype.h"
+#include "attncheck/features.h"
 #include "attncheck/npy.h"
 #include "child_process.h"
 
@@ -99,6 +100,53 @@ std::string_view protocol_dtype(Dtype dt) {
   return "?";
 }
 
+/// A number as the protocol writes it: %.17g, which converts back to the exact double (a float's value included).
+std::string number_text(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+/// The request's feature tokens (spec/EXEC_PROTOCOL.md §4.1) for a call with features, each after a space: the
+/// features' names, then the scalar settings of the features in use. "" for a call without features.
+std::string feature_tokens(std::uint32_t bits, const attncheck_args &a) {
+  if (bits == 0) return "";
+  std::string names = feature_list(bits);
+  std::replace(names.begin(), names.end(), ',', '+');
+  std::string t = " features=" + names;
+  if (bits & ATTNCHECK_FEATURE_WINDOW)
+    t += " window=" + std::to_string(a.window_left) + "," + std::to_string(a.window_right);
+  if (bits & ATTNCHECK_FEATURE_SOFTCAP) t += " softcap=" + number_text(a.softcap);
+  if (bits & ATTNCHECK_FEATURE_VARLEN)
+    t += " max_seqlen=" + std::to_string(a.max_seqlen_q) + "," + std::to_string(a.max_seqlen_k);
+  if (bits & ATTNCHECK_FEATURE_PAGED) t += " page_size=" + std::to_string(a.page_size);
+  if (bits & ATTNCHECK_FEATURE_DROPOUT)
+    t += " dropout_p=" + number_text(a.dropout_p) + " dropout_seed=" + std::to_string(a.dropout_seed);
+  if (bits & ATTNCHECK_FEATURE_FP8)
+    t += std::string(" fp8=") + (a.fp8_format == 1 ? "e5m2" : "e4m3fn") + " descale=" + number_text(a.descale_q) +
+         "," + number_text(a.descale_k) + "," + number_text(a.descale_v);
+  return t;
+}
+
+/// The args tensors a call with `bits` sends, as (file stem, tensor): those of the features in use that the caller
+/// passed; dropout_mask only to backward (forward writes it).
+std::vector<std::pair<const char *, const DLTensor *>> feature_inputs(std::uint32_t bits, const attncheck_args &a,
+                                                                      bool backward) {
+  std::vector<std::pair<const char *, const DLTensor *>> in;
+  auto add = [&](std::uint32_t bit, const char *name, const DLTensor *t) {
+    if ((bits & bit) && t) in.emplace_back(name, t);
+  };
+  add(ATTNCHECK_FEATURE_ALIBI, "alibi_slopes", a.alibi_slopes);
+  add(ATTNCHECK_FEATURE_SINKS, "sinks", a.sinks);
+  add(ATTNCHECK_FEATURE_MASK, "attn_mask", a.attn_mask);
+  add(ATTNCHECK_FEATURE_VARLEN, "cu_seqlens_q", a.cu_seqlens_q);
+  add(ATTNCHECK_FEATURE_VARLEN, "cu_seqlens_k", a.cu_seqlens_k);
+  add(ATTNCHECK_FEATURE_PAGED, "block_table", a.block_table);
+  add(ATTNCHECK_FEATURE_PAGED, "seqused_k", a.seqused_k);
+  if (backward) add(ATTNCHECK_FEATURE_DROPOUT, "dropout_mask", a.dropout_mask);
+  return in;
+}
+
 /// The outcome of one call: status and, for a non-OK status, the message.
 struct Outcome {
   int status;
@@ -113,6 +161,7 @@ struct ExecKernel::State {
     bool backward = false;
     std::size_t slot = 0;
     std::string contract;  ///< the hello's contract tokens (key=value), space-separated; "" when none
+    std::uint32_t features = 0;  ///< the ATTNCHECK_FEATURE_* bits its contract declares (ABI 1.2)
   };
 
   std::string command;
@@ -317,7 +366,7 @@ void ExecKernel::State::start() {
     if (f.size() < 2 || f[0] != "kernel" || !valid_name(f[1]))
       throw fail("bad hello line '" + clip(line) +
                  "': expected 'kernel <name> forward [backward]' (name: letters, digits, _ . + -) or 'ready'");
-    Info info{f[1], false, 0, ""};
+    Info info{f[1], false, 0, "", 0};
     bool forward = false;
     for (std::size_t i = 2; i < f.size(); ++i) {
       if (f[i] == "forward") forward = true;
@@ -325,7 +374,7 @@ void ExecKernel::State::start() {
       if (is_contract_token(f[i])) info.contract += (info.contract.empty() ? "" : " ") + f[i];
     }
     try {
-      parse_contract(info.contract);
+      info.features = parse_contract(info.contract).features;
     } catch (const ContractError &e) {
       throw fail("kernel '" + info.name + "' declares an invalid " + std::string(e.what()) +
                  " (spec/SPEC.md §3.1 lists the contract keys)");
@@ -359,8 +408,19 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   const char *verb = backward ? "backward" : "forward";
   const std::string who_call = "exec kernel '" + info.name + "' (" + verb + ")";
 
+  // ABI 1.2: a kernel gets only the features its hello declares (a child that declares none never sees them).
+  if (const std::uint32_t extra = p.features & ~info.features)
+    return {ATTNCHECK_UNSUPPORTED, "exec kernel '" + info.name + "' does not declare the feature(s) " +
+                                       feature_list(extra) + " (its hello's contract token features=...)"};
+  if (p.features != 0 && !p.args)
+    return {ATTNCHECK_ERROR, who_call + ": params.features is set but params.args is NULL"};
+  attncheck_args args{};  // the caller's, as far as its `size` reaches
+  if (p.features != 0) std::memcpy(&args, p.args, std::min<std::size_t>(p.args->size, sizeof args));
+  // <dtype> is the storage dtype of q, k, v and the rest, or under FP8 (q, k, v float8 bits) of the others.
+  const bool fp8 = p.features & ATTNCHECK_FEATURE_FP8;
+  const DLTensor *typed = fp8 ? (backward ? in[5] : out[0]) : in[0];
   Dtype dt;
-  if (!from_dlpack(in[0]->dtype, &dt))
+  if (!typed || !from_dlpack(typed->dtype, &dt))
     return {ATTNCHECK_UNSUPPORTED, "the exec protocol carries float32, float16 and bfloat16 tensors only"};
   const char *mask = p.mask == ATTNCHECK_MASK_NONE ? "none" : p.mask == ATTNCHECK_MASK_CAUSAL ? "causal" : nullptr;
   if (!mask) return {ATTNCHECK_UNSUPPORTED, "mask " + std::to_string(p.mask) + " has no name in the exec protocol"};
@@ -391,14 +451,15 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   try {
     for (std::size_t i = 0; i < n_in; ++i)
       if (in[i]) npy::write(dir + "/" + in_names[i] + ".npy", *in[i]);
+    for (const auto &[name, t] : feature_inputs(p.features, args, backward))
+      npy::write(dir + "/" + name + ".npy", *t);
   } catch (const npy::NpyError &e) {
     return {ATTNCHECK_ERROR, who_call + ": cannot write the inputs: " + clip(e.what())};
   }
 
-  char scale[40];
-  std::snprintf(scale, sizeof scale, "%.17g", p.scale);
+  const std::string features = feature_tokens(p.features, args);
   const std::string request = std::string(verb) + " " + info.name + " " + std::string(protocol_dtype(dt)) + " " +
-                              scale + " " + mask + " " + dir;
+                              number_text(p.scale) + " " + mask + features + " " + dir;
   // The child went away: collect its exit status and the rest of its stderr for the message.
   const auto describe_exit = [&](const char *what) {
     std::string line;
@@ -414,7 +475,8 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   if (!c.write_line(request)) return describe_exit("stopped reading its stdin");
 
   // The first call of a shape may compile: its own (longer) timeout, and its time counted apart.
-  std::string shape_key = std::string(verb) + " " + info.name + " " + std::string(protocol_dtype(dt)) + " " + mask;
+  std::string shape_key = std::string(verb) + " " + info.name + " " + std::string(protocol_dtype(dt)) + " " + mask +
+                          (p.features ? " " + feature_list(p.features) : "");
   for (std::size_t i = 0; i < 3 && i < n_in; ++i)
     for (int d = 0; d < in[i]->ndim; ++d) shape_key += (d ? "," : " ") + std::to_string(in[i]->shape[d]);
   const bool first = !seen_shapes.count(shape_key);
@@ -458,15 +520,19 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
                  "' (expected 'ok', 'unsupported <message>' or 'error <message>'; " + std::string(kProtocolRef) +
                  " §4; diagnostics belong on stderr): the child was stopped and restarts on the next call");
 
-  for (std::size_t i = 0; i < n_out; ++i) {
-    if (!out[i]) continue;  // lse not asked for
-    const std::string name = std::string(out_names[i]) + ".npy";
+  std::vector<std::pair<std::string, DLTensor *>> outputs;
+  for (std::size_t i = 0; i < n_out; ++i)
+    if (out[i]) outputs.emplace_back(out_names[i], out[i]);  // lse may not be asked for
+  if (!backward && (p.features & ATTNCHECK_FEATURE_DROPOUT) && args.dropout_mask)
+    outputs.emplace_back("dropout_mask", args.dropout_mask);  // the mask forward applied
+  for (const auto &[stem, tensor] : outputs) {
+    const std::string name = stem + ".npy";
     const std::string path = dir + "/" + name;
     if (!fs::exists(path, ec))
       return {ATTNCHECK_ERROR, who_call + ": answered ok but did not write " + name + " (" +
                                    std::string(kProtocolRef) + " §4 lists the files each request writes)"};
     try {
-      npy::copy_into(npy::read(path), *out[i], name);
+      npy::copy_into(npy::read(path), *tensor, name);
     } catch (const npy::NpyError &e) {
       std::string msg = e.what();
       const std::string prefix = dir + "/";  // the directory is noise in the message

@@ -22,19 +22,27 @@ constexpr std::size_t kHeaderAlign = 64;
 constexpr std::uint32_t kMaxHeaderLen = 1u << 20;
 
 int itemsize_of(std::string_view descr) {
-  if (descr == "<f4") return 4;
+  if (descr == "<f4" || descr == "<i4") return 4;
   if (descr == "<f2" || descr == "<u2") return 2;
+  if (descr == "|u1") return 1;
   return 0;
 }
 
-/// Element dtype of a DLTensor, or an NpyError naming it.
-Dtype dtype_of(const DLTensor &t, std::string_view what) {
-  Dtype dt;
-  if (!from_dlpack(t.dtype, &dt))
+/// The descr of a DLTensor's dtype, or an NpyError naming it.
+std::string_view descr_for(const DLTensor &t, std::string_view what) {
+  const std::string_view d = descr_of(t.dtype);
+  if (d.empty())
     throw NpyError(std::string(what) + ": dtype code " + std::to_string(t.dtype.code) + " bits " +
                    std::to_string(t.dtype.bits) + " lanes " + std::to_string(t.dtype.lanes) +
-                   " is not float32, float16 or bfloat16");
-  return dt;
+                   " is not float32, float16, bfloat16, uint8 or int32");
+  return d;
+}
+
+/// How a dtype is named in messages: "bf16" (dtype_name) for the storage dtypes, else "uint8" or "int32".
+std::string dtype_text(DLDataType t) {
+  Dtype dt;
+  if (from_dlpack(t, &dt)) return std::string(dtype_name(dt));
+  return t.code == kDLUInt ? "uint8" : "int32";
 }
 
 /// Calls f(element offset in elements, from data + byte_offset) for each element of t in row-major order.
@@ -200,6 +208,15 @@ std::string_view descr_of(Dtype dt) {
   return "?";
 }
 
+std::string_view descr_of(DLDataType t) {
+  Dtype dt;
+  if (from_dlpack(t, &dt)) return descr_of(dt);
+  if (t.lanes != 1) return "";
+  if (t.code == kDLUInt && t.bits == 8) return "|u1";
+  if (t.code == kDLInt && t.bits == 32) return "<i4";
+  return "";
+}
+
 std::int64_t Array::numel() const {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
@@ -216,8 +233,8 @@ std::string shape_text(const std::vector<std::int64_t> &shape) {
 
 void write(const std::string &path, const DLTensor &t) {
   if (t.device.device_type != kDLCPU) throw NpyError("cannot write " + path + ": the tensor is not on the CPU");
-  const Dtype dt = dtype_of(t, "cannot write " + path);
-  const auto size = static_cast<std::size_t>(dtype_size(dt));
+  const std::string_view descr = descr_for(t, "cannot write " + path);
+  const auto size = static_cast<std::size_t>(itemsize_of(descr));
   const std::vector<std::int64_t> shape(t.shape, t.shape + t.ndim);
   std::vector<std::byte> data;
   std::int64_t n = 1;
@@ -228,7 +245,7 @@ void write(const std::string &path, const DLTensor &t) {
     const std::byte *e = base + off * static_cast<std::int64_t>(size);
     data.insert(data.end(), e, e + size);
   });
-  write_bytes(path, descr_of(dt), shape, data.data(), data.size());
+  write_bytes(path, descr, shape, data.data(), data.size());
 }
 
 void write(const std::string &path, const Array &a) {
@@ -258,7 +275,8 @@ Array read(const std::string &path) {
   if (itemsize_of(a.descr) == 0) {
     std::string why = path + " has dtype descr '" + a.descr + "'";
     if (!a.descr.empty() && a.descr[0] == '>') why += " (big-endian)";
-    throw NpyError(why + ": the exec protocol takes '<f4' (float32), '<f2' (float16) or '<u2' (bfloat16 bits)");
+    throw NpyError(why + ": the exec protocol takes '<f4' (float32), '<f2' (float16) or '<u2' (bfloat16 bits), "
+                         "and '|u1' (uint8) or '<i4' (int32) for feature arguments");
   }
   const std::size_t want = static_cast<std::size_t>(a.numel()) * static_cast<std::size_t>(itemsize_of(a.descr));
   const std::string rest(std::istreambuf_iterator<char>(in), {});
@@ -272,15 +290,14 @@ Array read(const std::string &path) {
 }
 
 void copy_into(const Array &a, DLTensor &t, std::string_view name) {
-  const Dtype dt = dtype_of(t, "cannot fill the tensor from " + std::string(name));
-  const std::string_view want = descr_of(dt);
+  const std::string_view want = descr_for(t, "cannot fill the tensor from " + std::string(name));
   if (a.descr != want)
     throw NpyError(std::string(name) + " has descr '" + a.descr + "', expected '" + std::string(want) + "' (" +
-                   std::string(dtype_name(dt)) + ")");
+                   dtype_text(t.dtype) + ")");
   const std::vector<std::int64_t> shape(t.shape, t.shape + t.ndim);
   if (a.shape != shape)
     throw NpyError(std::string(name) + " has shape " + a.shape_text() + ", expected " + shape_text(shape));
-  const auto size = static_cast<std::size_t>(dtype_size(dt));
+  const auto size = static_cast<std::size_t>(itemsize_of(want));
   auto *base = static_cast<std::byte *>(t.data) + t.byte_offset;
   const std::byte *src = a.data.data();
   for_each_offset(t, [&](std::int64_t off) {

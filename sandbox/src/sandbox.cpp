@@ -65,13 +65,27 @@ Slot slot(std::size_t i) {
   return g_slots[i];
 }
 
+/// The call's arguments: the kernel's tensors and, for a call with ABI 1.2 args, the args tensors after them (forward
+/// writes dropout_mask, backward reads it). A call without args carries exactly what it did before ABI 1.2.
+std::vector<Arg> with_args(std::vector<Arg> core, const attncheck_params *params, bool forward) {
+  if (!params->args) return core;
+  core.resize(static_cast<std::size_t>(wire::kMaxTensors), Arg{"", nullptr, nullptr});
+  const attncheck_args a = wire::read_args(*params->args);
+  for (int i = 0; i < wire::kMaxArgTensors; ++i) {
+    DLTensor *writes = forward && i == wire::kDropoutMaskArg ? a.dropout_mask : nullptr;
+    core.push_back(Arg{wire::kArgTensorNames[i], wire::arg_tensor(a, i), writes});
+  }
+  return core;
+}
+
 template <std::size_t I>
 int forward_trampoline(const attncheck_params *params, const DLTensor *q, const DLTensor *k, const DLTensor *v,
                        DLTensor *out, DLTensor *lse) {
   const Slot s = slot(I);
   return s.impl->call(s.index, wire::kForward, params,
-                      {{"q", q, nullptr}, {"k", k, nullptr}, {"v", v, nullptr}, {"out", out, out},
-                       {"lse", lse, lse}});
+                      with_args({{"q", q, nullptr}, {"k", k, nullptr}, {"v", v, nullptr}, {"out", out, out},
+                                 {"lse", lse, lse}},
+                                params, true));
 }
 
 template <std::size_t I>
@@ -80,9 +94,10 @@ int backward_trampoline(const attncheck_params *params, const DLTensor *q, const
                         DLTensor *dk, DLTensor *dv) {
   const Slot s = slot(I);
   return s.impl->call(s.index, wire::kBackward, params,
-                      {{"q", q, nullptr}, {"k", k, nullptr}, {"v", v, nullptr}, {"out", out, nullptr},
-                       {"lse", lse, nullptr}, {"dout", dout, nullptr}, {"dq", dq, dq}, {"dk", dk, dk},
-                       {"dv", dv, dv}});
+                      with_args({{"q", q, nullptr}, {"k", k, nullptr}, {"v", v, nullptr}, {"out", out, nullptr},
+                                 {"lse", lse, nullptr}, {"dout", dout, nullptr}, {"dq", dq, dq}, {"dk", dk, dk},
+                                 {"dv", dv, dv}},
+                                params, false));
 }
 
 template <std::size_t I>

@@ -116,8 +116,31 @@ void set_soft_as_limit(rlim_t soft) {
   setrlimit(RLIMIT_AS, &lim);
 }
 
-/// Runs one request; the reply is a kReturned one (a fatal signal never gets here).
-wire::Reply serve_call(const wire::Request &req, const attncheck_kernel &k, int memfd) {
+/// The child's view of one tensor of the shared memory, its guard pages made PROT_NONE.
+struct Rebuilt {
+  DLTensor t{};
+  std::int64_t shape[wire::kMaxRank], strides[wire::kMaxRank];
+  /// nullptr when the message does not carry it.
+  DLTensor *rebuild(const wire::Tensor &w, std::byte *base, std::uint64_t page) {
+    if (!w.present) return nullptr;
+    mprotect(base + w.lead_guard, page, PROT_NONE);
+    mprotect(base + w.trail_guard, page, PROT_NONE);
+    std::memcpy(shape, w.shape, sizeof w.shape);
+    std::memcpy(strides, w.strides, sizeof w.strides);
+    // As DLPack specifies: `data` 256-byte aligned, the first element at data + byte_offset. The tensor itself
+    // stays flush against its trailing guard page; `data` may point into the leading one (never dereferenced by a
+    // kernel that honours byte_offset).
+    const auto first = reinterpret_cast<std::uintptr_t>(base + w.elem0);
+    const std::uintptr_t aligned = first & ~static_cast<std::uintptr_t>(kDLPackAlignment - 1);
+    t = DLTensor{reinterpret_cast<void *>(aligned), w.device, w.ndim, w.dtype, shape, strides,
+                 static_cast<std::uint64_t>(first - aligned)};
+    return &t;
+  }
+};
+
+/// Runs one request (with its Args message when it has one, ABI 1.2); the reply is a kReturned one (a fatal signal
+/// never gets here).
+wire::Reply serve_call(const wire::Request &req, const wire::Args *extra, const attncheck_kernel &k, int memfd) {
   wire::Reply rep;
   std::memset(&rep, 0, sizeof rep);
   rep.magic = wire::kMagic;
@@ -131,34 +154,28 @@ wire::Reply serve_call(const wire::Request &req, const attncheck_kernel &k, int 
     return rep;
   }
   auto *base = static_cast<std::byte *>(mem);
-  DLTensor t[wire::kMaxTensors];
-  std::int64_t shapes[wire::kMaxTensors][wire::kMaxRank], strides[wire::kMaxTensors][wire::kMaxRank];
+  Rebuilt t[wire::kMaxTensors];
   DLTensor *arg[wire::kMaxTensors];
-  for (int i = 0; i < wire::kMaxTensors; ++i) {
-    const wire::Tensor &w = req.tensors[i];
-    arg[i] = nullptr;
-    if (!w.present) continue;
-    mprotect(base + w.lead_guard, req.page, PROT_NONE);
-    mprotect(base + w.trail_guard, req.page, PROT_NONE);
-    std::memcpy(shapes[i], w.shape, sizeof w.shape);
-    std::memcpy(strides[i], w.strides, sizeof w.strides);
-    // As DLPack specifies: `data` 256-byte aligned, the first element at data + byte_offset. The tensor itself
-    // stays flush against its trailing guard page; `data` may point into the leading one (never dereferenced by a
-    // kernel that honours byte_offset).
-    const auto first = reinterpret_cast<std::uintptr_t>(base + w.elem0);
-    const std::uintptr_t aligned = first & ~static_cast<std::uintptr_t>(kDLPackAlignment - 1);
-    t[i] = DLTensor{reinterpret_cast<void *>(aligned), w.device, w.ndim, w.dtype, shapes[i], strides[i],
-                    static_cast<std::uint64_t>(first - aligned)};
-    arg[i] = &t[i];
+  for (int i = 0; i < wire::kMaxTensors; ++i) arg[i] = t[i].rebuild(req.tensors[i], base, req.page);
+  attncheck_params params = req.params;
+  attncheck_args args;
+  Rebuilt at[wire::kMaxArgTensors];
+  if (extra) {
+    args = extra->scalars;
+    for (int i = 0; i < wire::kMaxArgTensors; ++i)
+      wire::set_arg_tensor(args, i, at[i].rebuild(extra->tensors[i], base, req.page));
+    params.args = &args;
+  } else {
+    params.args = nullptr;
   }
   g_shm_base = reinterpret_cast<std::uintptr_t>(base);
   g_shm_bytes = req.shm_bytes;
   set_soft_as_limit(static_cast<rlim_t>(address_space_bytes() + req.memory_limit_bytes));
   errno = 0;  // so that ENOMEM afterwards means an allocation of this call failed
   if (req.op == wire::kForward)
-    rep.status = k.forward(&req.params, arg[0], arg[1], arg[2], arg[3], arg[4]);
+    rep.status = k.forward(&params, arg[0], arg[1], arg[2], arg[3], arg[4]);
   else
-    rep.status = k.backward(&req.params, arg[0], arg[1], arg[2], arg[3], arg[4], arg[5], arg[6], arg[7], arg[8]);
+    rep.status = k.backward(&params, arg[0], arg[1], arg[2], arg[3], arg[4], arg[5], arg[6], arg[7], arg[8]);
   rep.enomem = errno == ENOMEM;
   if (rep.status != ATTNCHECK_OK && k.last_error) copy_message(rep.message, k.last_error());
   set_soft_as_limit(RLIM_INFINITY);
@@ -233,6 +250,10 @@ wire::Reply serve_call(const wire::Request &req, const attncheck_kernel &k, int 
     wire::Request req;
     if (recv_all(sock, &req, sizeof req, nullptr) != Read::ok || req.magic != wire::kMagic || req.op == wire::kQuit)
       _exit(0);
+    wire::Args extra;
+    const bool has_args = req.params.args != nullptr;
+    if (has_args && (recv_all(sock, &extra, sizeof extra, nullptr) != Read::ok || extra.magic != wire::kMagic))
+      _exit(0);
     wire::Reply rep;
     if (req.kernel < 0 || req.kernel >= n || (req.op == wire::kForward ? !ks[req.kernel].forward
                                                                         : !ks[req.kernel].backward)) {
@@ -242,7 +263,7 @@ wire::Reply serve_call(const wire::Request &req, const attncheck_kernel &k, int 
       rep.status = ATTNCHECK_ERROR;
       copy_message(rep.message, "sandbox: request for a kernel function the plugin does not have");
     } else {
-      rep = serve_call(req, ks[req.kernel], memfd);
+      rep = serve_call(req, has_args ? &extra : nullptr, ks[req.kernel], memfd);
     }
     if (!send_all(sock, &rep, sizeof rep)) _exit(0);
   }

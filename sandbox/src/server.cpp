@@ -290,8 +290,18 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
   req.shm_bytes = staging->bytes();
   req.memory_limit_bytes = options_.memory_limit_mib * kMiB;
   req.page = page;
-  staging->fill(req);
+  staging->fill(req.tensors, 0, wire::kMaxTensors);
+  if (params.args) req.params.args = wire::args_follow();  // the parent's pointer means nothing in the child
   if (!send_all(sock_, &req, sizeof req)) return crashed(nullptr, *staging);
+  if (params.args) {  // ABI 1.2: the scalars and the args tensors (in the shared memory after the others)
+    wire::Args a;
+    std::memset(&a, 0, sizeof a);
+    a.magic = wire::kMagic;
+    a.scalars = wire::read_args(*params.args);
+    for (int i = 0; i < wire::kMaxArgTensors; ++i) wire::set_arg_tensor(a.scalars, i, nullptr);
+    staging->fill(a.tensors, wire::kMaxTensors, wire::kMaxArgTensors);
+    if (!send_all(sock_, &a, sizeof a)) return crashed(nullptr, *staging);
+  }
 
   const std::chrono::milliseconds limit = CallTimeout::current(options_.timeout);
   const auto started = Clock::now();

@@ -41,8 +41,9 @@ class Server {
     std::string message;           ///< its last_error() for a non-OK status
     CallFault fault;               ///< set when the call did not end cleanly; status is then meaningless
   };
-  /// Runs kernel `index` on `args` (q k v out lse [dout dq dk dv]) in the child; restarts the child first when the
-  /// previous call killed it. Never throws for what the kernel does.
+  /// Runs kernel `index` on `args` (q k v out lse [dout dq dk dv], then — when params.args is set, ABI 1.2 — the
+  /// kMaxArgTensors tensors of *params.args at kMaxTensors …, in wire::kArgTensorNames order) in the child; restarts
+  /// the child first when the previous call killed it. Never throws for what the kernel does.
   Result call(wire::Op op, int index, const attncheck_params &params, const std::vector<Arg> &args);
 
  private:

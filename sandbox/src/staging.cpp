@@ -40,7 +40,8 @@ void Staging::for_each_offset(const Region &r, F &&f) {
 }
 
 Staging::Staging(const std::vector<Arg> &args, std::size_t page) : page_(page) {
-  if (args.size() > static_cast<std::size_t>(wire::kMaxTensors)) throw std::invalid_argument("too many tensors");
+  if (args.size() > static_cast<std::size_t>(wire::kMaxTensors + wire::kMaxArgTensors))
+    throw std::invalid_argument("too many tensors");
   std::uint64_t cursor = 0;  // where the next region's leading guard page goes
   for (const Arg &a : args) {
     Region r;
@@ -167,9 +168,9 @@ std::string Staging::attribute(std::uint64_t off) const {
   return "";
 }
 
-void Staging::fill(wire::Request &req) const {
-  for (std::size_t i = 0; i < static_cast<std::size_t>(wire::kMaxTensors); ++i) {
-    wire::Tensor &w = req.tensors[i];
+void Staging::fill(wire::Tensor *dst, std::size_t first, std::size_t n) const {
+  for (std::size_t i = first; i < first + n; ++i) {
+    wire::Tensor &w = dst[i - first];
     w = wire::Tensor{};
     if (i >= regions_.size() || !regions_[i].arg.tensor) continue;
     const Region &r = regions_[i];

@@ -20,6 +20,7 @@ struct Arg {
 };
 
 /// The layout of one call's shared memory: [guard][canary · tensor 0][guard] [guard][canary · tensor 1][guard] …
+/// (the arguments q … dv, then under ABI 1.2 the attncheck_args tensors; an absent argument takes no room)
 /// Each region ends exactly where the tensor's last element ends, so a read or write past the end faults; in
 /// front of the tensor's first element lies at least one page of canary.
 class Staging {
@@ -37,8 +38,9 @@ class Staging {
   void copy_out(const std::byte *shm) const;
   /// "12 bytes past the end of v" for an offset in a guard page, "" when it is not in one.
   std::string attribute(std::uint64_t shm_offset) const;
-  /// The tensors as the request carries them, in argument order.
-  void fill(wire::Request &req) const;
+  /// Arguments first … first + n − 1 as the messages carry them (absent ones not present): a Request's tensors are
+  /// arguments 0 … kMaxTensors − 1, an Args message's the kMaxArgTensors after them.
+  void fill(wire::Tensor *dst, std::size_t first, std::size_t n) const;
 
  private:
   struct Region {

@@ -11,7 +11,13 @@
   crash           on a request: a stderr line, then exit status 3
   crash_once      like crash when the file ARG does not exist (and creates it); else answers 'unsupported again'
   answers         answers 'unsupported no float16 here' to float16 requests, else 'error kernel exploded'
+  features        declares every feature (ABI 1.2); logs each request (its directory as DIR) and the .npy files it
+                  finds there ('name descr shape') to the file ARG; forward copies q.npy to out.npy (D = Dv) and
+                  writes dropout_mask.npy [B,Hq,Lq,Lk] (element n: n % 3 == 0) when dropout is on; backward copies
+                  q, k, v to dq, dk, dv
 """
+import ast
+import shutil
 import os
 import struct
 import sys
@@ -25,14 +31,45 @@ def send(line):
     sys.stdout.flush()
 
 
-def hello():
+def hello(contract=""):
     send("attncheck-exec 1")
-    send("kernel peer forward backward")
+    send("kernel peer forward backward" + contract)
     send("ready")
 
 
-def write_npy(path, descr, shape):
-    """A zero-filled .npy 1.0 written by hand."""
+def npy_header(path):
+    """descr and shape of a .npy file (version 1.0, as attncheck writes it)."""
+    with open(path, "rb") as f:
+        head = f.read(10)
+        h = ast.literal_eval(f.read(struct.unpack("<H", head[8:10])[0]).decode())
+    return h["descr"], tuple(h["shape"])
+
+
+def features(line, log):
+    """The features mode: log the request and its files, write the outputs."""
+    d = line[line.index(" /") + 1:]
+    verb = line.split(" ")[0]
+    files = sorted(n for n in os.listdir(d) if n.endswith(".npy"))
+    with open(log, "a") as f:
+        f.write(line.replace(d, "DIR") + "\n")
+        for n in files:
+            descr, shape = npy_header(os.path.join(d, n))
+            f.write("%s %s %s\n" % (n, descr, shape))
+    if verb == "forward":
+        shutil.copy(os.path.join(d, "q.npy"), os.path.join(d, "out.npy"))
+        if "dropout_p=" in line:
+            B, Hq, Lq, _ = npy_header(os.path.join(d, "q.npy"))[1]
+            Lk = npy_header(os.path.join(d, "k.npy"))[1][2]
+            write_npy(os.path.join(d, "dropout_mask.npy"), "|u1", (B, Hq, Lq, Lk),
+                      bytes(int(n % 3 == 0) for n in range(B * Hq * Lq * Lk)))
+    else:
+        for a, b in (("q", "dq"), ("k", "dk"), ("v", "dv")):
+            shutil.copy(os.path.join(d, a + ".npy"), os.path.join(d, b + ".npy"))
+    send("ok")
+
+
+def write_npy(path, descr, shape, data=None):
+    """A .npy 1.0 written by hand, zero-filled (4-byte elements) unless `data` is given."""
     n = 1
     for d in shape:
         n *= d
@@ -41,7 +78,7 @@ def write_npy(path, descr, shape):
     header += " " * (63 - (10 + len(header)) % 64) + "\n"
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        f.write(b"\x00" * (n * 4))
+        f.write(b"\x00" * (n * 4) if data is None else data)
 
 
 def main():
@@ -63,13 +100,15 @@ def main():
         return
     if mode == "crash_once" and os.path.exists(arg):
         mode = "again"
-    hello()
+    hello(" features=window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8" if mode == "features" else "")
     for raw in sys.stdin:
         fields = raw.rstrip("\n").split(" ", 5)
         if fields[0] == "quit":
             return
         d = fields[5] if len(fields) == 6 else ""
-        if mode == "garbled":
+        if mode == "features":
+            features(raw.rstrip("\n"), arg)
+        elif mode == "garbled":
             send("okay")
         elif mode == "missing_out":
             send("ok")

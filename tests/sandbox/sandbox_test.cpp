@@ -1,7 +1,9 @@
 // The sandbox: misbehaving kernels (misbehaving_plugin.c) become failing calls with clear messages and never take
 // the test process down; a well-behaved kernel gives the same bits as in-process, whatever the layout.
+#include "attncheck/contract.h"
 #include "attncheck/kernel_call.h"
 #include "attncheck/sandbox.h"
+#include "feature_problems.h"
 
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
@@ -376,5 +378,210 @@ TEST_CASE("the kernel that hangs above 100 keys is correct below and a timeout a
     INFO("Lk = " << Lk << ": " << r.message);
     CHECK(r.ok() == (Lk <= 100));
     if (Lk > 100) CHECK(p.last_fault(static_cast<std::size_t>(&k - p.kernels().data())).kind == CallFault::timeout);
+  }
+}
+
+// ---- ABI 1.2: feature calls ----
+
+namespace {
+
+SandboxedPlugin &feature_plugin() {
+  static SandboxedPlugin p = SandboxedPlugin::load(FEATURE_PLUGIN, test_options());
+  return p;
+}
+
+constexpr std::uint32_t kDenseFeatures = ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_SOFTCAP |
+                                         ATTNCHECK_FEATURE_ALIBI | ATTNCHECK_FEATURE_SINKS | ATTNCHECK_FEATURE_MASK |
+                                         ATTNCHECK_FEATURE_DROPOUT;
+/// The feature sets the transport tests send: everything dense, and each of the two other storages with a mask.
+constexpr std::uint32_t kFeatureSets[] = {
+    kDenseFeatures, ATTNCHECK_FEATURE_VARLEN | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_DROPOUT,
+    ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_SINKS | ATTNCHECK_FEATURE_WINDOW};
+/// Dv = 24: a dense row of out holds the echo kernel's whole digest (feature_plugin.c).
+constexpr Shape kFeatureShape{3, 4, 2, 5, 7, 4, 24};
+
+/// Logical outputs NaN-prefilled, gradients too.
+struct FeatureOutputs {
+  Tensor out, lse, dq, dk, dv;
+  std::vector<std::uint8_t> keep;
+  explicit FeatureOutputs(const Shape &s) {
+    out = make_out(s, Dtype::f32);
+    lse = make_lse(s);
+    dq = Tensor::contiguous(Dtype::f32, {s.B, s.Hq, s.Lq, s.D});
+    dk = Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.D});
+    dv = Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.Dv});
+    for (Tensor *t : {&out, &lse, &dq, &dk, &dv}) t->fill_storage(kNaN);
+  }
+};
+
+double sum_of(const std::vector<double> &xs) {
+  double s = 0;
+  for (double x : xs) s += std::isfinite(x) ? x : 1000;  // the echo kernel's convention for −∞
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a feature call reaches a sandboxed kernel with every scalar and args tensor", "[sandbox][features]") {
+  std::mt19937_64 rng(20);
+  const Problem p = featuret::feature_problem(rng, Dtype::f32, kFeatureShape, Mask::causal, kDenseFeatures);
+  const Features &f = p.features;
+  FeatureOutputs o(p.shape);
+  const CallResult r = call_forward(feature_plugin().find("echo"), p, o.out, &o.lse, &o.keep);
+  INFO(r.message);
+  REQUIRE(r.ok());
+  auto echo = [&](std::int64_t n) { return o.out.get({0, 0, 0, n}); };
+  auto f32 = [](double x) { return static_cast<double>(static_cast<float>(x)); };
+  CHECK(echo(0) == static_cast<double>(kDenseFeatures));
+  CHECK(echo(1) == static_cast<double>(f.window_left));
+  CHECK(echo(2) == static_cast<double>(f.window_right));
+  CHECK(echo(3) == 1.5);
+  CHECK(echo(4) == f32(sum_of(f.alibi_slopes)));
+  CHECK(echo(5) == f32(sum_of(f.sinks)));
+  CHECK(echo(6) == f32(sum_of(f.mask)));
+  CHECK(echo(7) == -1);  // no cu_seqlens: the pointers arrive NULL
+  CHECK(echo(11) == -1);
+  CHECK(echo(14) == 0.25);
+  CHECK(echo(15) == static_cast<double>(f.dropout_seed % 1000003u));
+  CHECK(echo(16) == 1);  // descale_q
+  CHECK(echo(20) == static_cast<double>(sizeof(attncheck_args)));
+  CHECK(echo(21) == (f.mask_kind == MaskKind::boolean ? kDLUInt * 100 + 8 : kDLFloat * 100 + 32));
+  CHECK(echo(23) == f32(p.params.scale));
+  CHECK(!last_fault(feature_plugin().find("echo"))->operator bool());
+}
+
+TEST_CASE("feature calls through the sandbox give the same bits as in-process in every storage",
+          "[sandbox][features]") {
+  for (const std::uint32_t bits : kFeatureSets) {
+    INFO(feature_list(bits));
+    std::mt19937_64 rng(21 + bits);
+    Problem p = featuret::feature_problem(rng, Dtype::f32, kFeatureShape, Mask::causal, bits);
+    FeatureOutputs direct(p.shape), boxed(p.shape);
+    REQUIRE(call_forward(in_process(FEATURE_PLUGIN, "echo"), p, direct.out, &direct.lse, &direct.keep).ok());
+    REQUIRE(call_forward(feature_plugin().find("echo"), p, boxed.out, &boxed.lse, &boxed.keep).ok());
+    CHECK(!all_nan(boxed.out));
+    CHECK(same_bytes(direct.out, boxed.out));
+    CHECK(same_bytes(direct.lse, boxed.lse));
+    CHECK(direct.keep == boxed.keep);
+    if (bits & ATTNCHECK_FEATURE_PAGED) continue;  // no backward in the ABI
+    p.features.dropout_keep = direct.keep;
+    REQUIRE(call_backward(in_process(FEATURE_PLUGIN, "echo"), p, direct.out, &direct.lse, direct.dq, direct.dk,
+                          direct.dv).ok());
+    REQUIRE(call_backward(feature_plugin().find("echo"), p, boxed.out, &boxed.lse, boxed.dq, boxed.dk, boxed.dv).ok());
+    CHECK(same_bytes(direct.dq, boxed.dq));
+    CHECK(same_bytes(direct.dk, boxed.dk));
+    CHECK(same_bytes(direct.dv, boxed.dv));
+  }
+}
+
+TEST_CASE("the dropout mask a sandboxed forward writes comes back and its backward reads it", "[sandbox][features]") {
+  std::mt19937_64 rng(22);
+  Problem p = featuret::feature_problem(rng, Dtype::f32, kFeatureShape, Mask::none, ATTNCHECK_FEATURE_DROPOUT);
+  FeatureOutputs o(p.shape);
+  REQUIRE(call_forward(feature_plugin().find("echo"), p, o.out, &o.lse, &o.keep).ok());
+  const Shape &s = p.shape;
+  REQUIRE(o.keep.size() == static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk));
+  std::size_t kept = 0;
+  for (std::uint8_t x : o.keep) {
+    CHECK(x <= 1);  // every element written (none left kDropoutUnwritten)
+    kept += x;
+  }
+  CHECK(kept > 0);
+  CHECK(kept < o.keep.size());
+  p.features.dropout_keep = o.keep;
+  REQUIRE(call_backward(feature_plugin().find("echo"), p, o.out, &o.lse, o.dq, o.dk, o.dv).ok());
+  // dq row-major element 22 is the digest's slot 22: the sum of the mask the backward was given.
+  const std::vector<double> dq = o.dq.to_vector();
+  CHECK(dq[22] == static_cast<double>(kept));
+}
+
+TEST_CASE("a kernel that writes an args input is reported naming the args tensor", "[sandbox][features]") {
+  std::mt19937_64 rng(23);
+  const Problem p = featuret::feature_problem(rng, Dtype::f32, kFeatureShape, Mask::none, kDenseFeatures);
+  FeatureOutputs o(p.shape);
+  const attncheck_kernel &ws = feature_plugin().find("write_sinks");
+  const CallResult r = call_forward(ws, p, o.out, &o.lse, &o.keep);
+  CHECK(r.status == ATTNCHECK_ERROR);
+  const CallFault *f = last_fault(ws);
+  REQUIRE(f);
+  CHECK(f->kind == CallFault::wrote_input);
+  CHECK(f->tensor == "sinks");
+  CHECK(f->element == 1);
+  CHECK(r.message == "wrote input sinks at element 1");
+  CHECK(all_nan(o.out));
+
+  Problem b = p;
+  b.features.dropout_keep.assign(static_cast<std::size_t>(p.shape.B * p.shape.Hq * p.shape.Lq * p.shape.Lk), 1);
+  const attncheck_kernel &wd = feature_plugin().find("write_dropout");
+  const CallResult rb = call_backward(wd, b, o.out, &o.lse, o.dq, o.dk, o.dv);
+  CHECK(rb.status == ATTNCHECK_ERROR);
+  CHECK(rb.message == "wrote input dropout_mask at element 0");
+  CHECK(last_fault(wd)->tensor == "dropout_mask");
+}
+
+TEST_CASE("a read past the end of an args tensor hits its guard page and names it", "[sandbox][features]") {
+  std::mt19937_64 rng(24);
+  const Problem p = featuret::feature_problem(rng, Dtype::f32, kFeatureShape, Mask::none, ATTNCHECK_FEATURE_ALIBI);
+  FeatureOutputs o(p.shape);
+  const attncheck_kernel &k = feature_plugin().find("read_alibi");
+  const CallResult r = call_forward(k, p, o.out, &o.lse);
+  CHECK(r.status == ATTNCHECK_ERROR);
+  const CallFault *f = last_fault(k);
+  REQUIRE(f);
+  CHECK(f->kind == CallFault::signal);
+  CHECK(f->tensor == "alibi_slopes");
+  CHECK_THAT(r.message, Catch::EndsWith("= 8 bytes past the end of alibi_slopes)"));
+  // The server restarts and serves the next feature call.
+  REQUIRE(call_forward(feature_plugin().find("echo"), p, o.out, &o.lse).ok());
+}
+
+TEST_CASE("a call without features reaches a sandboxed kernel with no args as before ABI 1.2",
+          "[sandbox][features]") {
+  std::mt19937_64 rng(25);
+  Problem p = featuret::feature_problem(rng, Dtype::f32, kFeatureShape, Mask::none, 0);
+  FeatureOutputs o(p.shape);
+  REQUIRE(call_forward(feature_plugin().find("echo"), p, o.out, &o.lse).ok());
+  CHECK(o.out.get({0, 0, 0, 0}) == 0);   // params.features
+  CHECK(o.out.get({0, 0, 0, 1}) == -7);  // params.args == NULL in the child
+}
+
+TEST_CASE("the bundled naive kernel gives the same bits in the sandbox as in-process on feature calls",
+          "[sandbox][features]") {
+  SandboxedPlugin builtin = SandboxedPlugin::load(BUILTIN_PLUGIN);
+  const attncheck_kernel &boxed_naive = builtin.find("naive");
+  const std::uint32_t declared =
+      parse_contract(builtin.contract(static_cast<std::size_t>(&boxed_naive - builtin.kernels().data()))).features;
+  if (declared == 0) {
+    WARN("the bundled naive kernel declares no features yet: nothing to compare");
+    return;
+  }
+  for (const std::uint32_t bits : kFeatureSets) {
+    const std::uint32_t sent = bits & declared;
+    if (sent == 0 || ((bits & (ATTNCHECK_FEATURE_VARLEN | ATTNCHECK_FEATURE_PAGED)) &&
+                      !(sent & (ATTNCHECK_FEATURE_VARLEN | ATTNCHECK_FEATURE_PAGED))))
+      continue;
+    INFO(feature_list(sent));
+    std::mt19937_64 rng(26 + bits);
+    Problem p = featuret::feature_problem(rng, Dtype::f32, kFeatureShape, Mask::causal, sent);
+    FeatureOutputs direct(p.shape), boxed(p.shape);
+    const CallResult a = call_forward(in_process(BUILTIN_PLUGIN, "naive"), p, direct.out, &direct.lse, &direct.keep);
+    const CallResult b = call_forward(boxed_naive, p, boxed.out, &boxed.lse, &boxed.keep);
+    INFO(a.message << " / " << b.message);
+    CHECK(a.ok());  // it declared these features
+    CHECK(a.status == b.status);
+    CHECK(!all_nan(boxed.out));
+    CHECK(same_bytes(direct.out, boxed.out));
+    CHECK(same_bytes(direct.lse, boxed.lse));
+    CHECK(direct.keep == boxed.keep);
+    if (!a.ok() || (sent & ATTNCHECK_FEATURE_PAGED) || !boxed_naive.backward) continue;
+    p.features.dropout_keep = direct.keep;  // backward applies the forward's mask
+    const CallResult ga = call_backward(in_process(BUILTIN_PLUGIN, "naive"), p, direct.out, &direct.lse, direct.dq,
+                                        direct.dk, direct.dv);
+    const CallResult gb = call_backward(boxed_naive, p, boxed.out, &boxed.lse, boxed.dq, boxed.dk, boxed.dv);
+    INFO(ga.message << " / " << gb.message);
+    CHECK(ga.status == gb.status);
+    CHECK(same_bytes(direct.dq, boxed.dq));
+    CHECK(same_bytes(direct.dk, boxed.dk));
+    CHECK(same_bytes(direct.dv, boxed.dv));
   }
 }

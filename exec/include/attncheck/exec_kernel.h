@@ -1,7 +1,10 @@
 // Exec kernels: an attention kernel in any language, run as a persistent child process that speaks the exec
 // protocol (spec/EXEC_PROTOCOL.md) on its stdin/stdout and exchanges tensors as .npy files. An ExecKernel starts
 // the command, performs the handshake and presents each kernel the child offers as an ordinary attncheck_kernel
-// (the ABI of spec/SPEC.md §3), so every check that takes a plugin kernel takes an exec kernel too.
+// (the ABI of spec/SPEC.md §3), so every check that takes a plugin kernel takes an exec kernel too. A call with
+// ABI 1.2 features (params->features, params->args) reaches the child as spec/EXEC_PROTOCOL.md §4.1 says — tokens
+// and .npy files — only when the kernel's hello declares those features; any other is ATTNCHECK_UNSUPPORTED without
+// the child.
 //
 // Example:
 //   attncheck::ExecKernel exec("python3 examples/exec/numpy_kernel.py");   // throws ExecError
@@ -36,8 +39,8 @@ struct ExecOptions {
   std::chrono::milliseconds start_timeout{30'000};
   /// From sending a request to its answer line (the same default as `attncheck check --timeout`).
   std::chrono::milliseconds call_timeout{10'000};
-  /// The same for the first call of each (request, dtype, mask, input shapes): a kernel behind a JIT compiler
-  /// (XLA, torch.compile, Triton autotuning) compiles then. Used when longer than call_timeout.
+  /// The same for the first call of each (request, dtype, mask, features, input shapes): a kernel behind a JIT
+  /// compiler (XLA, torch.compile, Triton autotuning) compiles then. Used when longer than call_timeout.
   std::chrono::milliseconds first_call_timeout{60'000};
   /// Receives each line the child writes to stderr (without the newline). Empty: lines go to std::cerr with the
   /// prefix "[exec] ". The last lines are kept for error messages either way.

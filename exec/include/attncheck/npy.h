@@ -1,5 +1,6 @@
 // NumPy .npy files for the exec protocol (spec/EXEC_PROTOCOL.md §5): little-endian C-order arrays of float32,
-// float16 and bfloat16 (stored as '<u2', the raw bits). Writes version 1.0; reads 1.0, 2.0 and 3.0.
+// float16 and bfloat16 (stored as '<u2', the raw bits), and of uint8 and int32 (the feature arguments of ABI 1.2).
+// Writes version 1.0; reads 1.0, 2.0 and 3.0.
 //
 // Example:
 //   attncheck::npy::write("/tmp/q.npy", q_dltensor);            // any strides, byte_offset honoured
@@ -27,6 +28,9 @@ struct NpyError : std::runtime_error {
 
 /// The descr of a storage dtype: "<f4", "<f2", "<u2" (bfloat16 bits).
 std::string_view descr_of(Dtype dt);
+/// The descr of a DLPack dtype: the storage dtypes', and for the feature arguments (ABI 1.2) "|u1" (uint8) and "<i4"
+/// (int32); "" for any other.
+std::string_view descr_of(DLDataType t);
 
 /// The contents of a .npy file.
 struct Array {
@@ -37,8 +41,8 @@ struct Array {
   std::string shape_text() const;  ///< Python's tuple spelling: "(2, 3)", "(5,)", "()"
 };
 
-/// Writes the elements of `t` (kDLCPU; float32, float16 or bfloat16; any strides in elements, NULL = compact;
-/// byte_offset honoured) in row-major order as a version 1.0 .npy. Throws NpyError.
+/// Writes the elements of `t` (kDLCPU; float32, float16, bfloat16, uint8 or int32; any strides in elements, NULL =
+/// compact; byte_offset honoured) in row-major order as a version 1.0 .npy. Throws NpyError.
 void write(const std::string &path, const DLTensor &t);
 /// Writes an array as it is (tests, helpers). Throws NpyError.
 void write(const std::string &path, const Array &a);

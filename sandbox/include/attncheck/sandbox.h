@@ -8,7 +8,10 @@
 // back to the caller's tensors. A faulting call returns ATTNCHECK_ERROR and last_error() gives the one-line fault
 // description; last_fault() gives it structured. In the child every tensor sits between PROT_NONE guard pages, its
 // last byte right before the trailing guard, with the storage in front and the padding between elements filled
-// with NaN (all-ones bytes), which is checked after the call. Linux only.
+// with NaN (all-ones bytes), which is checked after the call. A call with ABI 1.2 features carries params->features
+// and every scalar of params->args, and each args tensor in the shared memory like the others (between guard pages,
+// checked like an input; forward's dropout_mask like an output, copied back): a fault in one names it ("sinks",
+// "dropout_mask", …). A call without args is carried exactly as before ABI 1.2. Linux only.
 #pragma once
 
 #include "attncheck/kernel_abi.h"
