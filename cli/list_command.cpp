@@ -1,4 +1,4 @@
-// attncheck list: every property id with its one-line math.
+// attncheck list: every property id with its one-line math, and the ABI 1.2 features a kernel may declare.
 #include "commands.h"
 
 #include "attncheck/property.h"
@@ -16,8 +16,19 @@ void register_list_command(CLI::App &app, Action &action) {
       std::size_t width = 0;
       for (const PropertyDef *d : all_properties()) width = std::max(width, d->id.size());
       for (const PropertyDef *d : all_properties())
-        fmt::print("{:<{}}  {}\n{:<{}}  {}{}\n", d->id, width, d->formula, "", width, d->summary,
-                   d->needs_backward ? " (needs a backward)" : "");
+        fmt::print("{:<{}}  {}\n{:<{}}  {}{}{}\n", d->id, width, d->formula, "", width, d->summary,
+                   d->needs_backward ? " (needs a backward)" : "",
+                   d->feature ? fmt::format(" (checked when the kernel declares features={})", feature_name(d->feature))
+                              : "");
+      // The features a contract may declare (SPEC.md §2.7) and the property that checks each.
+      fmt::print("\nfeatures (declare with --contract features=a+b, the plugin's attncheck_contracts or the exec hello):\n");
+      for (std::uint32_t f : kAllFeatures) {
+        const auto it = std::find_if(all_properties().begin(), all_properties().end(),
+                                     [&](const PropertyDef *d) { return d->feature == f; });
+        fmt::print("  {:<8}  {}\n", feature_name(f),
+                   it != all_properties().end() ? "checked by " + std::string((*it)->id)
+                                                : std::string("in the ABI; not generated yet"));
+      }
       return kExitPass;
     };
   });

@@ -38,7 +38,8 @@ std::string CaseSpec::describe() const {
   return std::string(dtype_name(dtype)) + " " + shape.describe() + " mask=" + std::string(mask_name(mask)) +
          " layout=" + std::string(layout_name(layout)) + " values=" + std::string(family_name(family)) +
          (stretch.active() ? " stretched to Lq=" + std::to_string(stretch.Lq) + " Lk=" + std::to_string(stretch.Lk)
-                           : "");
+                           : "") +
+         (features.active() ? " " + features.describe() : "");
 }
 
 Shape CaseSpec::problem_shape() const { return stretch.active() ? stretched_shape(*this) : shape; }
@@ -100,6 +101,7 @@ Problem Case::problem() const {
   p.shape = s;
   p.params.scale = default_scale(s.D);
   p.params.mask = spec.mask;
+  p.features = features_of(spec);
   p.q = input(spec.dtype, q_shape(s), spec.layout, q);
   p.k = input(spec.dtype, k_shape(s), spec.layout, k);
   p.v = input(spec.dtype, v_shape(s), spec.layout, v);
@@ -156,6 +158,7 @@ std::string Case::describe(std::size_t max_values_per_tensor) const {
 bool CaseOptions::admits(const CaseSpec &s) const {
   if (s.stretch.active() != stretch) return false;
   if (s.stretch.active() && (s.stretch.Lk < s.shape.Lk || s.stretch.Lq < s.shape.Lq)) return false;
+  if (s.features.bits != features) return false;
   if (!empty_rows) return true;
   const Shape ps = s.problem_shape();
   return *empty_rows == (s.mask == Mask::causal && ps.Lq > ps.Lk);

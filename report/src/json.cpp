@@ -57,6 +57,22 @@ ojson spec_json(const CaseSpec &s) {
           {"D", s.shape.D},               {"Dv", s.shape.Dv}, {"mask", mask_name(s.mask)},
           {"layout", layout_name(s.layout)}, {"family", family_name(s.family)}};
   if (s.stretch.active()) j["stretch"] = ojson{{"Lq", s.stretch.Lq}, {"Lk", s.stretch.Lk}};
+  const FeatureSpec &f = s.features;
+  if (f.active()) {
+    ojson fj{{"features", feature_list(f.bits)}, {"seed", std::to_string(f.seed)}};
+    if (f.top_left) fj["align"] = "top-left";
+    if (f.bits & ATTNCHECK_FEATURE_WINDOW) fj["window"] = ojson::array({f.window_left, f.window_right});
+    if (f.bits & ATTNCHECK_FEATURE_SOFTCAP) fj["softcap"] = hex(f.softcap);
+    if (f.bits & ATTNCHECK_FEATURE_MASK) {
+      fj["mask"] = f.mask_kind == MaskKind::additive ? "additive" : "boolean";
+      fj["mask_per_batch"] = f.mask_per_batch;
+      fj["mask_per_head"] = f.mask_per_head;
+      fj["mask_keep"] = hex(f.mask_keep);
+    }
+    if (f.bits & ATTNCHECK_FEATURE_PAGED) fj["page_size"] = f.page_size;
+    if (f.bits & ATTNCHECK_FEATURE_DROPOUT) fj["dropout_p"] = hex(f.dropout_p);
+    j["features"] = std::move(fj);
+  }
   return j;
 }
 
@@ -262,6 +278,46 @@ CaseSpec read_spec(const Obj &o) {
     s.stretch.Lk = st.integer("Lk", 1, kMaxDim);
     if (s.stretch.Lq < s.shape.Lq || s.stretch.Lk < s.shape.Lk)
       fail(o.where() + "a stretch shorter than its core (Lq, Lk)");
+  }
+  if (o.has("features")) {
+    const Obj fo = o.obj("features");
+    FeatureSpec &f = s.features;
+    try {
+      f.bits = parse_feature_list(fo.str("features"));
+    } catch (const std::invalid_argument &e) {
+      fail(fo.where() + e.what());
+    }
+    f.seed = fo.seed("seed");
+    if (fo.has("align")) {
+      if (fo.str("align") != "top-left") fail(fo.where() + "\"align\" is \"top-left\" or absent");
+      f.top_left = true;
+    }
+    if (f.bits & ATTNCHECK_FEATURE_WINDOW) {
+      const json &w = fo.at("window");
+      if (!w.is_array() || w.size() != 2 || !w[0].is_number_integer() || !w[1].is_number_integer() ||
+          w[0].get<std::int64_t>() < -1 || w[1].get<std::int64_t>() < -1)
+        fail(fo.where() + "\"window\" is not [left, right] (integers ≥ −1)");
+      f.window_left = w[0].get<std::int64_t>();
+      f.window_right = w[1].get<std::int64_t>();
+    }
+    if (f.bits & ATTNCHECK_FEATURE_SOFTCAP) {
+      f.softcap = fo.value("softcap");
+      if (!(f.softcap > 0) || !std::isfinite(f.softcap)) fail(fo.where() + "\"softcap\" must be positive and finite");
+    }
+    if (f.bits & ATTNCHECK_FEATURE_MASK) {
+      const std::string kind = fo.str("mask");
+      if (kind != "boolean" && kind != "additive") fail(fo.where() + "\"mask\" is \"boolean\" or \"additive\"");
+      f.mask_kind = kind == "additive" ? MaskKind::additive : MaskKind::boolean;
+      f.mask_per_batch = fo.boolean("mask_per_batch");
+      f.mask_per_head = fo.boolean("mask_per_head");
+      f.mask_keep = fo.value("mask_keep");
+      if (!(f.mask_keep >= 0 && f.mask_keep <= 1)) fail(fo.where() + "\"mask_keep\" is outside [0, 1]");
+    }
+    if (f.bits & ATTNCHECK_FEATURE_PAGED) f.page_size = fo.integer("page_size", 1, kMaxDim);
+    if (f.bits & ATTNCHECK_FEATURE_DROPOUT) {
+      f.dropout_p = fo.value("dropout_p");
+      if (!(f.dropout_p > 0 && f.dropout_p < 1)) fail(fo.where() + "\"dropout_p\" is outside (0, 1)");
+    }
   }
   return s;
 }

@@ -99,6 +99,29 @@ std::string counterexample_md(const Run &run, std::size_t pi, std::size_t number
 
 }  // namespace
 
+/// The ABI 1.2 features of a run (SPEC.md §2.7): each feature property's verdict and cases, or declined (its tier is
+/// off: the contract does not declare it). "" when the run checked no feature property.
+std::string features_line(const Report &r) {
+  std::vector<std::string> checked, declined;
+  for (const PropertyReport &p : r.properties) {
+    const PropertyDef *d = find_property(p.id);
+    if (!d || !d->feature) continue;
+    if (p.tier == Tier::off)
+      declined.push_back(p.id);
+    else
+      checked.push_back(p.id + " " + std::string(verdict_name(p.verdict)) + " (" + std::to_string(p.cases) +
+                        " cases" + (p.unsupported ? ", " + std::to_string(p.unsupported) + " unsupported" : "") + ")");
+  }
+  if (checked.empty() && declined.empty()) return "";
+  std::string out;
+  for (const std::string &c : checked) out += (out.empty() ? "checked: " : ", ") + c;
+  if (!declined.empty()) {
+    out += out.empty() ? "declined: " : "; declined: ";
+    for (std::size_t n = 0; n < declined.size(); ++n) out += (n ? ", " : "") + declined[n];
+  }
+  return out;
+}
+
 std::string to_markdown(const Document &doc) {
   const auto failures = doc.failures();
   std::size_t warnings = 0;
@@ -129,6 +152,14 @@ std::string to_markdown(const Document &doc) {
            r.contract.describe_changes() + "` | " + badge(r.verdict(doc.strict)) + " | " + properties_cell(r) +
            " | " + std::to_string(warn) + " | " + std::to_string(cases) + " | " + ratio_text(worst) + " |\n";
   }
+  // Per feature (SPEC.md §2.7): what was checked and what the kernel declined.
+  std::string features;
+  for (const Run &run : doc.runs) {
+    const std::string line = features_line(run.report);
+    if (!line.empty())
+      features += "- " + md_escape(run.report.kernel) + " " + std::string(dtype_name(run.report.dtype)) + ": " + line + "\n";
+  }
+  if (!features.empty()) out += "\n**Features**\n\n" + features;
   if (failures.empty()) return out;
 
   // Failure numbers (document order) of each (run, property).

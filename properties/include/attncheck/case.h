@@ -55,6 +55,26 @@ struct Stretch {
   friend bool operator==(const Stretch &, const Stretch &) = default;
 };
 
+/// The ABI 1.2 features of a case (SPEC.md §2.7), compactly: the settings, and a seed from which everything sized by
+/// the shape is derived (sink logits, mask values, sequence lengths, the block table, the dropout seed) — so a case
+/// whose shape shrinks keeps its features consistent with it (features_of).
+struct FeatureSpec {
+  std::uint32_t bits = 0;                            ///< ATTNCHECK_FEATURE_* in use
+  std::int64_t window_left = -1, window_right = -1;  ///< window: −1 unbounded
+  double softcap = 0;                                ///< softcap: c (a float32 value)
+  MaskKind mask_kind = MaskKind::boolean;            ///< mask: boolean or additive
+  bool mask_per_batch = false, mask_per_head = false;  ///< mask: [B|1, Hq|1, Lq, Lk]
+  double mask_keep = 1;                              ///< mask: share of visible entries
+  std::int64_t page_size = 0;                        ///< paged: keys per page
+  double dropout_p = 0;                              ///< dropout: probability of dropping
+  bool top_left = false;  ///< rows aligned top-left (the kernel declares causal=top-left), causal or not
+  std::uint64_t seed = 0;                            ///< derives the values sized by the shape
+  bool active() const { return bits != 0; }
+  /// "window=3,-1 softcap=30 …" ("" when none).
+  std::string describe() const;
+  friend bool operator==(const FeatureSpec &, const FeatureSpec &) = default;
+};
+
 /// Shape-level description of a case: everything but the values.
 struct CaseSpec {
   Shape shape;
@@ -63,6 +83,7 @@ struct CaseSpec {
   Dtype dtype = Dtype::f32;
   Family family = Family::normal;
   Stretch stretch;  ///< when active, `shape` is the core of a long problem (stretch.h)
+  FeatureSpec features;  ///< the ABI 1.2 features the kernel is called with (none by default)
   friend bool operator==(const CaseSpec &, const CaseSpec &) = default;
   /// "f32 B=1 Hq=1 Hkv=1 Lq=2 Lk=2 D=4 Dv=4 mask=none layout=bhld values=normal" (+ " stretched to Lq=… Lk=…")
   std::string describe() const;
@@ -73,6 +94,11 @@ struct CaseSpec {
   /// B·Hq·Lq·Lk·(D + Dv) of the problem: the kernel's cost (and the reference's, unless stretched) grows with it.
   std::int64_t work() const;
 };
+
+/// The problem's Features (features.h) for the spec's shape: the settings of spec.features and the values its seed
+/// derives — ALiBi slopes 2^(−8(h+1)/Hq) (the ALiBi paper's), sinks, mask entries, sequence lengths (0, 1, the
+/// longest and between), the block table (pages shuffled, some unused), the dropout seed.
+Features features_of(const CaseSpec &spec);
 
 /// Requirements a property places on the cases it is given (CaseSpec fields it fixes, tensors it needs).
 struct CaseOptions {
@@ -89,6 +115,8 @@ struct CaseOptions {
   std::optional<bool> empty_rows;
   std::optional<Family> family;  ///< fixed value family (default: drawn, and shrunk toward small_ints)
   std::optional<Layout> layout;  ///< fixed layout (default: drawn, and shrunk toward bhld)
+  /// ABI 1.2 features every case uses (ATTNCHECK_FEATURE_* bits; their settings drawn, and shrunk toward the simplest).
+  std::uint32_t features = 0;
   std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()
   /// Compile-friendly generation: when not empty, every case's dimensions come from these shapes (adjusted to the
   /// constraints above), while mask, layout and values stay fully random — a kernel behind a JIT compiler then

@@ -87,6 +87,8 @@ struct ForwardRun {
   /// The kernel was given lse (its contract says lse=f32 or lse=storage); false for lse=none: lse stays all NaN
   /// and no check may read it.
   bool has_lse = true;
+  /// With dropout: the mask the kernel wrote, [B, Hq, Lq, Lk] (kDropoutUnwritten where it wrote nothing).
+  std::vector<std::uint8_t> dropout_keep;
 };
 /// kernel.forward on `p`; the outputs are NaN before the call so that unwritten elements show. lse is float32, in
 /// the storage dtype, or not passed, as env.contract.lse says.
@@ -135,6 +137,9 @@ struct PropertyDef {
   bool needs_backward = false;               ///< calls the backward: unsupported for kernels without one
   void (*require)(CaseOptions &) = nullptr;  ///< narrows the generated cases (called after the engine's defaults)
   Tier (*tier)(const KernelContract &) = nullptr;  ///< nullptr: always required
+  /// The ABI 1.2 feature the property checks (ATTNCHECK_FEATURE_*), 0 for none: off (declined) unless the kernel's
+  /// contract declares it.
+  std::uint32_t feature = 0;
   Outcome (*run)(const Env &env, const Case &c) = nullptr;
 };
 

@@ -336,7 +336,10 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   pr.tier = tier_of(def, env.contract);
   if (pr.tier == Tier::off) {
     pr.verdict = Verdict::unsupported;
-    pr.note = "nothing to check under the kernel's contract (" + env.contract.describe_changes() + ")";
+    pr.note = def.feature && !(env.contract.features & def.feature)
+                  ? "declined: the kernel's contract does not declare features=" + std::string(feature_name(def.feature)) +
+                        " (it declares features=" + feature_list(env.contract.features) + ")"
+                  : "nothing to check under the kernel's contract (" + env.contract.describe_changes() + ")";
     return pr;
   }
   if (def.needs_backward && env.kernel.backward == nullptr) {

@@ -33,7 +33,7 @@ ForwardRun run_forward(const Env &env, const Problem &p) {
   r.lse = Tensor(env.profile.lse, {s.B, s.Hq, s.Lq}, {s.Hq * s.Lq, s.Lq, 1}, kOutputPad,
                  s.B * s.Hq * s.Lq + 2 * kOutputPad);
   r.lse.fill_storage(kNaN);
-  r.call = call_forward(env.kernel, p, r.out, r.has_lse ? &r.lse : nullptr);
+  r.call = call_forward(env.kernel, p, r.out, r.has_lse ? &r.lse : nullptr, &r.dropout_keep);
   return r;
 }
 

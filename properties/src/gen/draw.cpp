@@ -21,6 +21,12 @@ constexpr double kExtremeRate = 0.5;
 constexpr double kTieNudgeRate = 0.25;
 /// Family::dominant_key: the dominant key is kDominance × the normalized sum of its queries.
 constexpr double kDominance = 4;
+/// Feature settings (draw_features): softcap's range, the mask's share of visible entries, page sizes (1, odd,
+/// tile-sized and one past it), dropout rates.
+constexpr double kSoftcapMin = 0.5, kSoftcapMax = 100;
+constexpr std::array<double, 4> kMaskKeep{0.1, 0.5, 0.9, 1.0};
+constexpr std::array<std::int64_t, 7> kPageSizes{1, 2, 3, 5, 16, 17, 64};
+constexpr std::array<double, 3> kDropoutRates{0.1, 0.5, 0.9};
 constexpr double kF16Max = 65504, kF16MinNormal = 0x1p-14, kF16MinSubnormal = 0x1p-24;
 constexpr std::int64_t kF16SubnormalSteps = 1023;
 
@@ -217,6 +223,45 @@ CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
   sh.Lk = std::min(sh.Lk, st.Lk);
   return s;
 }
+
+/// Window sizes: the corners 0 and 1, small ones, and tile boundaries (a window edge on a tile edge), within Lk + 1.
+std::int64_t window_side(Bits &b, std::int64_t Lk) {
+  switch (b.uniform(0, 3)) {
+    case 0: return b.uniform(0, 1);
+    case 1: return b.uniform(0, std::max<std::int64_t>(Lk, 1));
+    case 2: return std::min<std::int64_t>(b.pick(kTileBoundaries), Lk + 1);
+    default: return b.uniform(0, 4);
+  }
+}
+
+/// The settings of the features `bits` for spec `s` (its seed derives the rest, features_of).
+FeatureSpec draw_features(Bits &b, const CaseSpec &s, std::uint32_t bits) {
+  FeatureSpec f;
+  f.bits = bits;
+  f.seed = b.next();
+  const std::int64_t Lk = s.shape.Lk;
+  if (bits & ATTNCHECK_FEATURE_WINDOW) {
+    // One side unbounded, or both bounded; causal cases cap the right side themselves.
+    switch (b.uniform(0, 2)) {
+      case 0: f.window_left = window_side(b, Lk); break;
+      case 1: f.window_right = window_side(b, Lk); break;
+      default:
+        f.window_left = window_side(b, Lk);
+        f.window_right = window_side(b, Lk);
+    }
+  }
+  if (bits & ATTNCHECK_FEATURE_SOFTCAP)  // c log-uniform in [kSoftcapMin, kSoftcapMax], a float32 value
+    f.softcap = round_to(Dtype::f32, kSoftcapMin * std::pow(kSoftcapMax / kSoftcapMin, b.unit()));
+  if (bits & ATTNCHECK_FEATURE_MASK) {
+    f.mask_kind = b.chance(0.5) ? MaskKind::boolean : MaskKind::additive;
+    f.mask_per_batch = b.chance(0.5);
+    f.mask_per_head = b.chance(0.5);
+    f.mask_keep = b.pick(kMaskKeep);
+  }
+  if (bits & ATTNCHECK_FEATURE_PAGED) f.page_size = b.pick(kPageSizes);
+  if (bits & ATTNCHECK_FEATURE_DROPOUT) f.dropout_p = b.pick(kDropoutRates);
+  return f;
+}
 }  // namespace
 
 CaseSpec huge_stretch(Dtype dt) {
@@ -305,6 +350,10 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
     std::swap(sh.Lq, sh.Lk);
     if (sh.Lq == sh.Lk) ++sh.Lq;
     if (opts.dv_equals_lk) sh.Dv = sh.Lk;
+  }
+  if (opts.features) {
+    s.features = draw_features(b, s, opts.features);
+    s.features.top_left = opts.causal == Mask::causal_top_left;
   }
   return s;
 }

@@ -31,6 +31,33 @@ void add_spec(std::vector<CaseSpec> &out, const CaseSpec &from, const CaseSpec &
   if (cand == from) return;
   if (std::find(out.begin(), out.end(), cand) == out.end()) out.push_back(cand);
 }
+/// Simpler settings of the case's features (the features themselves stay: the property needs them): a window with
+/// one side unbounded, then narrower; softcap a small power of two; a mask shared by batches and heads, all visible,
+/// boolean; pages of one key; dropout at 1/2; the seed 0.
+void feature_shrinks(const CaseSpec &s, std::vector<CaseSpec> &out) {
+  const FeatureSpec &f = s.features;
+  if (!f.active()) return;
+  auto with = [&](auto edit) {
+    CaseSpec c = s;
+    edit(c.features);
+    add_spec(out, s, c);
+  };
+  if (f.window_left >= 0 && f.window_right >= 0) {
+    with([](FeatureSpec &x) { x.window_left = -1; });
+    with([](FeatureSpec &x) { x.window_right = -1; });
+  }
+  for (auto n : dim_toward(f.window_left, 0)) with([&](FeatureSpec &x) { x.window_left = n; });
+  for (auto n : dim_toward(f.window_right, 0)) with([&](FeatureSpec &x) { x.window_right = n; });
+  if (f.softcap > 0)
+    for (double c = 1; c < f.softcap; c *= 2) with([&](FeatureSpec &x) { x.softcap = c; });
+  if (f.mask_per_batch) with([](FeatureSpec &x) { x.mask_per_batch = false; });
+  if (f.mask_per_head) with([](FeatureSpec &x) { x.mask_per_head = false; });
+  if ((f.bits & ATTNCHECK_FEATURE_MASK) && f.mask_keep < 1) with([](FeatureSpec &x) { x.mask_keep = 1; });
+  if (f.mask_kind == MaskKind::additive) with([](FeatureSpec &x) { x.mask_kind = MaskKind::boolean; });
+  for (auto n : dim_toward(f.page_size, 1)) with([&](FeatureSpec &x) { x.page_size = n; });
+  if ((f.bits & ATTNCHECK_FEATURE_DROPOUT) && f.dropout_p != 0.5) with([](FeatureSpec &x) { x.dropout_p = 0.5; });
+  if (f.seed != 0) with([](FeatureSpec &x) { x.seed = 0; });
+}
 }  // namespace
 
 std::vector<std::int64_t> dim_toward(std::int64_t n, std::int64_t lo) {
@@ -102,6 +129,7 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
         c.family = f;
         add_spec(out, s, c);
       }
+  feature_shrinks(s, out);
   return out;
 }
 

@@ -1,0 +1,98 @@
+// dropout: attention dropout (SPEC.md §2.7) — O, LSE and the gradients within their bounds given the mask the kernel
+// returned (kept weights scaled by 1/(1 − p)); the mask written for every key a row sees; the same seed giving the
+// same mask and bits; another seed another mask; and the keep rate within a binomial interval: on n decisions,
+// |kept/n − (1 − p)| ≤ √(ln(2/α)/(2n)) (Hoeffding), α = 10⁻⁶ the false-alarm probability of a correct kernel.
+#include "feature_checks.h"
+
+#include <cstring>
+
+namespace attncheck::props {
+
+namespace {
+constexpr double kFalseAlarm = 1e-6;
+/// The rate problem: one batch, kRateHeads heads of kRateRows × kRateKeys decisions (zeros: no reference needed).
+constexpr std::int64_t kRateHeads = 2, kRateRows = 64, kRateKeys = 256;
+
+/// Decisions the kernel made for keys rows see; false (with L failed) when one is not 0 or 1.
+bool written(Ladder &L, const FeatureRun &r, std::int64_t *kept, std::int64_t *n) {
+  const Shape &s = r.p.shape;
+  const Features &f = r.p.features;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        const RowFrame fr = row_frame(f, r.p.params.mask, b, i, s.Lq, s.Lk);
+        for (std::int64_t j = 0; j < s.Lk; ++j) {
+          if (!sees(f, r.p.params.mask, fr, s.Lq, s.Lk, b, h, i, j)) continue;
+          const std::uint8_t z = r.fr.dropout_keep[static_cast<std::size_t>(((b * s.Hq + h) * s.Lq + i) * s.Lk + j)];
+          if (z > 1)
+            return L.fail(Step::shape, "the dropout mask holds " + std::to_string(z) + " at [" + std::to_string(b) +
+                                           "," + std::to_string(h) + "," + std::to_string(i) + "," +
+                                           std::to_string(j) + "], a key the row sees (1 kept, 0 dropped)");
+          *kept += z;
+          ++*n;
+        }
+      }
+  return true;
+}
+
+Outcome run(const Env &env, const Case &c) {
+  Ladder L;
+  // The keep rate, and another seed, on a problem of kRateHeads·kRateRows·kRateKeys decisions.
+  Case rate;
+  rate.spec = c.spec;
+  rate.spec.mask = Mask::none;
+  rate.spec.shape = Shape{1, kRateHeads, kRateHeads, kRateRows, kRateKeys, 1, 1};
+  rate.resize_values(false);
+  Case other = rate;
+  other.spec.features.seed += 1;
+  FeatureRun a, again, r1, r2;
+  std::int64_t kept = 0, n = 0, rate_kept = 0, rate_n = 0;
+  if (!run_feature(env, c.problem(), L, a, "forward", true) ||
+      !run_feature(env, c.problem(), L, again, "forward again (same seed)") ||
+      !run_feature(env, rate.problem(), L, r1, "forward of the rate problem") ||
+      !run_feature(env, other.problem(), L, r2, "forward of the rate problem, another seed") ||
+      !written(L, a, &kept, &n) || !written(L, r1, &rate_kept, &rate_n) || !feature_accuracy(a, env.profile, L))
+    return L.outcome();
+  // The same seed again: the same mask, the same bits.
+  if (again.fr.dropout_keep != a.fr.dropout_keep)
+    return (L.fail(Step::values, "the same seed gave another dropout mask"), L.outcome());
+  const std::vector<double> o1 = a.fr.out.to_vector(), o2 = again.fr.out.to_vector();
+  for (std::size_t x = 0; x < o1.size(); ++x)
+    if (!same_bits(o1[x], o2[x]))
+      return (L.fail(Step::values, element_name("O", a.fr.out.shape(), static_cast<std::int64_t>(x)) +
+                                       " changed between two calls with the same seed: " + hex_and_decimal(o1[x]) +
+                                       " then " + hex_and_decimal(o2[x])),
+              L.outcome());
+  const double p = c.spec.features.dropout_p, share = static_cast<double>(rate_kept) / static_cast<double>(rate_n);
+  const double tol = std::sqrt(std::log(2 / kFalseAlarm) / (2 * static_cast<double>(rate_n)));
+  L.note(std::fabs(share - (1 - p)) / tol, "keep rate " + std::to_string(share) + " of " + std::to_string(rate_n));
+  if (std::fabs(share - (1 - p)) > tol)
+    return (L.fail(Step::values, "kept " + std::to_string(rate_kept) + " of " + std::to_string(rate_n) +
+                                     " weights (" + std::to_string(share) + ") at p = " + std::to_string(p) +
+                                     ": outside " + std::to_string(1 - p) + " ± " + std::to_string(tol) +
+                                     " (false-alarm probability 1e-6)"),
+            L.outcome());
+  if (r1.fr.dropout_keep == r2.fr.dropout_keep)
+    L.fail(Step::values, "seeds " + std::to_string(r1.p.features.dropout_seed) + " and " +
+                             std::to_string(r2.p.features.dropout_seed) + " gave the same dropout mask of " +
+                             std::to_string(rate_n) + " decisions");
+  return L.outcome();
+}
+}  // namespace
+
+const PropertyDef &dropout_property() {
+  static const PropertyDef def{
+      .id = "dropout",
+      .formula = "O_i = Σ_j P_ij z_ij v_j, z ∈ {0, 1/(1−p)} the returned mask, within β; same seed ⇒ same mask; keep "
+                 "rate within Hoeffding's 1e-6 interval",
+      .summary = "dropout keeps the wrong share, applies another mask than it returns (not reproducible from the "
+                 "seed), forgets 1/(1−p), or ignores the seed",
+      .require = &with_feature<ATTNCHECK_FEATURE_DROPOUT>,
+      .tier = &feature_tier<ATTNCHECK_FEATURE_DROPOUT>,
+      .feature = ATTNCHECK_FEATURE_DROPOUT,
+      .run = &run,
+  };
+  return def;
+}
+
+}  // namespace attncheck::props

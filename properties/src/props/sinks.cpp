@@ -1,0 +1,46 @@
+// sinks: attention sinks (SPEC.md §2.7), a per-head logit in every row's denominator with no value — O, LSE and
+// the gradients within their bounds, and the limit: a sink far below every logit gives the output without one.
+#include "feature_checks.h"
+
+namespace attncheck::props {
+
+namespace {
+/// e^(−kFarBelow) relative to the row's largest term: far below any bound.
+constexpr double kFarBelow = 200;
+
+Outcome run(const Env &env, const Case &c) {
+  Ladder L;
+  Problem low = c.problem();
+  double top = 0;  // the largest |logit| bound: |scale|·Σ|q||k| ≤ what the row could reach
+  for (double x : c.q) top = std::max(top, std::fabs(x));
+  double kmax = 0;
+  for (double x : c.k) kmax = std::max(kmax, std::fabs(x));
+  top = std::fabs(low.params.scale) * top * kmax * static_cast<double>(c.spec.shape.D);
+  for (double &s : low.features.sinks) s = round_to(Dtype::f32, -(top + kFarBelow));
+  Case none = c;
+  none.spec.features.bits &= ~static_cast<std::uint32_t>(ATTNCHECK_FEATURE_SINKS);
+  FeatureRun a, l, n;
+  if (!run_feature(env, c.problem(), L, a, "forward", true) ||
+      !run_feature(env, std::move(low), L, l, "forward with every sink far below the logits") ||
+      !run_feature(env, none.problem(), L, n, "forward without sinks") || !feature_accuracy(a, env.profile, L))
+    return L.outcome();
+  rows_agree(L, "O (sinks far below vs none)", l, n, [](std::int64_t row) { return row; });
+  return L.outcome();
+}
+}  // namespace
+
+const PropertyDef &sinks_property() {
+  static const PropertyDef def{
+      .id = "sinks",
+      .formula = "O_i = Σ_j e^{s_ij} v_j / (Σ_j e^{s_ij} + e^{sink_h}), LSE_i = log(Σ_j e^{s_ij} + e^{sink_h}) within β; "
+                 "sink → −∞ = no sink",
+      .summary = "the sink is missing from the denominator or the LSE, counted with a value, or read from another head",
+      .require = &with_feature<ATTNCHECK_FEATURE_SINKS>,
+      .tier = &feature_tier<ATTNCHECK_FEATURE_SINKS>,
+      .feature = ATTNCHECK_FEATURE_SINKS,
+      .run = &run,
+  };
+  return def;
+}
+
+}  // namespace attncheck::props

@@ -1,0 +1,71 @@
+// The feature properties (window, softcap, alibi, sinks, attn_mask, varlen, paged, dropout; SPEC.md §2.7): a correct
+// feature kernel passes each in every storage dtype, each planted feature bug fails its property under the default
+// case budget with a small shrunk counterexample, and a kernel that does not declare a feature has it declined.
+#include "attncheck/check.h"
+#include "feature_kernels.h"
+#include "property_support.h"
+
+#include <catch2/catch.hpp>
+
+using namespace attncheck;
+using namespace attncheck::test;
+using support::FeatureBug;
+
+namespace {
+/// options() under the feature kernels' contract (every feature they implement).
+CheckOptions feature_options(Dtype dt = Dtype::f32) {
+  CheckOptions o = options(dt);
+  o.contract = parse_contract(support::feature_contract(FeatureBug::none));
+  return o;
+}
+
+constexpr const char *kFeatureProperties[] = {"window", "softcap", "alibi", "sinks",
+                                              "attn_mask", "varlen", "paged", "dropout"};
+}  // namespace
+
+TEST_CASE("features: a correct feature kernel passes every feature property in float32") {
+  for (const char *id : kFeatureProperties) {
+    const Report r = check_property(support::feature_kernel(FeatureBug::none), id, feature_options());
+    INFO(r.text());
+    CHECK(r.verdict() == Verdict::pass);
+  }
+}
+
+TEST_CASE("features: a correct feature kernel passes every feature property in float16 and bfloat16") {
+  for (Dtype dt : {Dtype::f16, Dtype::bf16})
+    for (const char *id : kFeatureProperties) {
+      CheckOptions o = feature_options(dt);
+      o.cases = 40;
+      const Report r = check_property(support::feature_kernel(FeatureBug::none), id, o);
+      INFO(r.text());
+      CHECK(r.verdict() == Verdict::pass);
+    }
+}
+
+TEST_CASE("features: each planted feature bug fails its property and shrinks small") {
+  const std::pair<FeatureBug, const char *> planted[] = {
+      {FeatureBug::window_right_off_by_one, "window"},
+      {FeatureBug::softcap_after_mask, "softcap"},
+      {FeatureBug::alibi_reversed_slopes, "alibi"},
+      {FeatureBug::varlen_reads_across_boundary, "varlen"},
+      {FeatureBug::paged_logical_page, "paged"},
+      {FeatureBug::dropout_mask_not_reproducible, "dropout"},
+  };
+  for (const auto &[bug, id] : planted) {
+    const Report r = check_property(support::feature_kernel(bug), id, feature_options());
+    INFO(r.text());
+    REQUIRE(r.verdict() == Verdict::fail);
+    const Shape &s = counterexample(r, id)->minimal.spec.shape;
+    CHECK(s.B * s.Hq * s.Lq * s.Lk <= 64);
+  }
+}
+
+TEST_CASE("features: a kernel that does not declare a feature has its property declined") {
+  const Report r = check_property(support::feature_kernel(FeatureBug::none), "window", options());
+  INFO(r.text());
+  const PropertyReport *p = r.find("window");
+  REQUIRE(p);
+  CHECK(p->tier == Tier::off);
+  CHECK(p->verdict == Verdict::unsupported);
+  CHECK(p->note.find("declined") != std::string::npos);
+}
