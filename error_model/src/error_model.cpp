@@ -72,6 +72,7 @@ struct Ctx {
   double exp_err;                // log-space error of one exp: kExpUlps·u_a/(1 − kExpUlps·u_a)
   bool rowsum_p;                 // the row sum may be Σ of the P rounded to storage (SPEC.md §4.2)
   bool per_head;                 // GQA dK, dV may be summed from per-head parts rounded to storage (SPEC.md §4.4)
+  double dqk, dv;                // FP8: q·k stands for descale_q·descale_k·q·k, v for descale_v·v (1 otherwise)
 
   Ctx(const Problem &p_, const PrecisionProfile &prof_)
       : p(p_), sh(p_.shape), prof(prof_), ua(unit_roundoff(prof_.accumulate)), us(unit_roundoff(prof_.storage)),
@@ -79,7 +80,8 @@ struct Ctx {
         uqk(unit_roundoff(prof_.accumulate_qk)), gamma_dot(gamma_n(static_cast<double>(p_.shape.D) + 2, uqk)),
         acc_max(max_finite(prof_.accumulate) / kOverflowMargin),
         qk_max(max_finite(prof_.accumulate_qk) / kOverflowMargin), exp_err(gamma_n(Budgets::kExpUlps, ua)),
-        rowsum_p(prof_.round_p && prof_.rowsum_rounded_p), per_head(prof_.grad_per_head && p_.shape.group() > 1) {}
+        rowsum_p(prof_.round_p && prof_.rowsum_rounded_p), per_head(prof_.grad_per_head && p_.shape.group() > 1),
+        dqk(descaled_q(p_.features) * descaled_k(p_.features)), dv(descaled_v(p_.features)) {}
 
   bool overflows(double magnitude) const { return !(magnitude < acc_max); }
   bool overflows_qk(double magnitude) const { return !(magnitude < qk_max); }
@@ -120,13 +122,14 @@ struct Ctx {
         dot += x;
         adot += std::fabs(x);
       }
-      const double x = static_cast<double>(scale * dot);
-      const double abs_dot = static_cast<double>(std::fabs(scale) * adot);
+      const double x = static_cast<double>(scale * dqk * dot);
+      const double abs_dot = static_cast<double>(std::fabs(scale * dqk) * adot);
       // Softcap c·tanh(x/c) is a contraction (derivative 1 − t² ≤ 1): the logit's error passes at most unchanged,
       // and the cap adds the division, tanh and the multiply (SPEC.md §4.2).
       const double t = cap > 0 ? std::tanh(x / cap) : 0;
       double sv = cap > 0 ? cap * t : x;
       double extra = cap > 0 ? ua * (std::fabs(x) + (Budgets::kTanhUlps + 2) * std::fabs(sv)) : 0;
+      if (dqk != 1) extra += Budgets::kDescaleUlps * ua * abs_dot;  // the descales, folded or on each element
       const double alibi = alibi_bias(f, fr, h, j);
       const double bias = logit_bias(f, fr, sh.Lq, sh.Lk, b, h, i, j);
       sv += bias;
@@ -274,7 +277,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
             // A sink has no value (0); a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7).
             const double v = fill                      ? f->max_abs_v
                              : r.keys[t] == kSinkKey   ? 0.0
-                                                       : r.z[t] * p.v.get({b, hk, r.keys[t], col});
+                                                       : r.z[t] * c.dv * p.v.get({b, hk, r.keys[t], col});
             const double dv = fill ? f->max_abs_v + std::fabs(O) : std::fabs(v - O);
             arg += r.P[t] * r.rho[t] * dv;
             hull = std::max(hull, dv);
@@ -297,6 +300,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
           const double b_comb = comb * abs_sum;
           double e = b_arg + b_sum + b_comb + p_round + underflow * vmax;
           if (dropout) e += Budgets::kDropoutUlps * c.ua * abs_sum;  // the factor 1/(1 − p), rounded, and its product
+          if (c.dv != 1) e += Budgets::kDescaleUlps * c.ua * abs_sum;  // descale_v, on the values or on O
           if (c.rowsum_p) {
             // Numerator and row sum from the same rounded weights p̃_j = p̂_j(1 + ε_j): O stays a convex combination,
             // P̃_j − P̂_j = P̂_j(ε_j − E)/(1 + E), so the rounding is centered at O (SPEC.md §4.2); |Õ − O| ≤ hull.

@@ -111,9 +111,7 @@ std::string number_text(double x) {
 /// features' names, then the scalar settings of the features in use. "" for a call without features.
 std::string feature_tokens(std::uint32_t bits, const attncheck_args &a) {
   if (bits == 0) return "";
-  std::string names = feature_list(bits);
-  std::replace(names.begin(), names.end(), ',', '+');
-  std::string t = " features=" + names;
+  std::string t = " features=" + feature_list(bits);
   if (bits & ATTNCHECK_FEATURE_WINDOW)
     t += " window=" + std::to_string(a.window_left) + "," + std::to_string(a.window_right);
   if (bits & ATTNCHECK_FEATURE_SOFTCAP) t += " softcap=" + number_text(a.softcap);

@@ -83,6 +83,23 @@ class Checker {
     return ATTNCHECK_OK;
   }
 
+  /// An input (q, k or v; `which` 0, 1, 2): as tensor4, or under FP8 uint8 float8 bits with its descale.
+  int input4(const char *name, const DLTensor *t, Dtype dt, const std::int64_t (&want)[4], const CallFeatures &f,
+             int which, View *v) const {
+    if (!f.has(ATTNCHECK_FEATURE_FP8)) return tensor4(name, t, dt, want, v);
+    if (t->dtype.code != kDLUInt || t->dtype.bits != 8 || t->dtype.lanes != 1)
+      return error(std::string("under FP8, ") + name + " must hold float8 bits (uint8); got " + dtype_text(t->dtype));
+    for (int d = 0; d < 4; ++d)
+      if (t->ndim != 4 || t->shape[d] != want[d])
+        return error(std::string(name) + " must have shape [" + std::to_string(want[0]) + "," +
+                     std::to_string(want[1]) + "," + std::to_string(want[2]) + "," + std::to_string(want[3]) +
+                     "]; got " + dims_text(*t));
+    fill(*t, dt, v);
+    v->fp8 = f.fp8_format;
+    v->factor = f.descale[which];
+    return ATTNCHECK_OK;
+  }
+
   static void fill(const DLTensor &t, Dtype dt, View *v) {
     v->data = t.data ? static_cast<std::byte *>(t.data) + t.byte_offset : nullptr;
     v->dtype = dt;
@@ -119,7 +136,11 @@ class Checker {
     empty_ok_ = varlen;
     for (auto [name, t] : {std::pair{"q", q}, std::pair{"k", k}, std::pair{"v", v}})
       if (int st = basic(name, t)) return st;
-    if (!from_dlpack(q->dtype, &ops->dtype))
+    // FP8: q, k, v are float8 bits (uint8); out has the dtype of the results.
+    const bool fp8 = ops->f.has(ATTNCHECK_FEATURE_FP8);
+    if (fp8 && (basic("out", out) != ATTNCHECK_OK || !from_dlpack(out->dtype, &ops->dtype)))
+      return error("under FP8, out must be float32, float16 or bfloat16");
+    if (!fp8 && !from_dlpack(q->dtype, &ops->dtype))
       return error("q has dtype " + dtype_text(q->dtype) + "; the contract allows float32, float16 and bfloat16");
     std::string why;
     if (varlen || paged) {
@@ -129,9 +150,9 @@ class Checker {
     }
     const Shape &s = ops->shape;
     const std::int64_t kv_batch = paged ? k->shape[0] : s.B;  // pages under PAGED
-    if (int st = tensor4("q", q, ops->dtype, {s.B, s.Hq, s.Lq, s.D}, &ops->q)) return st;
-    if (int st = tensor4("k", k, ops->dtype, {kv_batch, s.Hkv, s.Lk, s.D}, &ops->k)) return st;
-    if (int st = tensor4("v", v, ops->dtype, {kv_batch, s.Hkv, s.Lk, s.Dv}, &ops->v)) return st;
+    if (int st = input4("q", q, ops->dtype, {s.B, s.Hq, s.Lq, s.D}, ops->f, 0, &ops->q)) return st;
+    if (int st = input4("k", k, ops->dtype, {kv_batch, s.Hkv, s.Lk, s.D}, ops->f, 1, &ops->k)) return st;
+    if (int st = input4("v", v, ops->dtype, {kv_batch, s.Hkv, s.Lk, s.Dv}, ops->f, 2, &ops->v)) return st;
     if (int st = tensor4("out", out, ops->dtype, {s.B, s.Hq, s.Lq, s.Dv}, &ops->out)) return st;
     if (params->mask != ATTNCHECK_MASK_NONE && params->mask != ATTNCHECK_MASK_CAUSAL)
       return unsupported("mask " + std::to_string(params->mask) + " is not supported (only none and causal)");
@@ -150,14 +171,14 @@ class Checker {
     f->bits = params->features;
     if (f->bits == 0) return ATTNCHECK_OK;
     if (!params->args)
-      return error("params->features is " + feature_text(f->bits) + " but params->args is NULL");
+      return error("params->features is " + feature_list(f->bits) + " but params->args is NULL");
     if (const std::uint32_t unknown = f->bits & ~kKnownFeatures)
       return unsupported("unknown feature bits 0x" + hex(unknown) + " in params->features");
     if (backward && f->has(ATTNCHECK_FEATURE_PAGED))
       return unsupported("a paged KV cache has no backward (PAGED is forward only)");
     if (const std::uint32_t missing = f->bits & ~supported)
       return unsupported(std::string(backward ? "backward" : "forward") + " does not implement " +
-                         feature_text(missing) + " (it implements " + feature_text(supported) + ")");
+                         feature_list(missing) + " (it implements " + feature_list(supported) + ")");
     if (f->has(ATTNCHECK_FEATURE_VARLEN) && f->has(ATTNCHECK_FEATURE_PAGED))
       return unsupported("VARLEN and PAGED in one call are not supported");
     const attncheck_args &a = *params->args;
@@ -175,6 +196,18 @@ class Checker {
       if (!(std::isfinite(a.softcap) && a.softcap > 0))
         return error("args->softcap must be finite and > 0; got " + std::to_string(a.softcap));
       f->softcap = a.softcap;
+    }
+    if (f->has(ATTNCHECK_FEATURE_FP8)) {
+      if (backward) return unsupported("FP8 inputs have no backward (FP8 is forward only)");
+      if (a.fp8_format != 0 && a.fp8_format != 1)
+        return error("args->fp8_format must be 0 (e4m3fn) or 1 (e5m2); got " + std::to_string(a.fp8_format));
+      for (float d : {a.descale_q, a.descale_k, a.descale_v})
+        if (!std::isfinite(d) || d == 0)
+          return error("args->descale_q, descale_k, descale_v must be finite and nonzero; got " + std::to_string(d));
+      f->fp8_format = a.fp8_format;
+      f->descale[0] = a.descale_q;
+      f->descale[1] = a.descale_k;
+      f->descale[2] = a.descale_v;
     }
     if (f->has(ATTNCHECK_FEATURE_DROPOUT)) {
       if (!(a.dropout_p >= 0 && a.dropout_p < 1))
@@ -363,12 +396,6 @@ class Checker {
     return ATTNCHECK_OK;
   }
 
-  static std::string feature_text(std::uint32_t bits) {
-    std::string s = feature_list(bits);
-    for (char &c : s)
-      if (c == ',') c = '+';
-    return s;
-  }
   static std::string hex(std::uint32_t x) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "%x", x);

@@ -42,7 +42,9 @@ struct View {
   std::int64_t offset(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) const {
     return i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3];
   }
-  /// Element [i0, i1, i2, i3] widened exactly to float.
+  int fp8 = -1;       ///< FP8 (Fp8 value): the elements are float8 bits standing for factor · value; −1: dtype
+  float factor = 1;  ///< FP8: the tensor's descale
+  /// Element [i0, i1, i2, i3] widened exactly to float (FP8: times the descale, one rounding).
   float get(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) const;
   /// Stores x rounded (to nearest even) to the dtype.
   void set(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3, float x) const;
@@ -77,6 +79,8 @@ struct CallFeatures {
   std::uint64_t dropout_seed = 0;
   std::uint8_t *dropout_mask = nullptr;   ///< forward: where the applied mask goes (uint8, strides below), or NULL
   std::int64_t dropout_s[4] = {0, 0, 0, 0};
+  int fp8_format = -1;                    ///< FP8: the format of q, k, v (Fp8), −1 without FP8
+  float descale[3] = {1, 1, 1};           ///< FP8: descale_q, descale_k, descale_v
 };
 
 /// Everything a kernel needs after validation. `shape` is that of the tensors as passed: under VARLEN B = 1 and
@@ -201,6 +205,10 @@ inline void store_elem(std::byte *p, Dtype dt, std::int64_t idx, float x) {
 }
 
 inline float View::get(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) const {
+  if (fp8 >= 0)
+    return static_cast<float>(fp8_to_double(std::to_integer<std::uint8_t>(data[offset(i0, i1, i2, i3)]),
+                                            static_cast<Fp8>(fp8))) *
+           factor;
   return load_elem(data, dtype, offset(i0, i1, i2, i3));
 }
 inline void View::set(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3, float x) const {

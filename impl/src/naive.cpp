@@ -23,10 +23,10 @@ namespace attncheck::builtin {
 namespace {
 constexpr const char *kName = "naive";
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-/// Every feature but FP8 (check_backward refuses PAGED).
+/// Every feature (check_backward refuses PAGED and FP8, which have no backward in the ABI).
 constexpr std::uint32_t kFeatures = ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIBI |
                                     ATTNCHECK_FEATURE_SINKS | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_VARLEN |
-                                    ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_DROPOUT;
+                                    ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_DROPOUT | ATTNCHECK_FEATURE_FP8;
 
 int refuse_dtype(Dtype dt) {
   return fail(ATTNCHECK_UNSUPPORTED,

@@ -20,7 +20,7 @@ const attncheck_kernel kKernels[] = {
 /// but FP8, flash all but the mask tensor, dropout and FP8 (a paged cache has no backward in the ABI).
 #define ATTNCHECK_PROMISE "determinism=bitwise hidden-keys=any grad-sum=exact"
 const attncheck_kernel_contract kContracts[] = {
-    {"naive", ATTNCHECK_PROMISE " features=window+softcap+alibi+sinks+mask+varlen+paged+dropout"},
+    {"naive", ATTNCHECK_PROMISE " features=window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8"},
     {"flash", ATTNCHECK_PROMISE " features=window+softcap+alibi+sinks+varlen+paged"},
 };
 #undef ATTNCHECK_PROMISE

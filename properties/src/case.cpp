@@ -102,9 +102,19 @@ Problem Case::problem() const {
   p.params.scale = default_scale(s.D);
   p.params.mask = spec.mask;
   p.features = features_of(spec);
-  p.q = input(spec.dtype, q_shape(s), spec.layout, q);
-  p.k = input(spec.dtype, k_shape(s), spec.layout, k);
-  p.v = input(spec.dtype, v_shape(s), spec.layout, v);
+  if (p.features.fp8) {
+    auto fp8 = [&](std::vector<double> xs) {
+      for (double &x : xs) x = fp8_value(*p.features.fp8, x);
+      return xs;
+    };
+    p.q = input(spec.dtype, q_shape(s), spec.layout, fp8(q));
+    p.k = input(spec.dtype, k_shape(s), spec.layout, fp8(k));
+    p.v = input(spec.dtype, v_shape(s), spec.layout, fp8(v));
+  } else {
+    p.q = input(spec.dtype, q_shape(s), spec.layout, q);
+    p.k = input(spec.dtype, k_shape(s), spec.layout, k);
+    p.v = input(spec.dtype, v_shape(s), spec.layout, v);
+  }
   if (!dout.empty()) {
     p.dout = Tensor::contiguous(spec.dtype, o_shape(s));
     p.dout->assign(dout);

@@ -22,7 +22,11 @@ std::uint64_t mix(std::uint64_t x) {
 }
 
 /// Independent streams of the seed for each derived quantity.
-enum class Stream : std::uint64_t { sinks = 1, mask = 2, seqlens_q = 3, seqlens_k = 4, pages = 5, dropout = 6 };
+enum class Stream : std::uint64_t { sinks = 1, mask = 2, seqlens_q = 3, seqlens_k = 4, pages = 5, dropout = 6, fp8 = 7 };
+
+/// FP8 descales: float32 values log-uniform in [2^kDescaleMinLog2, 2^kDescaleMaxLog2] (amax / the format's largest for
+/// tensors whose largest magnitude is 0.1 to a few hundred in e4m3fn), full 24-bit significands.
+constexpr double kDescaleMinLog2 = -12, kDescaleMaxLog2 = -2;
 
 class Derived {
  public:
@@ -64,9 +68,14 @@ std::string FeatureSpec::describe() const {
        << ',' << (mask_per_head ? "Hq" : "1") << "] keep=" << mask_keep;
   if (bits & ATTNCHECK_FEATURE_PAGED) os << " page_size=" << page_size;
   if (bits & ATTNCHECK_FEATURE_DROPOUT) os << " dropout=" << dropout_p;
+  if (bits & ATTNCHECK_FEATURE_FP8) os << " fp8=" << fp8_name(fp8);
   if (top_left) os << " align=top-left";
   os << " feature_seed=" << seed;
   return os.str();
+}
+
+double fp8_value(Fp8 format, double x) {
+  return round_to_fp8(format, std::clamp(x, -fp8_max(format), fp8_max(format)));
 }
 
 Features features_of(const CaseSpec &spec) {
@@ -139,6 +148,12 @@ Features features_of(const CaseSpec &spec) {
   if (fs.bits & ATTNCHECK_FEATURE_DROPOUT) {
     f.dropout_p = fs.dropout_p;
     f.dropout_seed = Derived(fs.seed, Stream::dropout).next();
+  }
+  if (fs.bits & ATTNCHECK_FEATURE_FP8) {
+    Derived d(fs.seed, Stream::fp8);
+    f.fp8 = fs.fp8;
+    for (double *x : {&f.descale_q, &f.descale_k, &f.descale_v})
+      *x = round_to(Dtype::f32, std::exp2(kDescaleMinLog2 + (kDescaleMaxLog2 - kDescaleMinLog2) * d.unit()));
   }
   return f;
 }

@@ -105,6 +105,10 @@ void check_features(const Features &f, const Shape &s) {
       bad_feature("dropout_keep has " + num(f.dropout_keep.size()) + " entries; dropout_p > 0 needs B*Hq*Lq*Lk = " +
                   num(n) + " (the mask the kernel applied)");
   }
+  if (f.fp8)
+    for (double d : {f.descale_q, f.descale_k, f.descale_v})
+      if (!std::isfinite(d) || d == 0 || static_cast<double>(static_cast<float>(d)) != d)
+        bad_feature("FP8 descale factors must be finite, nonzero float32 values; got " + num(d));
 }
 
 }  // namespace detail

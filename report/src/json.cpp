@@ -71,6 +71,7 @@ ojson spec_json(const CaseSpec &s) {
     }
     if (f.bits & ATTNCHECK_FEATURE_PAGED) fj["page_size"] = f.page_size;
     if (f.bits & ATTNCHECK_FEATURE_DROPOUT) fj["dropout_p"] = hex(f.dropout_p);
+    if (f.bits & ATTNCHECK_FEATURE_FP8) fj["fp8"] = fp8_name(f.fp8);
     j["features"] = std::move(fj);
   }
   return j;
@@ -314,6 +315,11 @@ CaseSpec read_spec(const Obj &o) {
       if (!(f.mask_keep >= 0 && f.mask_keep <= 1)) fail(fo.where() + "\"mask_keep\" is outside [0, 1]");
     }
     if (f.bits & ATTNCHECK_FEATURE_PAGED) f.page_size = fo.integer("page_size", 1, kMaxDim);
+    if (f.bits & ATTNCHECK_FEATURE_FP8) {
+      const std::string name = fo.str("fp8");
+      if (name != "e4m3fn" && name != "e5m2") fail(fo.where() + "\"fp8\" is \"e4m3fn\" or \"e5m2\"");
+      f.fp8 = name == "e5m2" ? Fp8::e5m2 : Fp8::e4m3fn;
+    }
     if (f.bits & ATTNCHECK_FEATURE_DROPOUT) {
       f.dropout_p = fo.value("dropout_p");
       if (!(f.dropout_p > 0 && f.dropout_p < 1)) fail(fo.where() + "\"dropout_p\" is outside (0, 1)");

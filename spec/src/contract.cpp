@@ -107,16 +107,16 @@ std::string describe_keys(const KernelContract &c, bool only_changes) {
   std::string s;
   for (const Key &k : kKeys) {
     if (only_changes && k.get(c) == k.get(defaults)) continue;
-    s += (s.empty() ? "" : " ") + std::string(k.name) + "=" + std::string(k.values[static_cast<std::size_t>(k.get(c))]);
+    if (!s.empty()) s += ' ';  // += pieces: GCC 12 warns falsely on "literal" + std::string chains (-Wrestrict)
+    s += k.name;
+    s += '=';
+    s += k.values[static_cast<std::size_t>(k.get(c))];
   }
   if (!only_changes || c.features != 0) {
-    std::string list = feature_list(c.features);
-    for (char &ch : list)
-      if (ch == ',') ch = '+';
     if (!s.empty()) s += ' ';
     s += kFeaturesKey;
     s += '=';
-    s += list;
+    s += feature_list(c.features);
   }
   return s;
 }

@@ -140,4 +140,63 @@ double round_to(Dtype dt, double x) {
   return f;
 }
 
+namespace {
+/// Exponent bits, mantissa bits and bias of an FP8 format.
+struct Fp8Layout {
+  int exp_bits, mant_bits, bias;
+};
+constexpr Fp8Layout layout_of(Fp8 f) { return f == Fp8::e4m3fn ? Fp8Layout{4, 3, 7} : Fp8Layout{5, 2, 15}; }
+constexpr std::uint8_t kFp8SignBit = 0x80, kE4m3NaN = 0x7f, kE5m2Inf = 0x7c, kE5m2NaN = 0x7e;
+}  // namespace
+
+std::string_view fp8_name(Fp8 f) { return f == Fp8::e4m3fn ? "e4m3fn" : "e5m2"; }
+
+double fp8_max(Fp8 f) { return f == Fp8::e4m3fn ? 448.0 : 57344.0; }
+
+double fp8_to_double(std::uint8_t bits, Fp8 f) {
+  const Fp8Layout l = layout_of(f);
+  const bool neg = bits & kFp8SignBit;
+  const int e = (bits >> l.mant_bits) & ((1 << l.exp_bits) - 1), m = bits & ((1 << l.mant_bits) - 1);
+  const int e_max = (1 << l.exp_bits) - 1;
+  double mag;
+  if (f == Fp8::e4m3fn && e == e_max && m == (1 << l.mant_bits) - 1)
+    mag = std::numeric_limits<double>::quiet_NaN();
+  else if (f == Fp8::e5m2 && e == e_max)
+    mag = m == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  else if (e == 0)
+    mag = std::ldexp(static_cast<double>(m), 1 - l.bias - l.mant_bits);
+  else
+    mag = std::ldexp(static_cast<double>((1 << l.mant_bits) + m), e - l.bias - l.mant_bits);
+  return neg ? -mag : mag;
+}
+
+std::uint8_t double_to_fp8(double x, Fp8 f) {
+  const Fp8Layout l = layout_of(f);
+  const std::uint8_t nan = f == Fp8::e4m3fn ? kE4m3NaN : kE5m2NaN;
+  if (std::isnan(x)) return nan;
+  const std::uint8_t sign = std::signbit(x) ? kFp8SignBit : 0;
+  const std::uint8_t overflow = f == Fp8::e4m3fn ? static_cast<std::uint8_t>(sign | kE4m3NaN)
+                                                 : static_cast<std::uint8_t>(sign | kE5m2Inf);
+  const double a = std::fabs(x);
+  if (std::isinf(a)) return overflow;
+  if (a == 0) return sign;
+  const int e_min = 1 - l.bias;
+  int k = std::ilogb(a);
+  std::uint32_t code;
+  if (k < e_min) {  // subnormal: a multiple of 2^(e_min − M), rounded to nearest even (a carry lands on e = 1)
+    code = static_cast<std::uint32_t>(std::nearbyint(std::ldexp(a, l.mant_bits - e_min)));
+  } else {
+    double q = std::nearbyint(std::ldexp(a, l.mant_bits - k));  // in [2^M, 2^(M+1)]
+    if (q == std::ldexp(1.0, l.mant_bits + 1)) {
+      ++k;
+      q /= 2;
+    }
+    const int e = k + l.bias;
+    if (e >= (1 << l.exp_bits)) return overflow;
+    code = (static_cast<std::uint32_t>(e) << l.mant_bits) | (static_cast<std::uint32_t>(q) - (1u << l.mant_bits));
+  }
+  const bool reserved = f == Fp8::e4m3fn ? (code & 0x7f) == kE4m3NaN : (code & 0x7f) >= kE5m2Inf;
+  return reserved ? overflow : static_cast<std::uint8_t>(sign | code);
+}
+
 }  // namespace attncheck

@@ -18,6 +18,7 @@ std::uint32_t Features::bits() const {
   if (storage == KvStorage::varlen) b |= ATTNCHECK_FEATURE_VARLEN;
   if (storage == KvStorage::paged) b |= ATTNCHECK_FEATURE_PAGED;
   if (dropout_p > 0) b |= ATTNCHECK_FEATURE_DROPOUT;
+  if (fp8) b |= ATTNCHECK_FEATURE_FP8;
   return b;
 }
 
@@ -40,7 +41,7 @@ std::string feature_list(std::uint32_t bits) {
   std::string s;
   for (std::uint32_t f : kAllFeatures) {
     if (!(bits & f)) continue;
-    if (!s.empty()) s += ',';
+    if (!s.empty()) s += '+';
     s += feature_name(f);
   }
   return s.empty() ? "none" : s;
@@ -108,6 +109,10 @@ std::string Features::describe() const {
   if (dropout_p > 0) {
     sep();
     os << "dropout=" << dropout_p << " seed=" << dropout_seed;
+  }
+  if (fp8) {
+    sep();
+    os << "fp8=" << fp8_name(*fp8) << " descale=" << descale_q << ',' << descale_k << ',' << descale_v;
   }
   return os.str();
 }

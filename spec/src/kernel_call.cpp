@@ -63,6 +63,29 @@ struct Small {
 
 constexpr DLDataType kF32{kDLFloat, 32, 1}, kI32{kDLInt, 32, 1}, kU8{kDLUInt, 8, 1};
 
+/// A tensor's values as float8 bits (DLPack uint8) with its strides and offset; padding holds the format's NaN.
+struct Fp8Bytes {
+  std::vector<std::byte, DLPackAllocator<std::byte>> bytes;
+  std::vector<std::int64_t> shape, strides;
+  DLTensor dl{};
+  Fp8Bytes(const Tensor &t, Fp8 format) : shape(t.shape()), strides(t.strides()) {
+    const std::vector<bool> element = t.element_mask();
+    bytes.resize(static_cast<std::size_t>(t.storage_elems()));
+    const std::uint8_t nan = double_to_fp8(std::numeric_limits<double>::quiet_NaN(), format);
+    for (std::int64_t s = 0; s < t.storage_elems(); ++s)
+      bytes[static_cast<std::size_t>(s)] =
+          static_cast<std::byte>(element[static_cast<std::size_t>(s)] ? double_to_fp8(t.get_storage(s), format) : nan);
+    dl.data = bytes.data();
+    dl.device = DLDevice{kDLCPU, 0};
+    dl.ndim = static_cast<std::int32_t>(shape.size());
+    dl.dtype = DLDataType{kDLUInt, 8, 1};
+    dl.shape = shape.data();
+    dl.strides = strides.data();
+    dl.byte_offset = static_cast<std::uint64_t>(t.offset());
+  }
+  Fp8Bytes(const Fp8Bytes &) = delete;
+};
+
 /// Prefix sums of per-sequence lengths: cu[b] = Σ_{b' < b} len[b'].
 std::vector<std::int32_t> offsets_of(const std::vector<std::int64_t> &len) {
   std::vector<std::int32_t> cu{0};
@@ -123,6 +146,20 @@ class FeatureCall {
       args.dropout_mask = &drop_.dl;
     }
     args.descale_q = args.descale_k = args.descale_v = 1;
+    if (f_.fp8) {
+      args.descale_q = static_cast<float>(f_.descale_q);
+      args.descale_k = static_cast<float>(f_.descale_k);
+      args.descale_v = static_cast<float>(f_.descale_v);
+      args.fp8_format = static_cast<std::int32_t>(*f_.fp8);
+    }
+  }
+
+  /// `t` as the kernel reads it: itself, or under FP8 its values' float8 bits in a byte tensor of the same strides
+  /// (padding NaN).
+  DLTensor input(const Tensor &t, std::optional<Fp8Bytes> &slot) const {
+    if (!f_.fp8) return t.dl();
+    slot.emplace(t, *f_.fp8);
+    return slot->dl;
   }
 
   attncheck_params params() const {
@@ -256,7 +293,9 @@ CallResult call_forward(const attncheck_kernel &kernel, const Problem &p, Tensor
   FeatureCall fc(p);
   const attncheck_params params = fc.params();
   std::optional<Tensor> pq, pk, pv, pout, plse;
-  const DLTensor q = fc.rows_in(p.q, pq).dl(), k = fc.keys_in(p.k, pk).dl(), v = fc.keys_in(p.v, pv).dl();
+  std::optional<Fp8Bytes> bq, bk, bv;
+  const DLTensor q = fc.input(fc.rows_in(p.q, pq), bq), k = fc.input(fc.keys_in(p.k, pk), bk),
+                 v = fc.input(fc.keys_in(p.v, pv), bv);
   DLTensor o = fc.rows_out(out, pout)->dl();
   DLTensor l{};
   if (lse) l = fc.rows_out(*lse, plse)->dl();
@@ -283,6 +322,7 @@ CallResult call_backward(const attncheck_kernel &kernel, const Problem &p, const
   }
   if (p.features.storage == KvStorage::paged)
     return CallResult{ATTNCHECK_UNSUPPORTED, "a paged KV cache has no backward in the ABI"};
+  if (p.features.fp8) return CallResult{ATTNCHECK_UNSUPPORTED, "FP8 inputs have no backward in the ABI"};
   FeatureCall fc(p);
   const attncheck_params params = fc.params();
   std::optional<Tensor> pq, pk, pv, pout, plse, pdout, pdq, pdk, pdv;

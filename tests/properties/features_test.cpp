@@ -1,4 +1,4 @@
-// The feature properties (window, softcap, alibi, sinks, attn_mask, varlen, paged, dropout; SPEC.md §2.7): a correct
+// The feature properties (window, softcap, alibi, sinks, attn_mask, varlen, paged, dropout, fp8; SPEC.md §2.7): a correct
 // feature kernel passes each in every storage dtype, each planted feature bug fails its property under the default
 // case budget with a small shrunk counterexample, and a kernel that does not declare a feature has it declined.
 #include "attncheck/check.h"
@@ -19,8 +19,8 @@ CheckOptions feature_options(Dtype dt = Dtype::f32) {
   return o;
 }
 
-constexpr const char *kFeatureProperties[] = {"window", "softcap", "alibi", "sinks",
-                                              "attn_mask", "varlen", "paged", "dropout"};
+constexpr const char *kFeatureProperties[] = {"window",    "softcap", "alibi", "sinks",  "attn_mask",
+                                              "varlen", "paged",   "dropout", "fp8"};
 }  // namespace
 
 TEST_CASE("features: a correct feature kernel passes every feature property in float32") {
@@ -50,6 +50,7 @@ TEST_CASE("features: each planted feature bug fails its property and shrinks sma
       {FeatureBug::varlen_reads_across_boundary, "varlen"},
       {FeatureBug::paged_logical_page, "paged"},
       {FeatureBug::dropout_mask_not_reproducible, "dropout"},
+      {FeatureBug::fp8_without_descale, "fp8"},
   };
   for (const auto &[bug, id] : planted) {
     const Report r = check_property(support::feature_kernel(bug), id, feature_options());

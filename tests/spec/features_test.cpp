@@ -192,3 +192,51 @@ TEST_CASE("the dropout mask the kernel writes comes back to the caller", "[featu
   CHECK(seen.args.dropout_seed == 7);
   CHECK(keep == std::vector<std::uint8_t>(6, 1));
 }
+
+TEST_CASE("every float8 code decodes exactly and encodes back to itself in both formats", "[features][fp8]") {
+  for (Fp8 f : {Fp8::e4m3fn, Fp8::e5m2})
+    for (int code = 0; code < 256; ++code) {
+      const auto bits = static_cast<std::uint8_t>(code);
+      const double x = fp8_to_double(bits, f);
+      INFO(fp8_name(f) << " code " << code << " = " << x);
+      if (std::isnan(x)) continue;
+      CHECK(double_to_fp8(x, f) == bits);
+    }
+  CHECK(fp8_to_double(0x7e, Fp8::e4m3fn) == 448);
+  CHECK(std::isnan(fp8_to_double(0x7f, Fp8::e4m3fn)));
+  CHECK(fp8_to_double(0x7b, Fp8::e5m2) == 57344);
+  CHECK(std::isinf(fp8_to_double(0x7c, Fp8::e5m2)));
+  CHECK(fp8_to_double(0x01, Fp8::e4m3fn) == 0x1p-9);  // the smallest subnormals
+  CHECK(fp8_to_double(0x01, Fp8::e5m2) == 0x1p-16);
+}
+
+TEST_CASE("float8 rounds to nearest even and overflows to NaN in e4m3fn and to infinity in e5m2", "[features][fp8]") {
+  CHECK(round_to_fp8(Fp8::e4m3fn, 1.0625) == 1.0);    // halfway between 1 and 1.125: even
+  CHECK(round_to_fp8(Fp8::e4m3fn, 1.1875) == 1.25);   // halfway between 1.125 and 1.25: even
+  CHECK(round_to_fp8(Fp8::e4m3fn, 464) == 448);       // 448 + half an ulp: the tie goes to 448's even mantissa
+  CHECK(std::isnan(round_to_fp8(Fp8::e4m3fn, 465)));  // past it: 480 is NaN's code, and e4m3fn has no infinity
+  CHECK(round_to_fp8(Fp8::e5m2, 61439) == 57344);
+  CHECK(std::isinf(round_to_fp8(Fp8::e5m2, 61440)));  // the tie goes to 2^16's even mantissa: infinity
+  CHECK(round_to_fp8(Fp8::e4m3fn, 0x1p-10) == 0);     // half the smallest subnormal: ties to even (0)
+  CHECK(round_to_fp8(Fp8::e4m3fn, -0x1.8p-9) == -0x1p-8);
+  CHECK(std::signbit(round_to_fp8(Fp8::e5m2, -0.0)));
+}
+
+TEST_CASE("FP8 inputs reach the kernel as float8 bits with the descales in the args", "[features][fp8]") {
+  Problem p = problem({.Lq = 1, .Lk = 2, .D = 1, .Dv = 1});
+  p.q.set({0, 0, 0, 0}, 1.5);
+  p.features.fp8 = Fp8::e4m3fn;
+  p.features.descale_q = 0.25;
+  p.features.descale_k = 2;
+  p.features.descale_v = 0.5;
+  Tensor out = make_out(p.shape, Dtype::f32), lse = make_lse(p.shape);
+  REQUIRE(call_forward(kEcho, p, out, &lse).ok());
+  CHECK(seen.params.features == ATTNCHECK_FEATURE_FP8);
+  CHECK(seen.args.fp8_format == 0);
+  CHECK(seen.args.descale_q == 0.25f);
+  CHECK(seen.args.descale_v == 0.5f);
+  // The echo kernel reads q as float32: the first byte is the float8 code of 1.5 (0x3c), not a float.
+  CHECK(seen.q_shape == std::vector<std::int64_t>{1, 1, 1, 1});
+  Tensor dq = make_out(p.shape, Dtype::f32), dk = p.k, dv = p.v;
+  CHECK(call_backward(kEcho, p, out, &lse, dq, dk, dv).status == ATTNCHECK_UNSUPPORTED);
+}

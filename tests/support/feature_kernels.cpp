@@ -11,6 +11,7 @@
 #include <exception>
 #include <limits>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,9 +130,17 @@ class Tens {
         return kind_ == Kind::f16 ? f16_bits_to_float(bits) : bf16_bits_to_float(bits);
       }
       case Kind::i32: return static_cast<float>(geti(a, b, c, d));
-      case Kind::u8: return static_cast<float>(geti(a, b, c, d));
+      case Kind::u8:
+        if (fp8_) return static_cast<float>(fp8_to_double(std::to_integer<std::uint8_t>(*p), *fp8_)) * factor_;
+        return static_cast<float>(geti(a, b, c, d));
     }
     return 0;
+  }
+  /// A uint8 tensor of float8 bits in `format`: get() gives factor · the value (the factor rounded once, as a
+  /// kernel that descales each element does).
+  void as_fp8(Fp8 format, float factor) {
+    fp8_ = format;
+    factor_ = factor;
   }
   std::int64_t geti(std::int64_t a, std::int64_t b = 0, std::int64_t c = 0, std::int64_t d = 0) const {
     const std::byte *p = at(a, b, c, d);
@@ -175,6 +184,8 @@ class Tens {
   }
   std::byte *data_ = nullptr;
   Kind kind_ = Kind::f32;
+  std::optional<Fp8> fp8_;
+  float factor_ = 1;
   int rank_ = 0;
   bool bound_ = false;
   std::array<std::int64_t, kRank> shape_{1, 1, 1, 1}, strides_{0, 0, 0, 0};
@@ -358,8 +369,6 @@ std::vector<std::int64_t> read_ints(const DLTensor *t, const char *what) {
 /// Binds q, k, v and the features' arguments, and checks their shapes (throws a CallError).
 void setup(Call &c, FeatureBug bug, const attncheck_params *params, const DLTensor *q, const DLTensor *k,
            const DLTensor *v) {
-  if (bug == FeatureBug::fp8_without_descale)
-    unsupported("features_fp8_without_descale is reserved: FP8 storage is not generated yet");
   if (!params) error("params is NULL");
   if (params->mask != ATTNCHECK_MASK_NONE && params->mask != ATTNCHECK_MASK_CAUSAL)
     unsupported("unknown mask " + std::to_string(params->mask));
@@ -378,11 +387,22 @@ void setup(Call &c, FeatureBug bug, const attncheck_params *params, const DLTens
   c.paged = c.on(ATTNCHECK_FEATURE_PAGED);
   if (c.varlen && c.paged) unsupported("varlen and paged in one call");
 
-  c.q.bind(q, "q", kRank, kStorageKinds);
-  c.k.bind(k, "k", kRank, kStorageKinds);
-  c.v.bind(v, "v", kRank, kStorageKinds);
+  const bool fp8 = c.on(ATTNCHECK_FEATURE_FP8);
+  const unsigned input_kinds = fp8 ? bit(Kind::u8) : kStorageKinds;
+  c.q.bind(q, "q", kRank, input_kinds);
+  c.k.bind(k, "k", kRank, input_kinds);
+  c.v.bind(v, "v", kRank, input_kinds);
   if (c.q.kind() != c.k.kind() || c.q.kind() != c.v.kind()) error("q, k and v must share one dtype");
   c.storage = c.q.kind();
+  if (fp8) {
+    if (a->fp8_format != 0 && a->fp8_format != 1) error("fp8_format must be 0 (e4m3fn) or 1 (e5m2)");
+    const Fp8 format = static_cast<Fp8>(a->fp8_format);
+    // The planted bug reads the stored values as they are: every descale taken as 1.
+    const bool descale = bug != FeatureBug::fp8_without_descale;
+    c.q.as_fp8(format, descale ? a->descale_q : 1.f);
+    c.k.as_fp8(format, descale ? a->descale_k : 1.f);
+    c.v.as_fp8(format, descale ? a->descale_v : 1.f);
+  }
   c.Hq = c.q.dim(1);
   c.Hkv = c.k.dim(1);
   c.D = c.q.dim(3);
@@ -489,6 +509,11 @@ int run_forward(FeatureBug bug, const attncheck_params *params, const DLTensor *
   Call c;
   setup(c, bug, params, q, k, v);
   Tens o, l, drop;
+  if (c.on(ATTNCHECK_FEATURE_FP8)) {  // out (and lse) in the run's dtype: whatever out is
+    Kind k_out = Kind::f32;
+    if (!out || !kind_of(out->dtype, &k_out) || !(kStorageKinds & bit(k_out))) error("out must be f32, f16 or bf16");
+    c.storage = k_out;
+  }
   bind_storage(o, out, "out", c, rows_shape(c, c.Dv));
   if (lse) bind_lse(l, lse, c);
   if (c.on(ATTNCHECK_FEATURE_DROPOUT) && params->args->dropout_mask) {
@@ -524,8 +549,8 @@ int run_forward(FeatureBug bug, const attncheck_params *params, const DLTensor *
 int run_backward(FeatureBug bug, const attncheck_params *params, const DLTensor *q, const DLTensor *k,
                  const DLTensor *v, const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq,
                  DLTensor *dk, DLTensor *dv) {
-  if (bug != FeatureBug::fp8_without_descale && params && (params->features & ATTNCHECK_FEATURE_PAGED))
-    unsupported("a paged KV cache has no backward in the ABI");
+  if (params && (params->features & ATTNCHECK_FEATURE_PAGED)) unsupported("a paged KV cache has no backward in the ABI");
+  if (params && (params->features & ATTNCHECK_FEATURE_FP8)) unsupported("FP8 inputs have no backward in the ABI");
   Call c;
   setup(c, bug, params, q, k, v);
   Tens o, l, go, gq, gk, gv;
@@ -653,15 +678,10 @@ std::string_view feature_bug_name(FeatureBug bug) {
 }
 
 std::vector<FeatureBug> all_feature_bugs() {
-  std::vector<FeatureBug> out = planted_feature_bugs();
-  out.push_back(FeatureBug::fp8_without_descale);
-  return out;
-}
-
-std::vector<FeatureBug> planted_feature_bugs() {
   return {FeatureBug::window_right_off_by_one, FeatureBug::softcap_after_mask,
           FeatureBug::alibi_reversed_slopes,   FeatureBug::varlen_reads_across_boundary,
-          FeatureBug::paged_logical_page,      FeatureBug::dropout_mask_not_reproducible};
+          FeatureBug::paged_logical_page,      FeatureBug::dropout_mask_not_reproducible,
+          FeatureBug::fp8_without_descale};
 }
 
 const attncheck_kernel &feature_kernel(FeatureBug bug) {
@@ -670,9 +690,7 @@ const attncheck_kernel &feature_kernel(FeatureBug bug) {
 }
 
 std::string feature_contract(FeatureBug) {
-  std::string list = feature_list(kFeatureKernelFeatures);  // "window,softcap,…"
-  std::replace(list.begin(), list.end(), ',', '+');
-  return "features=" + list;
+  return "features=" + feature_list(kFeatureKernelFeatures);
 }
 
 bool feature_dropout_keep(std::uint64_t seed, float p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {

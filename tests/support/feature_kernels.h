@@ -19,13 +19,14 @@
 // Float32 arithmetic in plain loops (clarity over speed); float32, float16 or bfloat16 storage with any strides
 // (NULL strides = compact), results rounded to storage; lse float32 or the storage dtype, and NULL in both passes.
 // Forward writes the dropout mask it applied (every element of the mask tensor: keep(seed, b, h, i, j)); backward
-// reproduces it from the seed. FP8 (and any unknown feature bit) is refused with ATTNCHECK_UNSUPPORTED.
+// reproduces it from the seed. FP8: q, k, v as float8 bits (uint8, args->fp8_format) times their descale, out in
+// whatever float dtype it is; forward only. An unknown feature bit is refused with ATTNCHECK_UNSUPPORTED.
 //
 // Example:
 //   using namespace attncheck::support;
 //   const attncheck_kernel &k = feature_kernel(FeatureBug::none);   // "features_correct", lives until program end
 //   attncheck::call_forward(k, problem_with_features, out, &lse);   // kernel_call.h builds the varlen/paged layout
-//   feature_contract(FeatureBug::none);  // "features=window+softcap+alibi+sinks+mask+varlen+paged+dropout"
+//   feature_contract(FeatureBug::none);  // "features=window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8"
 #pragma once
 
 #include <cstdint>
@@ -64,21 +65,20 @@ enum class FeatureBug : std::uint8_t {
   paged_logical_page,
   /// both: writes keep(seed) into dropout_mask but applies keep(seed + 1); visible with dropout_p > 0.
   dropout_mask_not_reproducible,
-  /// reserved: FP8 storage is not generated yet; this kernel refuses every call with ATTNCHECK_UNSUPPORTED.
+  /// forward, FP8: reads q, k, v as stored, every descale taken as 1; visible when a descale is not 1.
   fp8_without_descale,
 };
 
 /// The features every kernel of the family declares and implements.
 inline constexpr std::uint32_t kFeatureKernelFeatures =
     ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIBI | ATTNCHECK_FEATURE_SINKS |
-    ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_VARLEN | ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_DROPOUT;
+    ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_VARLEN | ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_DROPOUT |
+    ATTNCHECK_FEATURE_FP8;
 
 /// "none", "window_right_off_by_one", ... (the enumerator's name).
 std::string_view feature_bug_name(FeatureBug bug);
-/// Every FeatureBug but none, in declaration order (fp8_without_descale included).
+/// Every FeatureBug but none, in declaration order.
 std::vector<FeatureBug> all_feature_bugs();
-/// The bugs that compute (all_feature_bugs() without the reserved fp8_without_descale).
-std::vector<FeatureBug> planted_feature_bugs();
 
 /// The kernel carrying `bug` (named "features_correct" for none, else "features_<bug name>"); forward and backward.
 /// The reference stays valid until the program ends. Thread-safe.

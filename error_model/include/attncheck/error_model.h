@@ -39,6 +39,7 @@ struct Budgets {
   static constexpr double kTanhUlps = 4;   ///< softcap's tanh (SPEC.md §2.7), like exp
   static constexpr double kBiasUlps = 2;   ///< adding ALiBi and an additive mask to the logit
   static constexpr double kDropoutUlps = 2;  ///< dropout's factor 1/(1 − p) rounded, and its product
+  static constexpr double kDescaleUlps = 2;  ///< FP8 descales folded into the scale (q, k) or applied to v or O
 };
 
 /// γ_n(u) = n·u / (1 − n·u); +∞ when n·u ≥ 1.

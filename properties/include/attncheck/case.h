@@ -68,6 +68,7 @@ struct FeatureSpec {
   std::int64_t page_size = 0;                        ///< paged: keys per page
   double dropout_p = 0;                              ///< dropout: probability of dropping
   bool top_left = false;  ///< rows aligned top-left (the kernel declares causal=top-left), causal or not
+  Fp8 fp8 = Fp8::e4m3fn;  ///< fp8: the format q, k, v are stored in (their descales derived from the seed)
   std::uint64_t seed = 0;                            ///< derives the values sized by the shape
   bool active() const { return bits != 0; }
   /// "window=3,-1 softcap=30 …" ("" when none).
@@ -97,8 +98,10 @@ struct CaseSpec {
 
 /// The problem's Features (features.h) for the spec's shape: the settings of spec.features and the values its seed
 /// derives — ALiBi slopes 2^(−8(h+1)/Hq) (the ALiBi paper's), sinks, mask entries, sequence lengths (0, 1, the
-/// longest and between), the block table (pages shuffled, some unused), the dropout seed.
+/// longest and between), the block table (pages shuffled, some unused), the dropout seed, FP8 descales.
 Features features_of(const CaseSpec &spec);
+/// x clamped to the format's largest magnitude and rounded to it: an FP8 case's value.
+double fp8_value(Fp8 format, double x);
 
 /// Requirements a property places on the cases it is given (CaseSpec fields it fixes, tensors it needs).
 struct CaseOptions {
@@ -143,7 +146,8 @@ struct Case {
 
   /// The problem: tensors in spec.layout with kInputPad elements of padding around them (and between rows for
   /// Layout::padded), every padding element NaN; scale 1/√D; dout contiguous when present. A stretched case gives
-  /// its long problem (stretch.h).
+  /// its long problem (stretch.h). Under FP8, q, k, v are rounded to the format (clamped to its largest value): the
+  /// values the kernel is sent (shrinking may propose others).
   Problem problem() const;
   /// Resizes q, k, v (and dout when `backward`, else clears it) to the spec's shape (a stretched case: its core's),
   /// zero-filling new entries.

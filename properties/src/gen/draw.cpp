@@ -27,6 +27,12 @@ constexpr double kSoftcapMin = 0.5, kSoftcapMax = 100;
 constexpr std::array<double, 4> kMaskKeep{0.1, 0.5, 0.9, 1.0};
 constexpr std::array<std::int64_t, 7> kPageSizes{1, 2, 3, 5, 16, 17, 64};
 constexpr std::array<double, 3> kDropoutRates{0.1, 0.5, 0.9};
+/// Paged and varlen cases in the decode regime: up to kMaxDecodeRows query rows against caches of up to
+/// kMaxDecodeKeys keys (log-uniform), at rate kDecodeRate.
+constexpr double kDecodeRate = 0.25;
+constexpr std::int64_t kMaxDecodeRows = 16, kMaxDecodeKeys = 4096;
+/// FP8 cases: the share of q, k, v entries at ± the format's largest value.
+constexpr double kFp8MaxRate = 1.0 / 16;
 constexpr double kF16Max = 65504, kF16MinNormal = 0x1p-14, kF16MinSubnormal = 0x1p-24;
 constexpr std::int64_t kF16SubnormalSteps = 1023;
 
@@ -260,6 +266,7 @@ FeatureSpec draw_features(Bits &b, const CaseSpec &s, std::uint32_t bits) {
   }
   if (bits & ATTNCHECK_FEATURE_PAGED) f.page_size = b.pick(kPageSizes);
   if (bits & ATTNCHECK_FEATURE_DROPOUT) f.dropout_p = b.pick(kDropoutRates);
+  if (bits & ATTNCHECK_FEATURE_FP8) f.fp8 = b.chance(0.5) ? Fp8::e4m3fn : Fp8::e5m2;
   return f;
 }
 }  // namespace
@@ -352,6 +359,16 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
     if (opts.dv_equals_lk) sh.Dv = sh.Lk;
   }
   if (opts.features) {
+    // The decode regime of caches (paged, varlen): a few query rows against a long cache, within max_work.
+    if ((opts.features & (ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_VARLEN)) && !opts.shape_pool &&
+        b.chance(kDecodeRate)) {
+      sh.Lq = b.uniform(1, kMaxDecodeRows);
+      const std::int64_t room = opts.max_work / std::max<std::int64_t>(sh.B * sh.Hq * sh.Lq * (sh.D + sh.Dv), 1);
+      const double u = b.unit();
+      sh.Lk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::exp2(u * std::log2(kMaxDecodeKeys))), 1,
+                                       std::max<std::int64_t>(room, 1));
+      if (opts.dv_equals_lk) sh.Dv = sh.Lk;
+    }
     s.features = draw_features(b, s, opts.features);
     s.features.top_left = opts.causal == Mask::causal_top_left;
   }
@@ -387,6 +404,12 @@ Case draw_case(const rc::Random &random, const CaseSpec &spec, const CaseOptions
   fill(c.k, spec.family);
   if (opts.draw_v) fill(c.v, fv);
   fill(c.dout, fv);
+  if (spec.features.bits & ATTNCHECK_FEATURE_FP8) {
+    // Values of the format, some at its largest magnitude (the corner a descale must keep in range).
+    const Fp8 f = spec.features.fp8;
+    for (std::vector<double> *t : {&c.q, &c.k, &c.v})
+      for (double &x : *t) x = b.chance(kFp8MaxRate) ? (b.chance(0.5) ? -1 : 1) * fp8_max(f) : fp8_value(f, x);
+  }
 
   auto kidx = [&](std::int64_t bb, std::int64_t h, std::int64_t j, std::int64_t d) {
     return static_cast<std::size_t>(((bb * s.Hkv + h) * s.Lk + j) * s.D + d);

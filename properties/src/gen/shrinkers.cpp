@@ -56,6 +56,7 @@ void feature_shrinks(const CaseSpec &s, std::vector<CaseSpec> &out) {
   if (f.mask_kind == MaskKind::additive) with([](FeatureSpec &x) { x.mask_kind = MaskKind::boolean; });
   for (auto n : dim_toward(f.page_size, 1)) with([&](FeatureSpec &x) { x.page_size = n; });
   if ((f.bits & ATTNCHECK_FEATURE_DROPOUT) && f.dropout_p != 0.5) with([](FeatureSpec &x) { x.dropout_p = 0.5; });
+  if (f.fp8 != Fp8::e4m3fn) with([](FeatureSpec &x) { x.fp8 = Fp8::e4m3fn; });
   if (f.seed != 0) with([](FeatureSpec &x) { x.seed = 0; });
 }
 }  // namespace

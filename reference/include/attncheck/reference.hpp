@@ -40,6 +40,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace attncheck {
@@ -420,6 +421,11 @@ InputsT<Real> load_inputs(const Problem &p, unsigned bits = kReferenceBits) {
   in.k = detail::widen<Real>(p.k, bits);
   in.v = detail::widen<Real>(p.v, bits);
   if (p.dout) in.dout = detail::widen<Real>(*p.dout, bits);
+  // FP8: the stored values stand for descale · stored (exact in Real: a float32 times a float8 value).
+  for (auto [xs, factor] : {std::pair{&in.q, descaled_q(p.features)}, std::pair{&in.k, descaled_k(p.features)},
+                            std::pair{&in.v, descaled_v(p.features)}})
+    if (factor != 1)
+      for (Real &x : *xs) RealOps<Real>::mul_d(x, x, factor);
   return in;
 }
 

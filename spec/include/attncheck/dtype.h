@@ -46,4 +46,20 @@ std::uint16_t float_to_bf16_bits(float f);
 /// returned widened to double.
 double round_to(Dtype dt, double x);
 
+/// The FP8 formats of ABI 1.2 (attncheck_args.fp8_format; SPEC.md §2.7): e4m3fn — 4 exponent bits (bias 7), 3
+/// mantissa bits, no infinities, 0x7f/0xff NaN, largest 448; e5m2 — 5 (bias 15), 2, IEEE-like, largest 57344.
+/// q, k, v hold their bits (DLPack uint8); the values are descale · stored.
+enum class Fp8 : std::int32_t { e4m3fn = 0, e5m2 = 1 };
+/// "e4m3fn", "e5m2".
+std::string_view fp8_name(Fp8 f);
+/// The value of FP8 bits, exact.
+double fp8_to_double(std::uint8_t bits, Fp8 f);
+/// x rounded to nearest even in the format; a value that rounds past the largest (as if the exponent went on: 464
+/// ties to 448 in e4m3fn, 61440 to 2^16 in e5m2) gives NaN (e4m3fn) or ±Inf (e5m2); NaN stays NaN.
+std::uint8_t double_to_fp8(double x, Fp8 f);
+/// x rounded to the format, as a double.
+inline double round_to_fp8(Fp8 f, double x) { return fp8_to_double(double_to_fp8(x, f), f); }
+/// Largest finite value: 448, 57344.
+double fp8_max(Fp8 f);
+
 }  // namespace attncheck

@@ -7,7 +7,8 @@
 //   i < Lq_b, j < Lk_b, [causal] j ≤ i', [window] i' − left ≤ j ≤ i' + right, [mask] mask_bhij ≠ 0 / ≠ −∞;
 // its logit is
 //   s_ij = softcap·tanh(scale·q_i·k_j / softcap) [softcap]  − slope_h·|i' − j| [alibi]  + mask_bhij [additive],
-// and a sink adds e^{sink_h} to the row's denominator.
+// and a sink adds e^{sink_h} to the row's denominator. Under FP8, q, k, v stand for descale_q·q, descale_k·k,
+// descale_v·v (the logical tensors hold the stored values; descaled_q/k/v give the factors, 1 otherwise).
 //
 // Example:
 //   attncheck::Features f;
@@ -20,6 +21,7 @@
 #include "attncheck/tensor.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +65,10 @@ struct Features {
   /// The dropout mask the kernel applied, [B, Hq, Lq, Lk] (1 kept): the reference computes with it. Empty before the
   /// kernel's forward returned it.
   std::vector<std::uint8_t> dropout_keep;
+  /// FP8 (ATTNCHECK_FEATURE_FP8): q, k, v reach the kernel as float8 bits of this format, their values exactly
+  /// representable in it (the logical tensors hold them); the problem's values are descale · stored.
+  std::optional<Fp8> fp8;
+  double descale_q = 1, descale_k = 1, descale_v = 1;  ///< float32 values
 
   bool window() const { return window_left >= 0 || window_right >= 0; }
   /// The ATTNCHECK_FEATURE_* bits in use.
@@ -80,9 +86,9 @@ inline constexpr std::uint32_t kAllFeatures[] = {
     ATTNCHECK_FEATURE_WINDOW, ATTNCHECK_FEATURE_SOFTCAP, ATTNCHECK_FEATURE_ALIBI,
     ATTNCHECK_FEATURE_SINKS,  ATTNCHECK_FEATURE_MASK,    ATTNCHECK_FEATURE_VARLEN,
     ATTNCHECK_FEATURE_PAGED,  ATTNCHECK_FEATURE_DROPOUT, ATTNCHECK_FEATURE_FP8};
-/// "window,softcap" (kAllFeatures order), "none" for 0.
+/// "window+softcap" (kAllFeatures order), "none" for 0: the value of the contract key `features`.
 std::string feature_list(std::uint32_t bits);
-/// Inverse of feature_list; throws std::invalid_argument naming an unknown feature.
+/// Inverse of feature_list (',' separates too); throws std::invalid_argument naming an unknown feature.
 std::uint32_t parse_feature_list(std::string_view text);
 
 /// The logical geometry of one row: what SPEC.md §2.7 needs to decide visibility and biases.
@@ -111,6 +117,10 @@ double alibi_bias(const Features &f, const RowFrame &fr, std::int64_t h, std::in
 /// double for the generated values (slopes are float32, distances < 2²⁴, mask values float32; SPEC.md §2.7).
 double logit_bias(const Features &f, const RowFrame &fr, std::int64_t Lq, std::int64_t Lk, std::int64_t b,
                   std::int64_t h, std::int64_t i, std::int64_t j);
+/// The factors the values of q, k, v stand for: the FP8 descales, or 1.
+inline double descaled_q(const Features &f) { return f.fp8 ? f.descale_q : 1; }
+inline double descaled_k(const Features &f) { return f.fp8 ? f.descale_k : 1; }
+inline double descaled_v(const Features &f) { return f.fp8 ? f.descale_v : 1; }
 /// Dropout's factor for (b, h, i, j): 0 (dropped), 1/(1 − p) (kept), or 1 without dropout.
 double dropout_factor(const Features &f, std::int64_t Hq, std::int64_t Lq, std::int64_t Lk, std::int64_t b,
                       std::int64_t h, std::int64_t i, std::int64_t j);

@@ -107,8 +107,9 @@ typedef struct attncheck_args {
   float dropout_p;
   uint64_t dropout_seed;
   DLTensor *dropout_mask;
-  /* FP8: q, k, v hold float8 bits (DLPack uint8; fp8_format 0 = e4m3fn, 1 = e5m2; out, dout, dq, dk, dv bfloat16);
-     the values are descale_x · stored. */
+  /* FP8: q, k, v hold float8 bits (DLPack uint8; fp8_format 0 = e4m3fn, 1 = e5m2); out (and lse) are the run's
+     dtype, as without FP8 (FlashAttention-3 writes bfloat16); the values are descale_x · stored. Forward only: FP8
+     inputs have no backward in the ABI. */
   float descale_q, descale_k, descale_v;
   int32_t fp8_format;
 } attncheck_args;

@@ -55,12 +55,13 @@ struct CallRecord {
 /// kernel.forward(params, q, k, v, out, lse); lse may be null. A problem with features (features.h) is sent with
 /// params.features and params.args (ABI 1.2), its tensors in the layout the features name — a packed varlen batch, a
 /// paged cache with its unused pages and the tail of its last pages NaN — and the results mapped back to the logical
-/// out and lse (rows a sequence does not have: O = 0, LSE = −∞, what the reference gives them). With dropout, the mask
+/// out and lse (rows a sequence does not have: O = 0, LSE = −∞, what the reference gives them). Under FP8, q, k, v
+/// go as float8 bits (uint8, same strides; padding NaN) of their values, which must be representable. With dropout, the mask
 /// the kernel wrote ([B, Hq, Lq, Lk], 1 kept; kDropoutUnwritten where it wrote nothing) goes to *dropout_keep.
 CallResult call_forward(const attncheck_kernel &kernel, const Problem &p, Tensor &out, Tensor *lse,
                         std::vector<std::uint8_t> *dropout_keep = nullptr);
 /// kernel.backward(...) with the problem's dout; ATTNCHECK_UNSUPPORTED when the kernel has no backward, or for a
-/// paged cache (an inference layout: the ABI defines no gradient of it). With dropout the kernel gets the forward's
+/// paged cache or FP8 inputs (inference: the ABI defines no gradient of them). With dropout the kernel gets the forward's
 /// mask, p.features.dropout_keep. dq, dk, dv are logical (keys and rows a sequence does not have: 0).
 CallResult call_backward(const attncheck_kernel &kernel, const Problem &p, const Tensor &out, const Tensor *lse,
                          Tensor &dq, Tensor &dk, Tensor &dv);
