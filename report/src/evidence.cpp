@@ -36,29 +36,32 @@ std::string call_failure(std::string_view what, const CallResult &r) {
          (r.message.empty() ? "" : ": " + r.message);
 }
 
-/// P_ij = exp(s_ij − LSE_i) with s = scale·q·k in double from the case's values and the exact LSE; 0 for hidden
-/// keys.
-std::vector<double> probabilities(const Case &c, double scale, const std::vector<double> &lse) {
-  const Shape &s = c.spec.shape;
-  std::vector<double> p;
-  p.reserve(static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk));
+/// P_ij = exp(s_ij − LSE_i) in double from the problem's values, its features (SPEC.md §2.7: visibility, softcap,
+/// biases, FP8 descales) and the exact LSE; 0 for keys the row does not see. Dropout is not in P.
+std::vector<double> probabilities(const Problem &p, const std::vector<double> &lse) {
+  const Shape &s = p.shape;
+  const Features &f = p.features;
+  const double scale = p.params.scale * descaled_q(f) * descaled_k(f);
+  std::vector<double> out;
+  out.reserve(static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk));
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t h = 0; h < s.Hq; ++h)
       for (std::int64_t i = 0; i < s.Lq; ++i) {
         const double l = lse[static_cast<std::size_t>(lse_offset(s, b, h, i))];
+        const RowFrame fr = row_frame(f, p.params.mask, b, i, s.Lq, s.Lk);
         for (std::int64_t j = 0; j < s.Lk; ++j) {
-          if (!visible(c.spec.mask, i, j, s.Lq, s.Lk) || std::isinf(l)) {
-            p.push_back(0);
+          if (!sees(f, p.params.mask, fr, s.Lq, s.Lk, b, h, i, j) || std::isinf(l)) {
+            out.push_back(0);
             continue;
           }
           double dot = 0;
-          for (std::int64_t d = 0; d < s.D; ++d)
-            dot += c.q[static_cast<std::size_t>(((b * s.Hq + h) * s.Lq + i) * s.D + d)] *
-                   c.k[static_cast<std::size_t>(((b * s.Hkv + s.kv_head(h)) * s.Lk + j) * s.D + d)];
-          p.push_back(std::exp(scale * dot - l));
+          for (std::int64_t d = 0; d < s.D; ++d) dot += p.q.get({b, h, i, d}) * p.k.get({b, s.kv_head(h), j, d});
+          double x = scale * dot;
+          if (f.softcap > 0) x = f.softcap * std::tanh(x / f.softcap);
+          out.push_back(std::exp(x + logit_bias(f, fr, s.Lq, s.Lk, b, h, i, j) - l));
         }
       }
-  return p;
+  return out;
 }
 
 Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const attncheck_kernel &kernel,
@@ -83,24 +86,34 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
     // probabilities are not the case's values'.
     std::optional<StretchedForward> stretched;
     if (c.spec.stretch.active()) stretched = stretched_forward(c, report.profile);
+    // The call itself failed (crashed, hung, declined, wrote outside): there are no results to show, and running it
+    // again would only cost another timeout. Otherwise the forward runs first: with dropout, the exact values are
+    // those of the mask it returns.
+    const bool call_failed = cx.outcome.step == Step::shape;
+    std::optional<ForwardRun> fr;
+    if (!call_failed) fr = run_forward(env, p);
+    if (p.features.dropout_p > 0) {
+      if (call_failed || !fr->call.ok()) {
+        ev.call_error = call_failed ? cx.outcome.detail : call_failure("forward", fr->call);
+        return ev;
+      }
+      p.features.dropout_keep = fr->dropout_keep;
+    }
     const ExactForward exact = stretched ? stretched->exact : reference_forward(p);
     if (!stretched && static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk) <= Evidence::kMaxProbabilities)
-      ev.probabilities = probabilities(c, scale, exact.lse);
-    if (cx.outcome.step == Step::shape) {
-      // The call itself failed (crashed, hung, declined, wrote outside): there are no results to show, and running
-      // it again would only cost another timeout.
+      ev.probabilities = probabilities(p, exact.lse);
+    if (call_failed) {
       ev.call_error = cx.outcome.detail;
       return ev;
     }
-    const ForwardRun fr = run_forward(env, p);
-    if (!fr.call.ok()) ev.call_error = call_failure("forward", fr.call);
+    if (!fr->call.ok()) ev.call_error = call_failure("forward", fr->call);
     if (!is_gradient(ev.tensor)) {
       const ForwardBounds fb = stretched ? stretched->bounds : forward_bounds(p, exact, report.profile);
       const bool lse = ev.tensor == "LSE";
       ev.shape = lse ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq} : detail::o_shape(s);
       ev.exact = lse ? exact.lse : exact.out;
       ev.bound = lse ? fb.lse : fb.out;
-      if (fr.call.ok()) ev.got = (lse ? fr.lse : fr.out).to_vector();
+      if (fr->call.ok()) ev.got = (lse ? fr->lse : fr->out).to_vector();
     } else {
       const ExactBackward grad = reference_backward(p);
       const BackwardBounds bb = backward_bounds(p, exact, report.profile);
@@ -108,8 +121,8 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
       ev.shape = which == 0 ? detail::q_shape(s) : which == 1 ? detail::k_shape(s) : detail::v_shape(s);
       ev.exact = which == 0 ? grad.dq : which == 1 ? grad.dk : grad.dv;
       ev.bound = which == 0 ? bb.dq : which == 1 ? bb.dk : bb.dv;
-      if (fr.call.ok()) {
-        const BackwardRun br = run_backward(env, p, fr);
+      if (fr->call.ok()) {
+        const BackwardRun br = run_backward(env, p, *fr);
         if (!br.call.ok())
           ev.call_error = call_failure("backward", br.call);
         else
