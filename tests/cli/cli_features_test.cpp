@@ -65,28 +65,6 @@ std::vector<PlantedBug> planted_bugs() {
 }
 const std::vector<PlantedBug> kPlantedBugs = planted_bugs();
 
-/// A fresh directory under /tmp, removed with everything in it at scope exit.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char name[] = "/tmp/attncheck-features-test-XXXXXX";
-    REQUIRE(mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string &file) const { return (path / file).string(); }
-};
-
-std::string slurp(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 /// `check` of one bug-plugin kernel on `properties`, quick profile, float32 (unless `extra` adds dtypes).
 std::string feature_check(const std::string &kernel, const std::string &properties, const std::string &extra = "") {
   return cli_test::attncheck("check --plugin " BUG_PLUGIN " --kernel " + kernel + " --properties " + properties + kQuick +

@@ -22,28 +22,6 @@ constexpr const char *kFlashLike = "online_b64_exp2_roundp_recip_f32acc";
 constexpr const char *kQuick = " --dtype f32 --profile quick --quiet";     // every gate run: seconds at most
 constexpr const char *kCallTimeout = " --timeout 1";                        // seconds before a call is a hang
 
-/// A fresh directory under /tmp, removed with everything in it at scope exit.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char name[] = "/tmp/attncheck-gate-test-XXXXXX";
-    REQUIRE(mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string &file) const { return (path / file).string(); }
-};
-
-std::string slurp(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 void write_file(const std::string &path, const std::string &text) { std::ofstream(path, std::ios::binary) << text; }
 
 /// `check` of one bug-plugin kernel on `properties`, quick profile, float32.

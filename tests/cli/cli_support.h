@@ -10,9 +10,11 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
 
 namespace cli_test {
 
@@ -43,6 +45,31 @@ inline Run run(const std::string &args) {
   r.err = ss.str();
   std::remove(err_file.c_str());
   return r;
+}
+
+/// A fresh directory under /tmp, removed with everything in it at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char name[] = "/tmp/attncheck-cli-test-XXXXXX";
+    REQUIRE(mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  std::string operator/(const std::string &file) const { return (path / file).string(); }
+};
+
+/// The bytes of a file ("" when it cannot be read).
+inline std::string slurp(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 /// The attncheck command line with `args`.

@@ -141,6 +141,30 @@ TEST_CASE("varlen and paged calls send packed tensors and int32 offsets and tabl
   }
 }
 
+TEST_CASE("an FP8 call sends q k and v as uint8 float8 bits with the format and descales as tokens") {
+  Quiet q;
+  Log log;
+  ExecKernel exec(peer("features", log.path), q.options());
+  std::mt19937_64 rng(33);
+  Problem p = featuret::feature_problem(rng, Dtype::bf16, Shape{1, 2, 1, 3, 5, 4, 4}, Mask::none, 0);
+  p.features.fp8 = Fp8::e5m2;
+  p.features.descale_q = 0.125;
+  p.features.descale_k = 3;
+  p.features.descale_v = 0.5;
+  Results r(p.shape, Dtype::bf16);
+  // The peer answers forward with out = q, here float8 bits: its reply is refused (out must be bfloat16), which is
+  // not what this test is about; the request and files it logged are.
+  const CallResult fw = call_forward(exec.find("peer"), p, r.out, nullptr);
+  INFO(fw.message);
+  CHECK_THAT(fw.message, Contains("out.npy has descr '|u1', expected '<u2'"));
+  const std::string text = log.text();
+  CHECK_THAT(text, Contains(" none features=fp8 fp8=e5m2 descale=0.125,3,0.5 DIR\n"));
+  CHECK_THAT(text, Catch::StartsWith("forward peer bfloat16 "));
+  CHECK_THAT(text, Contains("\nq.npy |u1 (1, 2, 3, 4)\n"));
+  CHECK_THAT(text, Contains("\nk.npy |u1 (1, 1, 5, 4)\n"));
+  CHECK_THAT(text, Contains("\nv.npy |u1 (1, 1, 5, 4)\n"));
+}
+
 TEST_CASE("a call without features sends the request line of protocol version 1 unchanged") {
   Quiet q;
   Log log;

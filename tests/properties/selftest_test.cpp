@@ -8,6 +8,7 @@
 // tests/properties/SELFTEST_RESULTS.md is made from such a run.
 #include "attncheck/check.h"
 #include "attncheck/kernel_abi.h"
+#include "feature_kernels.h"
 #include "property_support.h"
 
 #include <catch2/catch.hpp>
@@ -51,10 +52,12 @@ struct ShapeBound {
   std::int64_t min_lk = 1, max_lk = kSmallDim;
 };
 
-/// Checks bug `b` against `property` with the default options: it fails, and the shrunk case fits `bound`.
-void caught(Bug b, std::string_view property, ShapeBound bound = {}) {
+/// Checks the buggy `kernel` (planted bug `name`) against `property` with options `opt` (the default ones, or under
+/// the kernel's contract): it fails, and the shrunk case fits `bound`.
+void caught(const attncheck_kernel &kernel, std::string_view name, std::string_view property, const CheckOptions &opt,
+            ShapeBound bound) {
   const Clock::time_point t0 = Clock::now();
-  const Report r = check_property(bug(b), property, options());
+  const Report r = check_property(kernel, property, opt);
   const double secs = seconds_since(t0);
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
@@ -65,10 +68,22 @@ void caught(Bug b, std::string_view property, ShapeBound bound = {}) {
   CHECK(s.Lk >= bound.min_lk);
   CHECK(s.Lk <= bound.max_lk);
   std::ostringstream row;
-  row << std::fixed << std::setprecision(2) << "| " << support::bug_name(b) << " | " << property << " | "
+  row << std::fixed << std::setprecision(2) << "| " << name << " | " << property << " | "
       << c.found_after << " | " << secs << " | " << c.minimal.spec.describe() << " | "
       << (c.outcome.step ? step_id(*c.outcome.step) : "?") << " |";
   record(row.str());
+}
+
+/// Checks bug `b` against `property` with the default options.
+void caught(Bug b, std::string_view property, ShapeBound bound = {}) {
+  caught(bug(b), support::bug_name(b), property, options(), bound);
+}
+
+/// Checks the feature bug `b` against its feature's `property`, under the feature kernels' contract.
+void caught(support::FeatureBug b, std::string_view property, ShapeBound bound = {}) {
+  CheckOptions opt = options();
+  opt.contract = parse_contract(support::feature_contract(b));
+  caught(support::feature_kernel(b), support::feature_bug_name(b), property, opt, bound);
 }
 
 /// The bundled kernel `name`, as the plugin exports it.
@@ -169,6 +184,30 @@ TEST_CASE("self-test: outputs added to instead of overwritten are caught by dete
 }
 TEST_CASE("self-test: reading one key past the last is caught by padding_isolation on a small case") {
   caught(Bug::read_past_last_key, "padding_isolation");
+}
+
+// ---- (a') each planted feature bug is caught by its feature's property (SPEC.md §2.7) ----
+
+TEST_CASE("self-test: a window one key too wide on its right edge is caught by window on a small case") {
+  caught(support::FeatureBug::window_right_off_by_one, "window");
+}
+TEST_CASE("self-test: softcap applied after the mask is caught by softcap on a small case") {
+  caught(support::FeatureBug::softcap_after_mask, "softcap");
+}
+TEST_CASE("self-test: ALiBi slopes in reverse head order are caught by alibi on a small case") {
+  caught(support::FeatureBug::alibi_reversed_slopes, "alibi");
+}
+TEST_CASE("self-test: varlen reading one key across a sequence boundary is caught by varlen on a small case") {
+  caught(support::FeatureBug::varlen_reads_across_boundary, "varlen");
+}
+TEST_CASE("self-test: paged KV read at the logical page is caught by paged on a small case") {
+  caught(support::FeatureBug::paged_logical_page, "paged");
+}
+TEST_CASE("self-test: a dropout mask not reproducible from its seed is caught by dropout on a small case") {
+  caught(support::FeatureBug::dropout_mask_not_reproducible, "dropout");
+}
+TEST_CASE("self-test: FP8 inputs read without their descales are caught by fp8 on a small case") {
+  caught(support::FeatureBug::fp8_without_descale, "fp8");
 }
 
 // ---- (b) the bundled kernels pass every property without a false alarm (4 runs × ≥ 2,500 decided cases) ----
