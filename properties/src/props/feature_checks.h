@@ -39,6 +39,25 @@ struct FeatureRun {
   std::optional<BackwardRun> br;  ///< the backward, when asked for and the kernel did not decline it
 };
 
+/// Under empty-rows=unspecified the contract says nothing of rows that see no key (SPEC.md §3.1), and features make
+/// them (windows, masks, empty sequences): their O and LSE are taken as the exact ones (0, −∞) rather than judged, and
+/// the backward — whose dK, dV such rows may feed — is not checked on the case.
+inline void leave_empty_rows(FeatureRun &r) {
+  const Shape &s = r.p.shape;
+  bool any = false;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        if (r.exact.lse[static_cast<std::size_t>(lse_offset(s, b, h, i))] != -std::numeric_limits<double>::infinity() ||
+            !row_frame(r.p.features, r.p.params.mask, b, i, s.Lq, s.Lk).exists)  // no row at all: the call layer's 0
+          continue;
+        any = true;
+        for (std::int64_t c = 0; c < s.Dv; ++c) r.fr.out.set({b, h, i, c}, 0);
+        if (r.fr.has_lse) r.fr.lse.set({b, h, i}, -std::numeric_limits<double>::infinity());
+      }
+  if (any) r.br.reset();
+}
+
 /// The kernel's forward on `p` (its dropout mask taken into the problem, so that the reference applies it) and, with
 /// `backward`, when the kernel has one and the problem a dout, its backward — up to the shape step of `L` (every
 /// call of a property comes before its checks: the ladder climbs once); then the exact values and bounds. False
@@ -60,6 +79,7 @@ inline bool run_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, s
   }
   out.exact = reference_forward(out.p);
   out.bound = forward_bounds(out.p, out.exact, env.profile);
+  if (env.contract.empty_rows == EmptyRows::unspecified) leave_empty_rows(out);
   return true;
 }
 
