@@ -371,6 +371,9 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
 
   RowModel r;
   const double cap = p.features.softcap;
+  // Each product of a gradient sum (dS·k, dS·q, P·dO) may be flushed below the smallest normal, or rounded there
+  // with an absolute error: τ_a per term (times the scale when it is applied after), not relative to anything.
+  const double flush = c.tiny_a * std::max(1.0, scale);
   std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv;
   for (std::int64_t b = 0; b < sh.B; ++b)
     for (std::int64_t h = 0; h < sh.Hq; ++h) {
@@ -452,10 +455,10 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           for (std::int64_t d = 0; d < sh.D; ++d) {
             const double kv = p.k.get({b, hk, j, d}), qv = p.q.get({b, h, i, d});
             const std::size_t iq = qidx(b, h, i, d), ik = kidx(b, hk, j, d);
-            dq_err[iq] += scale * e_dS[t] * std::fabs(kv);
+            dq_err[iq] += scale * e_dS[t] * std::fabs(kv) + flush;
             dq_mag[iq] += scale * ads * std::fabs(kv);
             dq_val[iq] += scale * dS[t] * kv;
-            dk_err[ik] += scale * e_dS[t] * std::fabs(qv);
+            dk_err[ik] += scale * e_dS[t] * std::fabs(qv) + flush;
             dk_mag[ik] += scale * ads * std::fabs(qv);
             dk_val[ik] += scale * dS[t] * qv;
           }
@@ -463,7 +466,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
             const double g = dO.get({b, h, i, col});
             const std::size_t iv = vidx(b, hk, j, col);
             const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
-            dv_err[iv] += (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * std::fabs(g);
+            dv_err[iv] += (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * std::fabs(g) + flush;
             dv_mag[iv] += (r.P[t] + e_Pv[t]) * (z + e_z) * std::fabs(g);
             dv_val[iv] += r.P[t] * z * g;
           }

@@ -103,6 +103,11 @@ Features features_of(const CaseSpec &spec);
 /// x clamped to the format's largest magnitude and rounded to it: an FP8 case's value.
 double fp8_value(Fp8 format, double x);
 
+/// Features a feature case may combine with its own (CaseOptions::combinable): the score modifiers whose settings do not
+/// depend on the shape — a problem cut to one sequence or another layout keeps them.
+inline constexpr std::uint32_t kCombinableFeatures =
+    ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIBI | ATTNCHECK_FEATURE_SINKS;
+
 /// Requirements a property places on the cases it is given (CaseSpec fields it fixes, tensors it needs).
 struct CaseOptions {
   Dtype dtype = Dtype::f32;
@@ -120,6 +125,9 @@ struct CaseOptions {
   std::optional<Layout> layout;  ///< fixed layout (default: drawn, and shrunk toward bhld)
   /// ABI 1.2 features every case uses (ATTNCHECK_FEATURE_* bits; their settings drawn, and shrunk toward the simplest).
   std::uint32_t features = 0;
+  /// With `features`: others the kernel declares that a case may add (each at kExtraFeatureRate, gen.h; shrinking
+  /// drops them first) — the combinations production models run (a window with softcap, sinks or ALiBi).
+  std::uint32_t combinable = 0;
   std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()
   /// Compile-friendly generation: when not empty, every case's dimensions come from these shapes (adjusted to the
   /// constraints above), while mask, layout and values stay fully random — a kernel behind a JIT compiler then

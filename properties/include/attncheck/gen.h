@@ -50,6 +50,9 @@ inline constexpr std::int64_t kMinStretchKeys = 64, kMaxStretchGeneralLq = 1024,
 inline constexpr std::int64_t kMaxCoreQueries = 2, kMaxLiveKeys = 16, kMaxStretchHeadDim = 128;
 inline constexpr int kStretchMaxEvery = 8;
 inline constexpr std::int64_t kMaxStretchWork = std::int64_t{1} << 28;
+/// Feature cases: the chance that each combinable feature the kernel declares joins the property's own
+/// (CaseOptions::combinable).
+inline constexpr double kExtraFeatureRate = 0.125;
 /// CaseOptions::huge_bytes: the RapidCheck size that draws a case of more than 2³¹ elements (once per 101 cases).
 inline constexpr int kHugeSize = 20;
 /// The huge case: a decode row per head, kHugeHeads heads of kHugeKeys keys, problem head dim kHugeHeadDim, Dv 1 —

@@ -351,6 +351,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   CaseOptions co;
   co.dtype = opt.dtype;
   co.causal = env.contract.causal == CausalAlign::top_left ? Mask::causal_top_left : Mask::causal;
+  co.combinable = env.contract.features & kCombinableFeatures;
   if (env.contract.empty_rows == EmptyRows::unspecified) co.empty_rows = false;
   co.backward = def.needs_backward;
   co.shape_pool = pool;

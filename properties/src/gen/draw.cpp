@@ -369,7 +369,10 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
                                        std::max<std::int64_t>(room, 1));
       if (opts.dv_equals_lk) sh.Dv = sh.Lk;
     }
-    s.features = draw_features(b, s, opts.features);
+    std::uint32_t bits = opts.features;
+    for (std::uint32_t f : kAllFeatures)
+      if ((opts.combinable & f) && b.chance(kExtraFeatureRate)) bits |= f;
+    s.features = draw_features(b, s, bits);
     s.features.top_left = opts.causal == Mask::causal_top_left;
   }
   return s;

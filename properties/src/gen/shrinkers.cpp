@@ -31,10 +31,10 @@ void add_spec(std::vector<CaseSpec> &out, const CaseSpec &from, const CaseSpec &
   if (cand == from) return;
   if (std::find(out.begin(), out.end(), cand) == out.end()) out.push_back(cand);
 }
-/// Simpler settings of the case's features (the features themselves stay: the property needs them): a window with
-/// one side unbounded, then narrower; softcap a small power of two; a mask shared by batches and heads, all visible,
+/// Simpler settings of the case's features: first without each feature the property does not need (a combined one),
+/// then a window with one side unbounded, then narrower; softcap a small power of two; a mask shared by batches and heads, all visible,
 /// boolean; pages of one key; dropout at 1/2; the seed 0.
-void feature_shrinks(const CaseSpec &s, std::vector<CaseSpec> &out) {
+void feature_shrinks(const CaseSpec &s, const CaseOptions &opts, std::vector<CaseSpec> &out) {
   const FeatureSpec &f = s.features;
   if (!f.active()) return;
   auto with = [&](auto edit) {
@@ -42,6 +42,8 @@ void feature_shrinks(const CaseSpec &s, std::vector<CaseSpec> &out) {
     edit(c.features);
     add_spec(out, s, c);
   };
+  for (std::uint32_t extra : kAllFeatures)
+    if ((f.bits & extra) && !(opts.features & extra)) with([&](FeatureSpec &x) { x.bits &= ~extra; });
   if (f.window_left >= 0 && f.window_right >= 0) {
     with([](FeatureSpec &x) { x.window_left = -1; });
     with([](FeatureSpec &x) { x.window_right = -1; });
@@ -130,7 +132,7 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
         c.family = f;
         add_spec(out, s, c);
       }
-  feature_shrinks(s, out);
+  feature_shrinks(s, opts, out);
   return out;
 }
 

@@ -11,11 +11,15 @@ constexpr double kFarBelow = 200;
 Outcome run(const Env &env, const Case &c) {
   Ladder L;
   Problem low = c.problem();
-  double top = 0;  // the largest |logit| bound: |scale|·Σ|q||k| ≤ what the row could reach
-  for (double x : c.q) top = std::max(top, std::fabs(x));
-  double kmax = 0;
+  // The largest |logit| any row can have: |scale|·D·max|q|·max|k| (softcap: at most c), plus ALiBi's largest bias
+  // (the largest slope times the farthest distance, < Lq + Lk) — every sink goes kFarBelow under it.
+  double qmax = 0, kmax = 0, slope = 0;
+  for (double x : c.q) qmax = std::max(qmax, std::fabs(x));
   for (double x : c.k) kmax = std::max(kmax, std::fabs(x));
-  top = std::fabs(low.params.scale) * top * kmax * static_cast<double>(c.spec.shape.D);
+  for (double x : low.features.alibi_slopes) slope = std::max(slope, std::fabs(x));
+  double top = std::fabs(low.params.scale) * qmax * kmax * static_cast<double>(c.spec.shape.D);
+  if (low.features.softcap > 0) top = std::min(top, low.features.softcap);
+  top += slope * static_cast<double>(c.spec.shape.Lq + c.spec.shape.Lk);
   for (double &s : low.features.sinks) s = round_to(Dtype::f32, -(top + kFarBelow));
   Case none = c;
   none.spec.features.bits &= ~static_cast<std::uint32_t>(ATTNCHECK_FEATURE_SINKS);
