@@ -1,4 +1,4 @@
-// What the feature properties (window, softcap, alibi, sinks, attn_mask, varlen, paged, dropout; SPEC.md §2.7, §7)
+// What the feature properties (window, softcap, alibi, sinks, attn_mask, varlen, paged, dropout, fp8; SPEC.md §2.7, §7)
 // share: their tier (declared features only), the accuracy ladder under a feature — forward and, where the kernel
 // and the layout have one, backward — and the comparison of two runs of the kernel row by row (the metamorphic
 // relations), within both problems' bounds and the exact difference between them.
