@@ -3,6 +3,7 @@
 // central finite differences, and in certified mode; and the refusal of features that do not fit the shape.
 #include "attncheck/reference.hpp"
 #include "finite_difference.h"
+#include "certified_check.h"
 #include "random_problem.h"
 
 #include <catch2/catch.hpp>
@@ -18,6 +19,7 @@ using namespace attncheck;
 using attncheck::test::check_against_fd;
 using attncheck::test::kFdBits;
 using attncheck::test::random_problem;
+using attncheck::test::require_certified;
 using attncheck::test::RandomSpec;
 using boost::multiprecision::mpfi_float;
 using boost::multiprecision::mpfr_float;
@@ -558,20 +560,7 @@ TEST_CASE("certified enclosures contain the MPFR values with every feature on", 
       for (double spread : {1.0, 8.0}) {
         const Problem p = all_features(s, dt, mask, spread, ++seed);
         INFO(dtype_name(dt) << " " << mask_name(mask) << " spread " << spread);
-        const CertifiedForward c = certified_forward(p);
-        const ExactForward x = reference_forward(p, kHighBits);
-        for (std::size_t n = 0; n < x.out.size(); ++n) REQUIRE(c.out.contains(n, x.out[n]));
-        for (std::size_t n = 0; n < x.lse.size(); ++n) REQUIRE(c.lse.contains(n, x.lse[n]));
-        CHECK(c.out.max_width_ulps() <= 1);
-        CHECK(c.lse.max_width_ulps() <= 1);
-        const CertifiedBackward cg = certified_backward(p);
-        const ExactBackward g = reference_backward(p, kHighBits);
-        for (std::size_t n = 0; n < g.dq.size(); ++n) REQUIRE(cg.dq.contains(n, g.dq[n]));
-        for (std::size_t n = 0; n < g.dk.size(); ++n) REQUIRE(cg.dk.contains(n, g.dk[n]));
-        for (std::size_t n = 0; n < g.dv.size(); ++n) REQUIRE(cg.dv.contains(n, g.dv[n]));
-        CHECK(cg.dq.max_width_ulps() <= 1);
-        CHECK(cg.dk.max_width_ulps() <= 1);
-        CHECK(cg.dv.max_width_ulps() <= 1);
+        const auto [x, g] = require_certified(p, kHighBits);
         // 128 bits round to the same doubles as 256 with features too.
         const ExactForward lo = reference_forward(p);
         REQUIRE_SAME(lo.out, x.out);

@@ -5,6 +5,7 @@
 #include "attncheck/check.h"
 #include "attncheck/features.h"
 #include "attncheck/report_io.h"
+#include "report_support.h"
 #include "feature_kernels.h"
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,7 @@
 #include <vector>
 
 using namespace attncheck;
+using attncheck::test::error_of;
 using namespace attncheck::reporting;
 
 namespace {
@@ -97,15 +99,6 @@ Document document_of(const Case &minimal) {
   return doc;
 }
 
-/// The message of the ReportError that from_json throws on `text` ("" when it does not throw).
-std::string error_of(const std::string &text) {
-  try {
-    (void)from_json(text);
-  } catch (const ReportError &e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string with_features(const std::string &json, void (*edit)(ojson &features)) {
   ojson j = ojson::parse(json);

@@ -5,6 +5,7 @@
 #include "attncheck/check.h"
 #include "attncheck/reference.h"
 #include "attncheck/report_io.h"
+#include "report_support.h"
 #include "variant_kernels.h"
 
 #include <catch2/catch.hpp>
@@ -20,6 +21,7 @@
 #include <vector>
 
 using namespace attncheck;
+using attncheck::test::error_of;
 using namespace attncheck::reporting;
 
 namespace {
@@ -82,15 +84,6 @@ std::string quoted_hex(double x) {
   return buf;
 }
 
-/// The message of the ReportError that from_json throws on `text` ("" when it does not throw).
-std::string error_of(const std::string &text) {
-  try {
-    (void)from_json(text);
-  } catch (const ReportError &e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string replace_all(std::string text, const std::string &from, const std::string &to) {
   for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
