@@ -1,4 +1,5 @@
 #include "attncheck/exec_kernel.h"
+#include "attncheck/bound_kernel.h"
 
 #include "attncheck/contract.h"
 #include "attncheck/kernel_call.h"
@@ -32,8 +33,6 @@ using exec_detail::Clock;
 
 namespace {
 
-/// ABI kernels of exec children alive at once (each needs its own trampolines: ABI calls carry no state).
-constexpr std::size_t kMaxSlots = 32;
 /// Restarts after a call broke the child (timeout, garbled answer, exit) with no call answered in between: a kernel
 /// that hangs or crashes on some shapes keeps being checked on the others, one that cannot serve at all is given up.
 constexpr int kMaxRestarts = 8;
@@ -146,10 +145,7 @@ std::vector<std::pair<const char *, const DLTensor *>> feature_inputs(std::uint3
 }
 
 /// The outcome of one call: status and, for a non-OK status, the message.
-struct Outcome {
-  int status;
-  std::string message;
-};
+using Outcome = KernelAnswer;
 
 }  // namespace
 
@@ -157,7 +153,6 @@ struct ExecKernel::State {
   struct Info {
     std::string name;
     bool backward = false;
-    std::size_t slot = 0;
     std::string contract;  ///< the hello's contract tokens (key=value), space-separated; "" when none
     std::uint32_t features = 0;  ///< the ATTNCHECK_FEATURE_* bits its contract declares (ABI 1.2)
   };
@@ -171,7 +166,8 @@ struct ExecKernel::State {
   int unanswered_starts = 0;  // starts since a call was last answered
   std::string last_failure;  // why the child was last stopped (for the give-up message)
   std::vector<Info> infos;
-  std::vector<attncheck_kernel> abi;
+  std::vector<std::unique_ptr<BoundKernel>> bound;  // infos[i]'s ABI kernel
+  std::vector<attncheck_kernel> abi;                // copies of theirs, contiguous for kernels()
   std::set<std::string> seen_shapes;  // "verb kernel dtype mask q-shape k-shape v-shape": calls made before
   ExecKernel::CallTimes times;
 
@@ -209,81 +205,6 @@ struct ExecKernel::State {
     child.reset();
   }
 };
-
-// ---- the registry: slot i has trampolines forward_i/backward_i/last_error_i that find their kernel here ----
-
-namespace {
-
-struct Slot {
-  std::weak_ptr<ExecKernel::State> state;
-  std::size_t kernel = 0;
-  bool used = false;
-};
-std::mutex g_registry_mu;
-std::array<Slot, kMaxSlots> g_slots;
-/// last_error() per slot and per thread: the ABI's last_error has no arguments.
-thread_local std::array<std::string, kMaxSlots> t_last_error;
-
-int run_slot(std::size_t slot, bool backward, const attncheck_params *p, const DLTensor *const in[],
-             const char *const in_names[], std::size_t n_in, DLTensor *const out[], const char *const out_names[],
-             std::size_t n_out) {
-  std::shared_ptr<ExecKernel::State> st;
-  std::size_t kernel = 0;
-  {
-    std::lock_guard lock(g_registry_mu);
-    st = g_slots[slot].state.lock();
-    kernel = g_slots[slot].kernel;
-  }
-  Outcome o{ATTNCHECK_ERROR, "exec kernel was closed (its ExecKernel no longer exists)"};
-  if (st) {
-    try {
-      o = st->call(kernel, backward, *p, in, in_names, n_in, out, out_names, n_out);
-    } catch (const std::exception &e) {
-      o = {ATTNCHECK_ERROR, "exec kernel: " + clip(e.what())};
-    }
-  }
-  t_last_error[slot] = std::move(o.message);
-  return o.status;
-}
-
-template <std::size_t S>
-int forward_tramp(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v, DLTensor *out,
-                  DLTensor *lse) {
-  const DLTensor *in[] = {q, k, v};
-  const char *in_names[] = {"q", "k", "v"};
-  DLTensor *outs[] = {out, lse};
-  const char *out_names[] = {"out", "lse"};
-  return run_slot(S, false, p, in, in_names, 3, outs, out_names, 2);
-}
-
-template <std::size_t S>
-int backward_tramp(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
-                   const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq, DLTensor *dk,
-                   DLTensor *dv) {
-  const DLTensor *in[] = {q, k, v, out, lse, dout};
-  const char *in_names[] = {"q", "k", "v", "out", "lse", "dout"};
-  DLTensor *outs[] = {dq, dk, dv};
-  const char *out_names[] = {"dq", "dk", "dv"};
-  return run_slot(S, true, p, in, in_names, 6, outs, out_names, 3);
-}
-
-template <std::size_t S>
-const char *last_error_tramp() {
-  return t_last_error[S].c_str();
-}
-
-struct Trampolines {
-  decltype(&forward_tramp<0>) forward;
-  decltype(&backward_tramp<0>) backward;
-  decltype(&last_error_tramp<0>) last_error;
-};
-template <std::size_t... S>
-constexpr std::array<Trampolines, sizeof...(S)> make_trampolines(std::index_sequence<S...>) {
-  return {Trampolines{&forward_tramp<S>, &backward_tramp<S>, &last_error_tramp<S>}...};
-}
-constexpr auto kTrampolines = make_trampolines(std::make_index_sequence<kMaxSlots>{});
-
-}  // namespace
 
 /// ulimit -v counts KiB.
 constexpr std::uint64_t kKiBPerMiB = 1024;
@@ -364,7 +285,7 @@ void ExecKernel::State::start() {
     if (f.size() < 2 || f[0] != "kernel" || !valid_name(f[1]))
       throw fail("bad hello line '" + clip(line) +
                  "': expected 'kernel <name> forward [backward]' (name: letters, digits, _ . + -) or 'ready'");
-    Info info{f[1], false, 0, "", 0};
+    Info info{f[1], false, "", 0};
     bool forward = false;
     for (std::size_t i = 2; i < f.size(); ++i) {
       if (f[i] == "forward") forward = true;
@@ -562,35 +483,34 @@ ExecKernel::ExecKernel(std::string command, ExecOptions options) : state_(std::m
   st.dir = fs::absolute(templ).string();
   try {
     st.start();
-    std::lock_guard lock(g_registry_mu);
-    std::vector<std::size_t> free;
-    for (std::size_t s = 0; s < kMaxSlots && free.size() < st.infos.size(); ++s)
-      if (!g_slots[s].used) free.push_back(s);
-    if (free.size() < st.infos.size())
-      throw ExecError(st.who() + ": too many exec kernels at once (at most " + std::to_string(kMaxSlots) +
-                      "): close the ExecKernels you no longer need");
     for (std::size_t i = 0; i < st.infos.size(); ++i) {
-      const std::size_t s = free[i];
-      g_slots[s] = Slot{state_, i, true};
-      st.infos[i].slot = s;
+      std::weak_ptr<State> weak = state_;
+      st.bound.push_back(std::make_unique<BoundKernel>(
+          st.infos[i].name,
+          [weak, i](const KernelCall &c) -> KernelAnswer {
+            const std::shared_ptr<State> s = weak.lock();
+            if (!s) return {ATTNCHECK_ERROR, "exec kernel was closed (its ExecKernel no longer exists)"};
+            try {
+              return s->call(i, c.backward, c.params, c.in.data(), c.in_names.data(), c.in.size(), c.out.data(),
+                             c.out_names.data(), c.out.size());
+            } catch (const std::exception &e) {
+              return {ATTNCHECK_ERROR, "exec kernel: " + clip(e.what())};
+            }
+          },
+          st.infos[i].backward));
+      st.abi.push_back(st.bound.back()->kernel());
     }
-  } catch (...) {
+  } catch (const std::runtime_error &e) {
+    st.bound.clear();
     st.shutdown();
     fs::remove_all(st.dir);
-    throw;
-  }
-  for (const State::Info &info : st.infos) {
-    const Trampolines &t = kTrampolines[info.slot];
-    st.abi.push_back(attncheck_kernel{ATTNCHECK_ABI_VERSION, info.name.c_str(), t.forward,
-                                      info.backward ? t.backward : nullptr, t.last_error});
+    if (dynamic_cast<const ExecError *>(&e)) throw;
+    throw ExecError(st.who() + ": " + e.what());
   }
 }
 
 ExecKernel::~ExecKernel() {
-  {
-    std::lock_guard lock(g_registry_mu);
-    for (const State::Info &info : state_->infos) g_slots[info.slot] = Slot{};
-  }
+  state_->bound.clear();  // waits for calls in flight; stale copies of the structs then fail cleanly
   std::lock_guard lock(state_->mu);  // waits for a call in flight on another thread
   state_->shutdown();
   std::error_code ec;
