@@ -1,9 +1,9 @@
 // attncheck check: the CI gate. Every selected property of every selected kernel and dtype, on generated cases,
 // each failure shrunk and reported.
 #include "commands.h"
+#include "gate.h"
 #include "jobs.h"
 #include "kernel_source.h"
-#include "progress.h"
 
 #include "attncheck/check.h"
 #include "attncheck/property.h"
@@ -68,25 +68,6 @@ struct CancelOnSignal {
   }
 };
 
-/// A profile: how hard to look, per kernel and dtype.
-struct ProfileSpec {
-  std::string_view name;
-  int cases;                    ///< cases per property
-  std::chrono::seconds budget;  ///< wall-clock budget per kernel and dtype
-};
-/// quick: seconds, for pre-commit; default: at most a minute per kernel and dtype on 2 cores; thorough: minutes.
-constexpr ProfileSpec kProfiles[] = {
-    {"quick", 15, std::chrono::seconds(20)},
-    {"default", 100, std::chrono::seconds(60)},
-    {"thorough", 1000, std::chrono::seconds(900)},
-};
-
-const ProfileSpec &profile_spec(std::string_view name) {
-  for (const ProfileSpec &p : kProfiles)
-    if (p.name == name) return p;
-  return kProfiles[1];
-}
-
 struct CheckArgs {
   std::string plugin, exec, kernel, properties, profile = "default", report_dir, junit;
   std::optional<std::string> accumulate, contract;
@@ -121,23 +102,6 @@ std::string known_properties() {
   std::string s;
   for (const PropertyDef *d : all_properties()) s += (s.empty() ? "" : ", ") + std::string(d->id);
   return s;
-}
-
-std::string run_line(const Report &r, bool strict) {
-  int passed = 0, failed = 0, warned = 0, undecided = 0, unsupported = 0, cases = 0;
-  for (const PropertyReport &p : r.properties) {
-    cases += p.cases;
-    switch (p.verdict) {
-      case Verdict::pass: ++passed; break;
-      case Verdict::fail: ++failed; break;
-      case Verdict::warn: ++warned; break;
-      case Verdict::undecided: ++undecided; break;
-      case Verdict::unsupported: ++unsupported; break;
-    }
-  }
-  return fmt::format("{} {}: {} — {} passed, {} failed, {} warnings, {} undecided, {} unsupported ({} cases)",
-                     r.kernel, dtype_name(r.dtype), verdict_name(r.verdict(strict)), passed, failed, warned,
-                     undecided, unsupported, cases);
 }
 
 void print_table(const reporting::Document &doc) {
@@ -181,43 +145,11 @@ void write_text_file(const std::string &path, const std::string &text) {
   if (!f) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
 }
 
-int exit_code(const reporting::Document &doc, bool strict) {
-  bool fail = false, undecided = g_cancel.load(), any_ran = false;
-  for (const reporting::Run &run : doc.runs) {
-    const Verdict v = run.report.verdict(strict);
-    fail |= v == Verdict::fail;
-    undecided |= v == Verdict::undecided;
-    any_ran |= v != Verdict::unsupported;
-  }
-  if (fail) return kExitCounterexample;
-  return (undecided || !any_ran) ? kExitInconclusive : kExitPass;
-}
-
 using OptionsFor = std::function<CheckOptions(std::size_t, Dtype)>;
 
+/// Counterexamples' evidence is gathered for the reports that show it.
+bool wants_evidence(const CheckArgs &a) { return !a.report_dir.empty() || !a.junit.empty(); }
 
-/// Evidence re-runs each counterexample: not after an interruption, which wants the reports now.
-void add_evidence_unless_cancelled(const CheckArgs &a, reporting::Run &run, const attncheck_kernel &k) {
-  if ((!a.report_dir.empty() || !a.junit.empty()) && !g_cancel.load()) reporting::add_evidence(run, k);
-}
-
-std::vector<reporting::Run> check_serially(const CheckArgs &a, const std::vector<const attncheck_kernel *> &kernels,
-                                           const std::vector<Dtype> &dtypes, const OptionsFor &options_for,
-                                           const reporting::KernelSource &src, std::string_view profile) {
-  std::vector<reporting::Run> runs;
-  Progress progress(static_cast<int>(kernels.size() * dtypes.size()), a.quiet);
-  for (std::size_t n = 0; n < kernels.size(); ++n)
-    for (Dtype dt : dtypes) {
-      CheckOptions opt = options_for(n, dt);
-      opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
-      progress.start_run(fmt::format("{} {}", kernels[n]->name, dtype_name(dt)));
-      reporting::Run run{src, std::string(profile), check(*kernels[n], opt), {}};
-      add_evidence_unless_cancelled(a, run, *kernels[n]);
-      progress.finish_run(run_line(run.report, a.strict));
-      runs.push_back(std::move(run));
-    }
-  return runs;
-}
 
 /// The same runs from `jobs` worker processes (jobs.h), one property at a time, merged in the serial order. Each
 /// (kernel, dtype) run keeps its own budget, ending one after another as in a serial check; a property is handed its
@@ -341,45 +273,33 @@ int run_check(const CheckArgs &a) {
     return usage_error(e.what());
   }
 
-  const ProfileSpec &prof = profile_spec(a.profile);
-  const auto budget = std::chrono::milliseconds(
-      static_cast<std::int64_t>(1000 * a.time_budget.value_or(static_cast<double>(prof.budget.count()))));
-  std::vector<std::vector<Shape>> hung(kernels.size());  // per kernel, across its dtypes and properties
-  std::vector<std::optional<bool>> compiles(kernels.size());  // per kernel: a JIT compiler detected (--shape-pool auto)
+  GateRequest request;
+  request.properties = ids;
+  request.profile = find_profile(a.profile);
+  request.cases = a.cases;
+  request.time_budget = a.time_budget;
+  request.seed = a.seed;
+  request.shape_pool = a.shape_pool;
+  request.memory_limit_mib = a.memory_limit_mib;
+  const ProfileSpec &prof = *request.profile;
+  std::vector<KernelRunState> states(kernels.size());  // per kernel, across its dtypes and properties
   const CancelOnSignal cancel_on_signal;
   auto options_for = [&](std::size_t n, Dtype dt) {
-    CheckOptions opt;
-    opt.dtype = dt;
-    opt.properties = ids;
-    opt.cases = a.cases.value_or(prof.cases);
-    opt.seed = a.seed;
-    opt.time_budget = budget;
-    opt.contract = contracts[n];
-    opt.cancel = &g_cancel;
-    opt.hung_shapes = &hung[n];
-    opt.huge_cases = prof.name == "thorough";
-    opt.memory_limit_mib = a.memory_limit_mib;
-    if (a.shape_pool == "auto") {
-      opt.detect_compile = true;
-      opt.compile_detected = &compiles[n];
-    }
-    else
-      opt.shape_pool = std::stoi(a.shape_pool);
-    return opt;
+    return gate_options(request, dt, contracts[n], states[n], &g_cancel);
   };
   // A worker of `--jobs`: one property of one kernel and dtype per item, the report (and evidence) on stdout.
   if (a.worker) {
     std::vector<SearchTrails> trails(kernels.size());  // searches an item's share stopped: a second item continues
     return serve_items([&](const WorkItem &it) {
-      merge_shapes(hung[it.kernel], it.hung);  // other workers' hangs: this worker skips those shapes too
+      merge_shapes(states[it.kernel].hung, it.hung);  // other workers' hangs: this worker skips those shapes too
       CheckOptions opt = options_for(it.kernel, it.dtype);
       opt.properties = {it.property};
       opt.time_budget = it.budget;
       opt.end = it.end;
       opt.trails = &trails[it.kernel];
       reporting::Run run{src, std::string(prof.name), check(*kernels[it.kernel], opt), {}};
-      add_evidence_unless_cancelled(a, run, *kernels[it.kernel]);
-      return ItemResult{std::move(run), hung[it.kernel]};
+      if (wants_evidence(a) && !g_cancel.load()) reporting::add_evidence(run, *kernels[it.kernel]);
+      return ItemResult{std::move(run), states[it.kernel].hung};
     }, [&] { return source->exec_call_times(); });
   }
 
@@ -390,7 +310,8 @@ int run_check(const CheckArgs &a) {
   ExecKernel::CallTimes worker_times;  // the workers' exec kernels' (--jobs)
   try {
     doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name, worker_times)
-                        : check_serially(a, kernels, dtypes, options_for, src, prof.name);
+                        : check_serially(kernels, dtypes, options_for, src, prof.name, a.quiet, a.strict,
+                                          wants_evidence(a), &g_cancel);
   } catch (const std::runtime_error &e) {
     fmt::print(stderr, "attncheck: {}\n", e.what());
     return kExitInternal;
@@ -412,7 +333,7 @@ int run_check(const CheckArgs &a) {
   } catch (const std::runtime_error &e) {
     return usage_error(e.what());
   }
-  return exit_code(doc, a.strict);
+  return exit_code(doc, a.strict, g_cancel.load());
 }
 }  // namespace
 

@@ -1,6 +1,8 @@
 // The attncheck subcommands; each file registers one on the CLI11 app and runs it.
 #pragma once
 
+#include "gate.h"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -8,15 +10,6 @@
 #include <vector>
 
 namespace attncheck::cli {
-
-/// Documented exit codes (README, `attncheck --help`).
-enum ExitCode : int {
-  kExitPass = 0,          ///< every property passed
-  kExitCounterexample = 1, ///< a counterexample was found
-  kExitUsage = 2,         ///< usage or configuration error
-  kExitInconclusive = 3,  ///< too few cases could run
-  kExitInternal = 4,      ///< internal error of attncheck
-};
 
 /// Prints "attncheck: <message>" as one line on stderr and returns kExitUsage.
 int usage_error(const std::string &message);

@@ -1,0 +1,89 @@
+#include "gate.h"
+
+#include "progress.h"
+
+#include <fmt/core.h>
+
+namespace attncheck::cli {
+
+const ProfileSpec *find_profile(std::string_view name) {
+  for (const ProfileSpec &p : kProfiles)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+CheckOptions gate_options(const GateRequest &request, Dtype dt, const KernelContract &contract,
+                          KernelRunState &state, const std::atomic<bool> *cancel) {
+  const ProfileSpec &prof = *request.profile;
+  CheckOptions opt;
+  opt.dtype = dt;
+  opt.properties = request.properties;
+  opt.cases = request.cases.value_or(prof.cases);
+  opt.seed = request.seed;
+  opt.time_budget = std::chrono::milliseconds(static_cast<std::int64_t>(
+      1000 * request.time_budget.value_or(static_cast<double>(prof.budget.count()))));
+  opt.contract = contract;
+  opt.cancel = cancel;
+  opt.hung_shapes = &state.hung;
+  opt.huge_cases = prof.name == "thorough";
+  opt.memory_limit_mib = request.memory_limit_mib;
+  if (request.shape_pool == "auto") {
+    opt.detect_compile = true;
+    opt.compile_detected = &state.compiles;
+  } else {
+    opt.shape_pool = std::stoi(request.shape_pool);
+  }
+  return opt;
+}
+
+std::string run_line(const Report &r, bool strict) {
+  int passed = 0, failed = 0, warned = 0, undecided = 0, unsupported = 0, cases = 0;
+  for (const PropertyReport &p : r.properties) {
+    cases += p.cases;
+    switch (p.verdict) {
+      case Verdict::pass: ++passed; break;
+      case Verdict::fail: ++failed; break;
+      case Verdict::warn: ++warned; break;
+      case Verdict::undecided: ++undecided; break;
+      case Verdict::unsupported: ++unsupported; break;
+    }
+  }
+  return fmt::format("{} {}: {} — {} passed, {} failed, {} warnings, {} undecided, {} unsupported ({} cases)",
+                     r.kernel, dtype_name(r.dtype), verdict_name(r.verdict(strict)), passed, failed, warned,
+                     undecided, unsupported, cases);
+}
+
+int exit_code(const reporting::Document &doc, bool strict, bool cancelled) {
+  bool fail = false, undecided = cancelled, any_ran = false;
+  for (const reporting::Run &run : doc.runs) {
+    const Verdict v = run.report.verdict(strict);
+    fail |= v == Verdict::fail;
+    undecided |= v == Verdict::undecided;
+    any_ran |= v != Verdict::unsupported;
+  }
+  if (fail) return kExitCounterexample;
+  return (undecided || !any_ran) ? kExitInconclusive : kExitPass;
+}
+
+std::vector<reporting::Run> check_serially(const std::vector<const attncheck_kernel *> &kernels,
+                                           const std::vector<Dtype> &dtypes,
+                                           const std::function<CheckOptions(std::size_t, Dtype)> &options_for,
+                                           const reporting::KernelSource &src, std::string_view profile,
+                                           bool quiet, bool strict, bool evidence, const std::atomic<bool> *cancel) {
+  std::vector<reporting::Run> runs;
+  Progress progress(static_cast<int>(kernels.size() * dtypes.size()), quiet);
+  for (std::size_t n = 0; n < kernels.size(); ++n)
+    for (Dtype dt : dtypes) {
+      CheckOptions opt = options_for(n, dt);
+      opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
+      progress.start_run(fmt::format("{} {}", kernels[n]->name, dtype_name(dt)));
+      reporting::Run run{src, std::string(profile), check(*kernels[n], opt), {}};
+      // Evidence re-runs each counterexample: not after an interruption, which wants the reports now.
+      if (evidence && !(cancel && cancel->load())) reporting::add_evidence(run, *kernels[n]);
+      progress.finish_run(run_line(run.report, strict));
+      runs.push_back(std::move(run));
+    }
+  return runs;
+}
+
+}  // namespace attncheck::cli

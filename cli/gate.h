@@ -1,0 +1,79 @@
+// The gate's run of a check, shared by its two fronts — the `attncheck check` command and the Python module: the
+// profiles, each (kernel, dtype) run's CheckOptions, the serial run with its progress bar, and the verdict line and
+// exit code.
+#pragma once
+
+#include "attncheck/check.h"
+#include "attncheck/report_io.h"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attncheck::cli {
+
+/// Documented exit codes (README, `attncheck --help`).
+enum ExitCode : int {
+  kExitPass = 0,          ///< every property passed
+  kExitCounterexample = 1, ///< a counterexample was found
+  kExitUsage = 2,         ///< usage or configuration error
+  kExitInconclusive = 3,  ///< too few cases could run
+  kExitInternal = 4,      ///< internal error of attncheck
+};
+
+/// A profile: how hard to look, per kernel and dtype.
+struct ProfileSpec {
+  std::string_view name;
+  int cases;                    ///< cases per property
+  std::chrono::seconds budget;  ///< wall-clock budget per kernel and dtype
+};
+/// quick: seconds, for pre-commit; default: at most a minute per kernel and dtype on 2 cores; thorough: minutes.
+inline constexpr ProfileSpec kProfiles[] = {
+    {"quick", 15, std::chrono::seconds(20)},
+    {"default", 100, std::chrono::seconds(60)},
+    {"thorough", 1000, std::chrono::seconds(900)},
+};
+/// The profile named `name`; nullptr for another name.
+const ProfileSpec *find_profile(std::string_view name);
+
+/// What a check asks for, whichever front it came from.
+struct GateRequest {
+  std::vector<std::string> properties;  ///< ids; empty = all
+  const ProfileSpec *profile = &kProfiles[1];
+  std::optional<int> cases;           ///< overrides the profile's
+  std::optional<double> time_budget;  ///< seconds per kernel and dtype; overrides the profile's
+  std::uint64_t seed = 1;
+  std::string shape_pool = "auto";    ///< "auto" or a pool size ("0": off)
+  std::uint64_t memory_limit_mib = 4096;
+};
+
+/// What a kernel's runs share across its dtypes and properties: the shapes that hung, whether it compiles per shape.
+struct KernelRunState {
+  std::vector<Shape> hung;
+  std::optional<bool> compiles;
+};
+
+/// The CheckOptions of one (kernel, dtype) run; `state` and `cancel` must outlive the run.
+CheckOptions gate_options(const GateRequest &request, Dtype dt, const KernelContract &contract,
+                          KernelRunState &state, const std::atomic<bool> *cancel);
+
+/// "kernel dtype: verdict — N passed, N failed, … (N cases)".
+std::string run_line(const Report &r, bool strict);
+
+/// The gate's exit code: 1 for a failure (a warning too under `strict`), else 3 when something stayed undecided,
+/// the check was cancelled or nothing ran, else 0.
+int exit_code(const reporting::Document &doc, bool strict, bool cancelled);
+
+/// Runs `kernels` × `dtypes` one after another with a progress bar on stderr (a bar on a terminal, lines otherwise;
+/// nothing when `quiet`), gathering each counterexample's evidence when `evidence` (unless cancelled).
+std::vector<reporting::Run> check_serially(const std::vector<const attncheck_kernel *> &kernels,
+                                           const std::vector<Dtype> &dtypes,
+                                           const std::function<CheckOptions(std::size_t, Dtype)> &options_for,
+                                           const reporting::KernelSource &src, std::string_view profile,
+                                           bool quiet, bool strict, bool evidence, const std::atomic<bool> *cancel);
+
+}  // namespace attncheck::cli
