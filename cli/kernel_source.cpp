@@ -21,6 +21,9 @@ std::string builtin_plugin_path() {
 
 KernelSource::KernelSource(const reporting::KernelSource &source, const SourceOptions &options) : source_(source) {
   using Kind = reporting::KernelSource::Kind;
+  if (source.kind == Kind::python)
+    throw SourceError("the kernel is the Python function " + source.location +
+                      ", checked in process: replay it from Python, attncheck.Report.load(PATH).replay(fn)");
   try {
     if (source.kind == Kind::exec) {
       ExecOptions eo;

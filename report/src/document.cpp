@@ -15,6 +15,7 @@ std::string_view kind_name(KernelSource::Kind k) {
     case KernelSource::Kind::builtin: return "builtin";
     case KernelSource::Kind::plugin: return "plugin";
     case KernelSource::Kind::exec: return "exec";
+    case KernelSource::Kind::python: return "python";
   }
   return "?";
 }

@@ -34,7 +34,7 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
     if (name(static_cast<E>(x)) == s) return *out = static_cast<E>(x), true;
   return false;
 }
-constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 3, kTiers = 3, kLse = 3;
+constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
 static_assert(static_cast<int>(Verdict::warn) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
               static_cast<int>(Mask::causal_top_left) == kMasks - 1);
 

@@ -32,12 +32,13 @@ struct ReportError : std::runtime_error {
 
 /// How the kernel was reached, so that replay can reach it again.
 struct KernelSource {
-  enum class Kind : std::uint8_t { builtin, plugin, exec };
+  enum class Kind : std::uint8_t { builtin, plugin, exec, python };
   Kind kind = Kind::builtin;
-  std::string location;  ///< the plugin's path or the exec command; empty for builtin
+  /// The plugin's path, the exec command, or a Python function's module:qualname; empty for builtin.
+  std::string location;
   friend bool operator==(const KernelSource &, const KernelSource &) = default;
 };
-std::string_view kind_name(KernelSource::Kind k);  ///< "builtin", "plugin", "exec"
+std::string_view kind_name(KernelSource::Kind k);  ///< "builtin", "plugin", "exec", "python"
 
 /// What the kernel returned on a minimal counterexample, element by element, for the output tensor the failure
 /// is in — and the exact attention probabilities of the case, for the heatmaps.
