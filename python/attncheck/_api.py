@@ -1,0 +1,169 @@
+"""attncheck.check and the kernels behind it: in process (the function called through attncheck._core), or
+isolated (a fresh Python process speaking the exec protocol, attncheck._serve, run by the C++ ExecKernel — a crash
+or hang there is a failing call, not the end of the caller's process)."""
+from __future__ import annotations
+
+import os
+import pickle
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Optional
+
+from . import _core
+from ._kernel import Kernel
+from ._report import Replay, Report
+
+DTYPES = ("f32", "f16", "bf16")
+
+
+def contract_text(contract):
+    """A contract dict ({"causal": "top-left", "lse": "none"}) in the text form of spec/SPEC.md §3.1."""
+    if contract is None:
+        return ""
+    if isinstance(contract, str):
+        return contract
+    if not isinstance(contract, dict):
+        raise TypeError("contract must be a dict such as {'causal': 'top-left', 'lse': 'none'}")
+    tokens = []
+    for key, value in contract.items():
+        if isinstance(value, (list, tuple, set)):
+            value = "+".join(str(v) for v in value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        tokens.append(f"{key}={value}")
+    return " ".join(tokens)
+
+
+@dataclass
+class _Isolated:
+    """A kernel run in its own process: the exec command and the file holding the pickled function."""
+    command: str
+    spec_path: str
+    name: str
+    adapter_framework: str
+
+    def close(self):
+        try:
+            os.unlink(self.spec_path)
+        except OSError:
+            pass
+
+
+def make_kernel(fn, backward=None, framework=None, device="cpu", name=None, contract=None, isolate=False):
+    """The kernel tuple attncheck._core takes, or an _Isolated one."""
+    kernel = Kernel(fn, backward, framework, device, name)
+    text = contract_text(contract)
+    if not isolate:
+        return [(kernel.name, kernel, backward is not None, text, kernel.location)]
+    return _isolated(kernel, text)
+
+
+def _pickle(obj):
+    try:
+        return pickle.dumps(obj)
+    except Exception as first:
+        try:
+            import cloudpickle
+        except ImportError:
+            raise ValueError(
+                f"isolate=True runs the function in a new Python process, which needs it pickled ({first}): define "
+                "it at module level, or pip install cloudpickle for lambdas and closures") from None
+        return cloudpickle.dumps(obj)
+
+
+def _isolated(kernel, contract):
+    spec = {"fn": kernel.fn, "backward": kernel.backward, "framework": kernel.adapter.framework,
+            "device": kernel.device, "name": kernel.name, "contract": contract}
+    main = sys.modules.get("__main__")
+    main_path = getattr(main, "__file__", None) if getattr(kernel.fn, "__module__", None) == "__main__" else None
+    data = pickle.dumps({"sys_path": list(sys.path), "main_path": main_path and os.path.abspath(main_path),
+                         "payload": _pickle(spec)})
+    fd, path = tempfile.mkstemp(prefix="attncheck-fn-", suffix=".pickle")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    command = f"exec {shlex.quote(sys.executable)} -m attncheck._serve {shlex.quote(path)}"
+    return _Isolated(command, path, kernel.name, kernel.adapter.framework)
+
+
+def _kernels_and_command(kernel):
+    if isinstance(kernel, _Isolated):
+        return [], kernel.command
+    return kernel, ""
+
+
+def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default", seed=1, contract=None,
+          report_dir=None, junit=None, time_budget=None, framework=None, device="cpu", isolate=False,
+          cases=None, strict=False, timeout=10.0, first_call_timeout=60.0, name=None, quiet=None,
+          shape_pool=None) -> Report:
+    """Checks the attention function `fn(q, k, v, *, scale, causal)` — returning `out` or `(out, lse)` — against
+    attncheck's arbitrary-precision reference on generated cases, shrinking each failure to a minimal counterexample.
+
+    fn may be NumPy, PyTorch or JAX (`framework`, default: found from what fn returns) on `device` ("cpu", "cuda",
+    "cuda:1": inputs are moved there and results back; the reference stays on the host). `backward` is a function
+    `(q, k, v, out, lse, dout, *, scale, causal) -> (dq, dk, dv)`, "autograd" (torch.autograd, jax.vjp) or None.
+    `contract` declares what fn promises (spec/SPEC.md §3.1), e.g. {"causal": "top-left", "lse": "none"} for
+    torch's scaled_dot_product_attention. With `isolate=True` fn runs in a separate Python process, so that a crash
+    or hang in native code is a failing call and not the end of this process (fn must pickle).
+
+    `shape_pool` draws case shapes from a pool of N so that a function compiled per shape (jax.jit, torch.compile,
+    Triton autotuning) compiles a few: "auto" (on when a first call of a shape is much slower than a repeat), 0 (off)
+    or N; by default "auto", and the CLI's pool size for JAX, which compiles every new shape, eager or jitted. `timeout` (seconds per call; `first_call_timeout` for the first call of each shape, when a JIT compiles)
+    applies to isolated functions; `profile` sets the cases and time budget
+    per dtype (quick, default, thorough), `cases` and `time_budget` (seconds per dtype) override it.
+
+    Returns a Report; writes report.json, summary.md and report.html to `report_dir` and JUnit XML to `junit` when
+    given. The same seed gives the same cases, verdicts and report.
+    """
+    if os.environ.get("ATTNCHECK_SERVING"):
+        raise RuntimeError("attncheck.check was called in the process that isolate=True started to run the function: "
+                           "protect your script's entry point with `if __name__ == '__main__':`")
+    if isinstance(dtypes, str):
+        dtypes = (dtypes,)
+    kernel = make_kernel(fn, backward, framework, device, name, contract, isolate)
+    rq = _core.CheckRequest()
+    rq.dtypes = list(dtypes)
+    rq.properties = list(properties) if properties else []
+    rq.profile = profile
+    rq.cases = cases
+    rq.seed = seed
+    rq.time_budget = time_budget
+    rq.strict = strict
+    rq.report_dir = os.fspath(report_dir) if report_dir is not None else ""
+    rq.junit = os.fspath(junit) if junit is not None else ""
+    rq.quiet = (not _core.stderr_is_terminal()) if quiet is None else quiet
+    rq.timeout = timeout
+    rq.first_call_timeout = first_call_timeout
+    if shape_pool is None:
+        framework_used = kernel.adapter_framework if isinstance(kernel, _Isolated) else kernel[0][1].adapter.framework
+        shape_pool = _core.AUTO_SHAPE_POOL if framework_used == "jax" else "auto"
+    rq.shape_pool = str(shape_pool)
+    specs, command = _kernels_and_command(kernel)
+    try:
+        text, exit_code, interrupted = _core.check(specs, command, rq)
+    finally:
+        if isinstance(kernel, _Isolated):
+            kernel.close()
+    report = Report(text, exit_code,
+                    lambda: make_kernel(fn, backward, framework, device, name, contract, isolate) if isolate else kernel)
+    if junit is not None:
+        report.write_junit(junit)
+    if interrupted:
+        raise KeyboardInterrupt("attncheck: interrupted; the report holds what was decided")
+    return report
+
+
+def replay(report_json, failure, kernel, timeout=10.0) -> Replay:
+    specs, command = _kernels_and_command(kernel)
+    try:
+        verdict, step, detail = _core.replay(report_json, failure, specs, command, timeout)
+    finally:
+        if isinstance(kernel, _Isolated):
+            kernel.close()
+    return Replay(verdict, step, detail)
+
+
+def properties():
+    """Every property: (id, formula, summary)."""
+    return _core.properties()

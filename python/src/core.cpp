@@ -1,0 +1,354 @@
+// attncheck._core: the C++ gate behind the Python package (python/attncheck). The package's kernel object (a Python
+// function wrapped by attncheck/_kernel.py) becomes an ABI kernel (BoundKernel): each call hands it q, k, v (and for
+// backward out, lse, dout) as zero-copy NumPy views in the layouts the gate generates — strided, padded, bfloat16 as
+// its uint16 bits — and stores what it returns into the gate's output tensors. An exec command (isolate=True) runs
+// through ExecKernel instead. Everything else — generation, reference, error model, shrinking, reports — is the
+// same code as `attncheck check`.
+#include "gate.h"
+
+#include "attncheck/bound_kernel.h"
+#include "attncheck/exec_kernel.h"
+#include "attncheck/npy.h"
+#include "attncheck/property.h"
+#include "attncheck/report_io.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace attncheck;
+
+namespace {
+
+/// A kernel of the caller's: (name, kernel object, has backward, declared contract, module:qualname).
+using PyKernelSpec = std::tuple<std::string, nb::object, bool, std::string, std::string>;
+
+/// A NumPy view of `t` (None for null), zero-copy, in its strides; valid during the call only.
+nb::object view_of(const DLTensor *t) {
+  if (!t) return nb::none();
+  std::vector<std::size_t> shape(static_cast<std::size_t>(t->ndim));
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(t->ndim));
+  std::int64_t compact = 1;
+  for (int d = t->ndim - 1; d >= 0; --d) {
+    shape[static_cast<std::size_t>(d)] = static_cast<std::size_t>(t->shape[d]);
+    strides[static_cast<std::size_t>(d)] = t->strides ? t->strides[d] : compact;
+    compact *= t->shape[d];
+  }
+  nb::dlpack::dtype dt{static_cast<std::uint8_t>(t->dtype.code), t->dtype.bits, t->dtype.lanes};
+  // NumPy has no bfloat16: its bits travel as uint16, as in the exec protocol's .npy files.
+  if (t->dtype.code == kDLBfloat) dt = nb::dtype<std::uint16_t>();
+  char *data = static_cast<char *>(t->data) + t->byte_offset;
+  nb::ndarray<nb::numpy> a(data, shape.size(), shape.data(), nb::handle(), strides.data(), dt);
+  return nb::cast(a, nb::rv_policy::reference);
+}
+
+/// Stores a returned array into `t` (its dtype and logical shape; bfloat16 as uint16 bits). Throws npy::NpyError.
+void store(nb::handle result, DLTensor &t, const char *name) {
+  const auto a = nb::cast<nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>>(result);  // JAX's are read-only
+  npy::Array arr;
+  DLDataType dt{static_cast<std::uint8_t>(a.dtype().code), a.dtype().bits, a.dtype().lanes};
+  if (dt.code == kDLUInt && dt.bits == 16) dt.code = kDLBfloat;  // bfloat16 bits, as view_of hands them out
+  arr.descr = std::string(npy::descr_of(dt));
+  if (arr.descr.empty()) arr.descr = "dtype code " + std::to_string(dt.code) + " bits " + std::to_string(dt.bits);
+  for (std::size_t d = 0; d < a.ndim(); ++d) arr.shape.push_back(static_cast<std::int64_t>(a.shape(d)));
+  arr.data.resize(a.nbytes());
+  std::memcpy(arr.data.data(), a.data(), a.nbytes());
+  npy::copy_into(arr, t, name);
+}
+
+/// Set when the caller pressed Ctrl-C during a call: the check stops and reports what it decided.
+std::atomic<bool> g_cancel{false};
+
+/// One call of a Python kernel: `kernel.call(backward, scale, causal, ins, outs)` returns (status, payload) — for
+/// ATTNCHECK_OK a tuple of arrays (out, lse | None) or (dq, dk, dv), else the message (a traceback for an exception).
+KernelAnswer call_python(const nb::object &kernel, const KernelCall &c) {
+  nb::gil_scoped_acquire gil;
+  try {
+    nb::list ins, outs;
+    for (const DLTensor *t : c.in) ins.append(view_of(t));
+    for (const DLTensor *t : c.out) outs.append(view_of(t));  // their dtypes and shapes; None for an unwanted LSE
+    const nb::tuple answer = nb::cast<nb::tuple>(
+        kernel.attr("call")(c.backward, c.params.scale, c.params.mask == ATTNCHECK_MASK_CAUSAL, nb::tuple(ins),
+                            nb::tuple(outs)));
+    const int status = nb::cast<int>(answer[0]);
+    if (status != ATTNCHECK_OK) return {status, nb::cast<std::string>(answer[1])};
+    const nb::tuple arrays = nb::cast<nb::tuple>(answer[1]);
+    for (std::size_t i = 0; i < c.out.size(); ++i) {
+      if (!c.out[i]) continue;
+      if (i >= arrays.size() || arrays[i].is_none())
+        return {ATTNCHECK_ERROR, std::string("returned no ") + c.out_names[i] +
+                                     " (a function without LSE declares contract={'lse': 'none'})"};
+      store(arrays[i], *c.out[i], c.out_names[i]);
+    }
+    return {ATTNCHECK_OK, ""};
+  } catch (nb::python_error &e) {
+    if (e.matches(PyExc_KeyboardInterrupt)) {
+      g_cancel.store(true);
+      return {ATTNCHECK_ERROR, "interrupted (Ctrl-C)"};
+    }
+    return {ATTNCHECK_ERROR, e.what()};
+  } catch (const nb::cast_error &) {
+    return {ATTNCHECK_ERROR, "returned something that is not an array (expected out, or (out, lse))"};
+  } catch (const std::exception &e) {
+    return {ATTNCHECK_ERROR, e.what()};
+  }
+}
+
+/// The kernels of one check: the caller's Python kernels, or an exec command's.
+struct Kernels {
+  std::vector<std::unique_ptr<BoundKernel>> bound;
+  std::unique_ptr<ExecKernel> exec;
+  std::vector<const attncheck_kernel *> list;
+  std::vector<std::string> declared;  // each one's declared contract
+  reporting::KernelSource source;
+
+  Kernels(const std::vector<PyKernelSpec> &specs, const std::string &exec_command, double timeout,
+          double first_call_timeout, std::uint64_t memory_limit_mib) {
+    if (!exec_command.empty()) {
+      ExecOptions eo;
+      eo.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout * 1000));
+      eo.first_call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(first_call_timeout * 1000));
+      eo.memory_limit_mib = memory_limit_mib;
+      eo.on_stderr = [](std::string_view line) {  // the function's own prints and warnings, as they come
+        nb::gil_scoped_acquire gil;
+        nb::module_::import_("sys").attr("stderr").attr("write")(std::string(line) + "\n");
+      };
+      exec = std::make_unique<ExecKernel>(exec_command, eo);
+      for (std::size_t i = 0; i < exec->kernels().size(); ++i) {
+        list.push_back(&exec->kernels()[i]);
+        declared.push_back(exec->contract(i));
+      }
+      source = {reporting::KernelSource::Kind::exec, exec_command};
+      return;
+    }
+    for (const auto &[name, kernel, has_backward, contract, location] : specs) {
+      nb::object k = kernel;
+      bound.push_back(std::make_unique<BoundKernel>(
+          name, [k](const KernelCall &c) { return call_python(k, c); }, has_backward));
+      list.push_back(&bound.back()->kernel());
+      declared.push_back(contract);
+      source = {reporting::KernelSource::Kind::python, location};
+    }
+  }
+  ~Kernels() {
+    bound.clear();  // with the GIL: the bodies hold Python references
+    nb::gil_scoped_release release;
+    exec.reset();
+  }
+};
+
+KernelContract contract_of(const std::string &declared, const std::string &override_text) {
+  try {
+    KernelContract c = parse_contract(declared);
+    return override_text.empty() ? c : parse_contract(override_text, c);
+  } catch (const ContractError &e) {
+    throw nb::value_error((std::string("contract: ") + e.what() + " (spec/SPEC.md §3.1)").c_str());
+  }
+}
+
+struct CheckRequest {
+  std::vector<std::string> dtypes, properties;
+  std::string profile = "default";
+  std::optional<int> cases;
+  std::uint64_t seed = 1;
+  std::optional<double> time_budget;
+  std::string contract;
+  bool strict = false;
+  std::string report_dir, junit;
+  bool quiet = false;
+  double timeout = 10, first_call_timeout = 60;
+  std::uint64_t memory_limit_mib = 4096;
+  std::string shape_pool = "auto";
+};
+
+/// Runs the check; returns (report.json text, exit code, interrupted). Raises ValueError for a bad request.
+std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &specs, const std::string &exec_command,
+                                             const CheckRequest &rq) {
+  cli::GateRequest request;
+  request.properties = rq.properties;
+  for (const std::string &id : rq.properties)
+    if (!find_property(id)) throw nb::value_error(("unknown property '" + id + "' (attncheck.properties() lists them)").c_str());
+  request.profile = cli::find_profile(rq.profile);
+  if (!request.profile) throw nb::value_error(("unknown profile '" + rq.profile + "': quick, default or thorough").c_str());
+  request.cases = rq.cases;
+  request.seed = rq.seed;
+  request.time_budget = rq.time_budget;
+  request.shape_pool = rq.shape_pool;
+  request.memory_limit_mib = rq.memory_limit_mib;
+  std::vector<Dtype> dtypes;
+  for (const std::string &d : rq.dtypes) {
+    if (d != "f32" && d != "f16" && d != "bf16")
+      throw nb::value_error(("unknown dtype '" + d + "': f32, f16 or bf16").c_str());
+    dtypes.push_back(parse_dtype(d));
+  }
+  std::optional<Kernels> kernels;
+  try {
+    kernels.emplace(specs, exec_command, rq.timeout, rq.first_call_timeout, rq.memory_limit_mib);
+  } catch (const std::runtime_error &e) {
+    throw nb::value_error(e.what());
+  }
+  std::vector<KernelContract> contracts;
+  for (const std::string &declared : kernels->declared) contracts.push_back(contract_of(declared, rq.contract));
+  try {
+    if (!rq.report_dir.empty()) reporting::prepare_report_dir(rq.report_dir);
+  } catch (const std::runtime_error &e) {
+    throw nb::value_error(e.what());
+  }
+  std::vector<cli::KernelRunState> states(kernels->list.size());
+  g_cancel.store(false);
+  reporting::Document doc;
+  doc.tool_version = ATTNCHECK_VERSION;
+  doc.strict = rq.strict;
+  {
+    nb::gil_scoped_release release;
+    doc.runs = cli::check_serially(
+        kernels->list, dtypes,
+        [&](std::size_t n, Dtype dt) { return cli::gate_options(request, dt, contracts[n], states[n], &g_cancel); },
+        kernels->source, request.profile->name, rq.quiet, rq.strict, !rq.report_dir.empty() || !rq.junit.empty(),
+        &g_cancel);
+  }
+  if (!rq.report_dir.empty()) reporting::write_reports(doc, rq.report_dir);
+  return {reporting::to_json(doc), cli::exit_code(doc, rq.strict, g_cancel.load()), g_cancel.load()};
+}
+
+reporting::Document parse(const std::string &json) {
+  try {
+    return reporting::from_json(json);
+  } catch (const reporting::ReportError &e) {
+    throw nb::value_error(e.what());
+  }
+}
+
+/// The minimal case of counterexample `failure` (1-based, Document::failures order).
+const Counterexample &counterexample(const reporting::Document &doc, std::size_t failure, std::size_t *run) {
+  const auto failures = doc.failures();
+  if (failure < 1 || failure > failures.size())
+    throw nb::index_error(("no counterexample " + std::to_string(failure) + ": the report has " +
+                           std::to_string(failures.size()))
+                              .c_str());
+  const auto [r, p] = failures[failure - 1];
+  *run = r;
+  return *doc.runs[r].report.properties[p].counterexample;
+}
+
+/// Replays counterexample `failure` on the given kernel; returns (verdict, step id or "", detail).
+std::tuple<std::string, std::string, std::string> replay(const std::string &json, std::size_t failure,
+                                                         const std::vector<PyKernelSpec> &specs,
+                                                         const std::string &exec_command, double timeout) {
+  const reporting::Document doc = parse(json);
+  std::size_t r = 0;
+  const Counterexample &cx = counterexample(doc, failure, &r);
+  const reporting::Run &run = doc.runs[r];
+  const PropertyReport &prop = *std::find_if(run.report.properties.begin(), run.report.properties.end(),
+                                             [&](const PropertyReport &p) { return p.counterexample && &*p.counterexample == &cx; });
+  const PropertyDef *def = find_property(prop.id);
+  if (!def) throw nb::value_error(("the report names property '" + prop.id + "', which this attncheck does not have").c_str());
+  std::optional<Kernels> kernels;
+  try {
+    kernels.emplace(specs, exec_command, timeout, timeout, 4096);
+  } catch (const std::runtime_error &e) {
+    throw nb::value_error(e.what());
+  }
+  const attncheck_kernel *k = kernels->list.empty() ? nullptr : kernels->list.front();
+  for (const attncheck_kernel *c : kernels->list)
+    if (run.report.kernel == c->name) k = c;
+  if (!k) throw nb::value_error("no kernel to replay on");
+  Outcome o;
+  {
+    nb::gil_scoped_release release;
+    const Env env{*k, run.report.profile, run.report.contract};
+    o = def->run(env, cx.minimal);
+  }
+  std::string verdict(verdict_name(o.verdict));  // "FAIL": report.json's spelling is lower case
+  std::transform(verdict.begin(), verdict.end(), verdict.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return {verdict, o.step ? std::string(step_id(*o.step)) : "", o.detail};
+}
+
+/// The inputs of counterexample `failure` as the kernel got them (values of the storage dtype): name → (shape,
+/// float64 bytes), plus scale and causal.
+nb::dict case_inputs(const std::string &json, std::size_t failure) {
+  const reporting::Document doc = parse(json);
+  std::size_t r = 0;
+  const Problem p = counterexample(doc, failure, &r).minimal.problem();
+  nb::dict d;
+  auto put = [&](const char *name, const Tensor &t) {
+    const std::vector<double> v = t.to_vector();
+    d[name] = nb::make_tuple(t.shape(), nb::bytes(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(double)));
+  };
+  put("q", p.q);
+  put("k", p.k);
+  put("v", p.v);
+  if (p.dout) put("dout", *p.dout);
+  d["scale"] = p.params.scale;
+  d["causal"] = p.params.mask != Mask::none;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "attncheck's C++ gate (the Python API is the attncheck package)";
+  m.attr("__version__") = ATTNCHECK_VERSION;
+  m.attr("AUTO_SHAPE_POOL") = CheckOptions::kAutoShapePool;
+  m.attr("OK") = int{ATTNCHECK_OK};
+  m.attr("UNSUPPORTED") = int{ATTNCHECK_UNSUPPORTED};
+  m.attr("ERROR") = int{ATTNCHECK_ERROR};
+
+  nb::class_<CheckRequest>(m, "CheckRequest")
+      .def(nb::init<>())
+      .def_rw("dtypes", &CheckRequest::dtypes)
+      .def_rw("properties", &CheckRequest::properties)
+      .def_rw("profile", &CheckRequest::profile)
+      .def_rw("cases", &CheckRequest::cases)
+      .def_rw("seed", &CheckRequest::seed)
+      .def_rw("time_budget", &CheckRequest::time_budget)
+      .def_rw("contract", &CheckRequest::contract)
+      .def_rw("strict", &CheckRequest::strict)
+      .def_rw("report_dir", &CheckRequest::report_dir)
+      .def_rw("junit", &CheckRequest::junit)
+      .def_rw("quiet", &CheckRequest::quiet)
+      .def_rw("timeout", &CheckRequest::timeout)
+      .def_rw("first_call_timeout", &CheckRequest::first_call_timeout)
+      .def_rw("memory_limit_mib", &CheckRequest::memory_limit_mib)
+      .def_rw("shape_pool", &CheckRequest::shape_pool);
+
+  m.def("check", &run_check, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
+        "Runs the gate; returns (report.json text, exit code, interrupted).");
+  m.def("replay", &replay, nb::arg("report_json"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
+        nb::arg("timeout"));
+  m.def("case_inputs", &case_inputs, nb::arg("report_json"), nb::arg("failure"));
+  m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
+  m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
+  m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });
+  m.def("write_reports", [](const std::string &json, const std::string &dir) {
+    try {
+      reporting::write_reports(parse(json), dir);
+    } catch (const reporting::ReportError &) {
+      throw;
+    } catch (const std::runtime_error &e) {
+      throw nb::value_error(e.what());
+    }
+  });
+  m.def("properties", [] {
+    std::vector<std::tuple<std::string, std::string, std::string>> out;
+    for (const PropertyDef *d : all_properties())
+      out.emplace_back(std::string(d->id), std::string(d->formula), std::string(d->summary));
+    return out;
+  });
+  m.def("stderr_is_terminal", [] { return isatty(STDERR_FILENO) != 0; });
+}

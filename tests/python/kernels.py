@@ -1,0 +1,84 @@
+"""Attention functions for the Python tests: correct ones and planted bugs."""
+import ctypes
+import time
+
+import numpy as np
+
+import attncheck
+from numpy_attention import attention, attention_unscaled  # noqa: F401  (re-exported for the tests)
+
+
+def attention_no_lse(q, k, v, *, scale, causal):
+    return attention(q, k, v, scale=scale, causal=causal)[0]
+
+
+def attention_raises_on_gqa(q, k, v, *, scale, causal):
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(f"no grouped-query attention here: Hq={q.shape[1]} Hkv={k.shape[1]}")
+    return attention(q, k, v, scale=scale, causal=causal)
+
+
+def attention_declines_gqa(q, k, v, *, scale, causal):
+    if q.shape[1] != k.shape[1]:
+        raise attncheck.Unsupported("grouped-query attention is not implemented")
+    return attention(q, k, v, scale=scale, causal=causal)
+
+
+def attention_transposed(q, k, v, *, scale, causal):
+    out, lse = attention(q, k, v, scale=scale, causal=causal)
+    return np.swapaxes(out, 2, 3), lse
+
+
+def attention_scales_in_place(q, k, v, *, scale, causal):
+    """Writes its input: q *= scale, as a careless NumPy kernel does."""
+    q *= np.asarray(scale, dtype=q.dtype)
+    return attention(q, k, v, scale=1.0, causal=causal)
+
+
+def attention_segfaults_on_long_rows(q, k, v, *, scale, causal):
+    """Native code crashing: a null read once Lk > 4."""
+    if k.shape[2] > 4:
+        ctypes.string_at(0)
+    return attention(q, k, v, scale=scale, causal=causal)
+
+
+def attention_hangs_on_long_rows(q, k, v, *, scale, causal):
+    if k.shape[2] > 4:
+        time.sleep(3600)
+    return attention(q, k, v, scale=scale, causal=causal)
+
+
+def attention_backward(q, k, v, out, lse, dout, *, scale, causal):
+    """The exact gradients of `attention`, in float64, as a hand-written backward kernel returns them."""
+    with np.errstate(all="ignore"):  # overflowing inputs give inf and NaN, as they should
+        return _attention_backward(q, k, v, dout, scale, causal)
+
+
+def _attention_backward(q, k, v, dout, scale, causal):
+    dtype = q.dtype
+    q, k, v, dout = (np.asarray(x, dtype=np.float64) for x in (q, k, v, dout))
+    group = q.shape[1] // k.shape[1]
+    kr, vr = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = scale * np.einsum("bhid,bhjd->bhij", q, kr)
+    if causal:
+        lq, lk = s.shape[-2], s.shape[-1]
+        s = np.where(np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq), -np.inf, s)
+    m = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    p = e / np.where(total > 0, total, 1.0)
+    o = np.einsum("bhij,bhjd->bhid", p, vr)
+    dv = np.einsum("bhij,bhid->bhjd", p, dout)
+    dp = np.einsum("bhid,bhjd->bhij", dout, vr)
+    ds = p * (dp - (dout * o).sum(axis=-1, keepdims=True))
+    dq = scale * np.einsum("bhij,bhjd->bhid", ds, kr)
+    dk = scale * np.einsum("bhij,bhid->bhjd", ds, q)
+    b, hq = dk.shape[0], dk.shape[1]
+    dk = dk.reshape(b, hq // group, group, *dk.shape[2:]).sum(axis=2)
+    dv = dv.reshape(b, hq // group, group, *dv.shape[2:]).sum(axis=2)
+    return dq.astype(dtype), dk.astype(dtype), dv.astype(dtype)
+
+
+def attention_backward_no_dk_scale(q, k, v, out, lse, dout, *, scale, causal):
+    dq, dk, dv = attention_backward(q, k, v, out, lse, dout, scale=scale, causal=causal)
+    return dq, (np.asarray(dk, dtype=np.float64) / scale).astype(dk.dtype), dv
