@@ -36,6 +36,23 @@ def contract_text(contract):
     return " ".join(tokens)
 
 
+#: The ABI 1.2 features a Python function may declare: they reach it as keyword arguments (window=(left, right),
+#: softcap=, alibi_slopes=, sinks=, attn_mask=). varlen, paged, dropout and fp8 change the tensors themselves.
+PYTHON_FEATURES = ("window", "softcap", "alibi", "sinks", "mask")
+
+
+def _check_features(text):
+    for token in text.replace(",", " ").split():
+        key, _, value = token.partition("=")
+        if key != "features" or value == "none":
+            continue
+        other = [f for f in value.replace(",", "+").split("+") if f and f not in PYTHON_FEATURES]
+        if other:
+            raise ValueError(f"contract: a Python function takes the features {', '.join(PYTHON_FEATURES)} as keyword "
+                             f"arguments, not {'+'.join(other)}, which change the tensors' layout: check such a kernel "
+                             "through the C ABI or the exec protocol (spec/EXEC_PROTOCOL.md)")
+
+
 @dataclass
 class _Isolated:
     """A kernel run in its own process: the exec command and the file holding the pickled function."""
@@ -55,6 +72,7 @@ def make_kernel(fn, backward=None, framework=None, device="cpu", name=None, cont
     """The kernel tuple attncheck._core takes, or an _Isolated one."""
     kernel = Kernel(fn, backward, framework, device, name)
     text = contract_text(contract)
+    _check_features(text)
     if not isolate:
         return [(kernel.name, kernel, backward is not None, text, kernel.location)]
     return _isolated(kernel, text)
@@ -104,7 +122,10 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     "cuda:1": inputs are moved there and results back; the reference stays on the host). `backward` is a function
     `(q, k, v, out, lse, dout, *, scale, causal) -> (dq, dk, dv)`, "autograd" (torch.autograd, jax.vjp) or None.
     `contract` declares what fn promises (spec/SPEC.md §3.1), e.g. {"causal": "top-left", "lse": "none"} for
-    torch's scaled_dot_product_attention. With `isolate=True` fn runs in a separate Python process, so that a crash
+    torch's scaled_dot_product_attention; {"features": ["window", "softcap"]} declares features, whose settings
+    then reach fn (and backward) as keyword arguments on the calls that use them: window=(left, right) (−1:
+    unbounded), softcap=c, alibi_slopes= and sinks= ([Hq] float32 arrays), attn_mask= ([Bm, Hm, Lq, Lk], uint8
+    boolean or float32 additive). With `isolate=True` fn runs in a separate Python process, so that a crash
     or hang in native code is a failing call and not the end of this process (fn must pickle).
 
     `shape_pool` draws case shapes from a pool of N so that a function compiled per shape (jax.jit, torch.compile,

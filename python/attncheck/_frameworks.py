@@ -109,15 +109,16 @@ class Adapter:
         return np.ascontiguousarray(x)
 
     # ---- autograd ----
-    def autograd(self, fn, q, k, v, dout, scale, causal):
+    def autograd(self, fn, q, k, v, dout, scale, causal, features):
         """(dq, dk, dv) of fn's out by the framework's reverse mode: torch.autograd, jax.vjp."""
         if self.framework == "torch":
             torch = self.torch
             q, k, v = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-            out = first(fn(q, k, v, scale=scale, causal=causal))
+            out = first(fn(q, k, v, scale=scale, causal=causal, **features))
             return torch.autograd.grad(out, (q, k, v), dout)
         if self.framework == "jax":
-            out, vjp = self.jax.vjp(lambda q_, k_, v_: first(fn(q_, k_, v_, scale=scale, causal=causal)), q, k, v)
+            out, vjp = self.jax.vjp(
+                lambda q_, k_, v_: first(fn(q_, k_, v_, scale=scale, causal=causal, **features)), q, k, v)
             return vjp(dout.astype(out.dtype))
         raise ValueError("backward='autograd' needs a framework with autograd (torch or jax), not NumPy: "
                          "pass a backward function instead")

@@ -50,22 +50,24 @@ class Kernel:
         """module:qualname of fn, as reports name it."""
         return f"{getattr(self.fn, '__module__', '?')}:{getattr(self.fn, '__qualname__', type(self.fn).__name__)}"
 
-    def call(self, backward, scale, causal, ins, outs):
+    def call(self, backward, scale, causal, ins, outs, features=None):
         """One call: `ins` (q, k, v | q, k, v, out, lse, dout) and `outs` (the gate's output tensors, for their
-        dtypes and shapes; None where not wanted) in storage form. Returns (OK, arrays) or (status, message)."""
+        dtypes and shapes; None where not wanted) in storage form, and the keyword arguments of the call's features
+        (window, softcap, alibi_slopes, sinks, attn_mask). Returns (OK, arrays) or (status, message)."""
         try:
             a = self.adapter
             x = [a.to_framework(t) for t in ins]
+            kw = {k: a.to_framework(v) if isinstance(v, np.ndarray) else v for k, v in (features or {}).items()}
             if not backward:
-                result = self.fn(x[0], x[1], x[2], scale=scale, causal=causal)
+                result = self.fn(x[0], x[1], x[2], scale=scale, causal=causal, **kw)
                 out, lse = (result[0], result[1]) if isinstance(result, (tuple, list)) else (result, None)
                 got = [a.to_storage(out, outs[0], "out"),
                        None if outs[1] is None or lse is None else a.to_storage(lse, outs[1], "lse")]
                 return OK, tuple(got)
             if self.backward == "autograd":
-                grads = a.autograd(self.fn, x[0], x[1], x[2], x[5], scale, causal)
+                grads = a.autograd(self.fn, x[0], x[1], x[2], x[5], scale, causal, kw)
             else:
-                grads = self.backward(*x, scale=scale, causal=causal)
+                grads = self.backward(*x, scale=scale, causal=causal, **kw)
             if not isinstance(grads, (tuple, list)) or len(grads) != 3:
                 raise ValueError("backward must return (dq, dk, dv)")
             return OK, tuple(a.to_storage(g, like, n) for g, like, n in zip(grads, outs, ("dq", "dk", "dv")))

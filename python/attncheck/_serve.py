@@ -38,13 +38,13 @@ def _serve(kernel, contract):
         line = raw.rstrip("\n")
         if line == "quit":
             return
-        fields = line.split(" ")
         try:
-            verb, name, dtype, scale, mask = fields[:5]
             directory = line[line.index(" /") + 1:]
+            verb, name, dtype, scale, mask, *tokens = line[:line.index(" /")].split(" ")
             if verb not in ("forward", "backward") or name != kernel.name or dtype not in STORAGE:
                 raise ValueError
             scale = float(scale)
+            settings = dict(t.split("=", 1) for t in tokens)
         except ValueError:
             _send(f"error malformed request: {line[:200]!r}")
             continue
@@ -53,6 +53,15 @@ def _serve(kernel, contract):
         def load(n):
             path = os.path.join(directory, n + ".npy")
             return np.load(path) if os.path.exists(path) else None
+
+        features = {}  # the keyword arguments of the call's features (EXEC_PROTOCOL.md §4.1)
+        if "window" in settings:
+            features["window"] = tuple(int(x) for x in settings["window"].split(","))
+        if "softcap" in settings:
+            features["softcap"] = float(settings["softcap"])
+        for file, kw in (("alibi_slopes", "alibi_slopes"), ("sinks", "sinks"), ("attn_mask", "attn_mask")):
+            if (a := load(file)) is not None:
+                features[kw] = a
 
         q, k, v = load("q"), load("k"), load("v")
         B, Hq, Lq, _ = q.shape
@@ -67,7 +76,7 @@ def _serve(kernel, contract):
             ins = (q, k, v, load("out"), load("lse"), load("dout"))
             outs = tuple(types.SimpleNamespace(shape=t.shape, dtype=np.dtype(st)) for t in (q, k, v))
             names = ("dq", "dk", "dv")
-        status, payload = kernel.call(verb == "backward", scale, mask == "causal", ins, outs)
+        status, payload = kernel.call(verb == "backward", scale, mask == "causal", ins, outs, features)
         if status != OK:
             if len(payload.splitlines()) > 1:
                 sys.stderr.write(payload + "\n")

@@ -71,10 +71,25 @@ void store(nb::handle result, DLTensor &t, const char *name) {
   npy::copy_into(arr, t, name);
 }
 
+/// The keyword arguments of a call's features (spec/SPEC.md §2.7) for the function: window=(left, right),
+/// softcap=c, alibi_slopes, sinks ([Hq] float32) and attn_mask (uint8 boolean or float32 additive) as views. Python
+/// functions declare only these (attncheck/_api.py): the others change the tensors' layouts.
+nb::dict feature_arguments(const attncheck_params &p) {
+  nb::dict kw;
+  if (p.features == 0 || !p.args) return kw;
+  const attncheck_args &a = *p.args;
+  if (p.features & ATTNCHECK_FEATURE_WINDOW) kw["window"] = nb::make_tuple(a.window_left, a.window_right);
+  if (p.features & ATTNCHECK_FEATURE_SOFTCAP) kw["softcap"] = static_cast<double>(a.softcap);
+  if (p.features & ATTNCHECK_FEATURE_ALIBI) kw["alibi_slopes"] = view_of(a.alibi_slopes);
+  if (p.features & ATTNCHECK_FEATURE_SINKS) kw["sinks"] = view_of(a.sinks);
+  if (p.features & ATTNCHECK_FEATURE_MASK) kw["attn_mask"] = view_of(a.attn_mask);
+  return kw;
+}
+
 /// Set when the caller pressed Ctrl-C during a call: the check stops and reports what it decided.
 std::atomic<bool> g_cancel{false};
 
-/// One call of a Python kernel: `kernel.call(backward, scale, causal, ins, outs)` returns (status, payload) — for
+/// One call of a Python kernel: `kernel.call(backward, scale, causal, ins, outs, features)` returns (status, payload) — for
 /// ATTNCHECK_OK a tuple of arrays (out, lse | None) or (dq, dk, dv), else the message (a traceback for an exception).
 KernelAnswer call_python(const nb::object &kernel, const KernelCall &c) {
   nb::gil_scoped_acquire gil;
@@ -84,7 +99,7 @@ KernelAnswer call_python(const nb::object &kernel, const KernelCall &c) {
     for (const DLTensor *t : c.out) outs.append(view_of(t));  // their dtypes and shapes; None for an unwanted LSE
     const nb::tuple answer = nb::cast<nb::tuple>(
         kernel.attr("call")(c.backward, c.params.scale, c.params.mask == ATTNCHECK_MASK_CAUSAL, nb::tuple(ins),
-                            nb::tuple(outs)));
+                            nb::tuple(outs), feature_arguments(c.params)));
     const int status = nb::cast<int>(answer[0]);
     if (status != ATTNCHECK_OK) return {status, nb::cast<std::string>(answer[1])};
     const nb::tuple arrays = nb::cast<nb::tuple>(answer[1]);

@@ -82,3 +82,52 @@ def _attention_backward(q, k, v, dout, scale, causal):
 def attention_backward_no_dk_scale(q, k, v, out, lse, dout, *, scale, causal):
     dq, dk, dv = attention_backward(q, k, v, out, lse, dout, scale=scale, causal=causal)
     return dq, (np.asarray(dk, dtype=np.float64) / scale).astype(dk.dtype), dv
+
+
+FEATURES = {"features": ["window", "softcap", "alibi", "sinks", "mask"]}
+
+
+def attention_with_features(q, k, v, *, scale, causal, window=(-1, -1), softcap=0.0, alibi_slopes=None,
+                            sinks=None, attn_mask=None):
+    """`attention` with the features a Python function may declare, as spec/SPEC.md §2.7 defines them."""
+    with np.errstate(all="ignore"):
+        dtype = q.dtype
+        q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+        group = q.shape[1] // k.shape[1]
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        s = scale * np.einsum("bhid,bhjd->bhij", q, k)
+        lq, lk = s.shape[-2], s.shape[-1]
+        i, j = np.arange(lq)[:, None], np.arange(lk)[None, :]
+        aligned = i + lk - lq  # bottom-right: row i sits at key i'
+        visible = np.ones((lq, lk), dtype=bool)
+        if causal:
+            visible &= j <= aligned
+        if window[0] >= 0:
+            visible &= j >= aligned - window[0]
+        if window[1] >= 0:
+            visible &= j <= aligned + window[1]
+        if softcap > 0:
+            s = softcap * np.tanh(s / softcap)
+        if alibi_slopes is not None:
+            s = s - np.asarray(alibi_slopes, dtype=np.float64)[None, :, None, None] * np.abs(aligned - j)
+        visible = np.broadcast_to(visible, s.shape)
+        if attn_mask is not None:
+            mask = np.asarray(attn_mask)
+            if mask.dtype == np.uint8:
+                visible = visible & (mask != 0)
+            else:
+                s, visible = s + mask.astype(np.float64), visible & (mask != -np.inf)
+        s = np.where(visible, s, -np.inf)
+        m = s.max(axis=-1, keepdims=True)
+        sink = None if sinks is None else np.asarray(sinks, dtype=np.float64)[None, :, None, None]
+        if sink is not None:
+            m = np.maximum(m, sink)
+        m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(s - m)
+        total = e.sum(axis=-1, keepdims=True) + (0.0 if sink is None else np.exp(sink - m))
+        out = np.einsum("bhij,bhjd->bhid", e / np.where(total > 0, total, 1.0), v)
+        return out.astype(dtype), (np.log(total) + m)[..., 0].astype(np.float32)
+
+
+def attention_ignores_softcap(q, k, v, *, scale, causal, softcap=0.0, **features):
+    return attention_with_features(q, k, v, scale=scale, causal=causal, **features)
