@@ -4,6 +4,7 @@
 #include "gate.h"
 #include "jobs.h"
 #include "kernel_source.h"
+#include "shard.h"
 
 #include "attncheck/check.h"
 #include "attncheck/property.h"
@@ -82,6 +83,7 @@ struct CheckArgs {
   std::optional<int> jobs;
   bool worker = false;  // internal: a worker process of --jobs
   std::string shape_pool = "auto";
+  std::optional<std::string> shard;
 };
 
 std::string absolute_path(const std::string &path) {
@@ -104,40 +106,6 @@ std::string known_properties() {
   return s;
 }
 
-void print_table(const reporting::Document &doc) {
-  std::size_t width = 14;  // the kernel column fits the longest name
-  for (const reporting::Run &run : doc.runs) width = std::max(width, run.report.kernel.size());
-  fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12}\n", "kernel", width, "dtype", "property",
-             "tier", "verdict", "cases", "declined", "undecided", "worst err/β");
-  for (const reporting::Run &run : doc.runs)
-    for (const PropertyReport &p : run.report.properties)
-      fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12.3g}\n", run.report.kernel, width,
-                 dtype_name(run.report.dtype), p.id, tier_name(p.tier), p.tier == Tier::off ? "-" : verdict_name(p.verdict),
-                 p.cases, p.unsupported, p.undecided, p.worst_ratio_overall());
-  // The contract each kernel was checked against, once per kernel (the same for every dtype).
-  for (std::size_t n = 0; n < doc.runs.size(); ++n) {
-    const Report &r = doc.runs[n].report;
-    if (n > 0 && doc.runs[n - 1].report.kernel == r.kernel && doc.runs[n - 1].report.contract == r.contract) continue;
-    fmt::print("contract of {}: {}\n", r.kernel, r.contract.describe_changes());
-  }
-  // Counterexamples grouped by root cause, failures before warnings; numbered as `replay --failure N` takes them.
-  const auto failures = doc.failures();
-  std::vector<reporting::FailureGroup> groups = reporting::group_failures(doc);
-  std::stable_partition(groups.begin(), groups.end(), [](const auto &g) { return !g.warning; });
-  for (const reporting::FailureGroup &g : groups) {
-    fmt::print("\n{} {}\n  {}\n", g.warning ? "warning (beyond the declared contract):" : "failure:", g.headline,
-               g.caption);
-    for (const auto &member : g.members) {
-      const std::size_t number = std::find(failures.begin(), failures.end(), member) - failures.begin() + 1;
-      const PropertyReport &p = doc.runs[member.first].report.properties[member.second];
-      const Counterexample &cx = *p.counterexample;
-      fmt::print("  counterexample {}: {} — {} (step {}, found after {} cases, {} shrinks)\n    {}\n", number, p.id,
-                 cx.minimal.spec.describe(), cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.found_after,
-                 cx.shrink_steps, cx.outcome.detail);
-    }
-  }
-}
-
 /// Writes `text` to `path`; throws std::runtime_error with one line when it cannot.
 void write_text_file(const std::string &path, const std::string &text) {
   std::ofstream f(path, std::ios::binary);
@@ -157,24 +125,26 @@ bool wants_evidence(const CheckArgs &a) { return !a.report_dir.empty() || !a.jun
 std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vector<const attncheck_kernel *> &kernels,
                                              const std::vector<Dtype> &dtypes, int jobs,
                                              const OptionsFor &options_for, const reporting::KernelSource &src,
-                                             std::string_view profile, ExecKernel::CallTimes &times) {
-  std::vector<std::string> ids = split_ids(a.properties);
-  if (ids.empty())
-    for (const PropertyDef *d : all_properties()) ids.push_back(std::string(d->id));
+                                             std::string_view profile, ExecKernel::CallTimes &times,
+                                             bool sharded) {
+  std::vector<std::string> all_ids;
+  for (const PropertyDef *d : all_properties()) all_ids.push_back(std::string(d->id));
+  std::vector<std::vector<std::string>> run_ids;  // per run, the properties it checks (a shard: those it owns)
   std::vector<WorkItem> items;
   auto end = std::chrono::steady_clock::now();  // the runs' budgets end one after another, as in a serial check
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
-      const auto total = options_for(n, dt).time_budget;
-      end += total;
-      for (const std::string &id : ids) items.push_back({n, dt, id, total, end, {}});
+      const CheckOptions opt = options_for(n, dt);
+      run_ids.push_back(opt.properties.empty() && !sharded ? all_ids : opt.properties);
+      end += opt.time_budget;
+      for (const std::string &id : run_ids.back()) items.push_back({n, dt, id, opt.time_budget, end, {}});
     }
   std::vector<std::string> command{"/proc/self/exe"};
   for (const std::string &arg : program_arguments()) command.push_back(arg);
   command.push_back("--worker");
   std::vector<bool> done;
   std::size_t finished = 0;
-  const std::vector<reporting::Run> parts =
+  const std::vector<reporting::Run> parts = items.empty() ? std::vector<reporting::Run>{} :
       run_on_workers(command, items, jobs, g_cancel, done,
                      [&](std::size_t i, const reporting::Run &part, bool continued) {
                        if (a.quiet) return;
@@ -190,15 +160,9 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
       const CheckOptions opt = options_for(n, dt);
-      reporting::Run run{src, std::string(profile), {}, {}};
+      reporting::Run run{src, std::string(profile), run_header(*kernels[n], opt), {}};
       Report &r = run.report;
-      r.kernel = kernels[n]->name;
-      r.dtype = dt;
-      r.contract = opt.contract;
-      r.profile = opt.contract.profile(dt);
-      r.seed = opt.seed;
-      r.cases = opt.cases;
-      for (const std::string &id : ids) {
+      for (const std::string &id : run_ids[runs.size()]) {
         if (done[i]) {  // with its evidence, which the worker gathered (its kernel compiled that shape)
           r.properties.push_back(parts[i].report.properties.at(0));
           run.evidence.push_back(parts[i].evidence.empty() ? std::nullopt : parts[i].evidence.at(0));
@@ -231,6 +195,24 @@ int run_check(const CheckArgs &a) {
   std::vector<Dtype> dtypes;
   for (const std::string &d : a.dtypes.empty() ? std::vector<std::string>{"f32", "f16", "bf16"} : a.dtypes)
     dtypes.push_back(parse_dtype(d));
+
+  // A shard of the campaign (--shard, else the runner's environment): the (kernel, dtype, property) items i with
+  // i mod N = I − 1, in report order; its partial report goes to --report-dir for `attncheck merge`.
+  std::optional<ShardChoice> shard;
+  if (!a.worker) {
+    std::string error;
+    shard = a.shard ? parse_shard(*a.shard, &error) : shard_from_environment(&error);
+    if (!error.empty()) return usage_error(error);
+    if (shard && a.report_dir.empty())
+      return usage_error("shard " + std::to_string(shard->index) + "/" + std::to_string(shard->count) + " (from " +
+                         shard->source + ") writes a partial report for `attncheck merge`: give --report-dir");
+  }
+  // Bazel asks a test that shards to say so by touching this file.
+  if (shard && shard->source.starts_with("TEST_SHARD_INDEX"))
+    if (const char *status = std::getenv("TEST_SHARD_STATUS_FILE")) std::ofstream{status};
+  std::vector<std::string> shard_ids = ids;  // every run's properties, in report order
+  if (shard_ids.empty())
+    for (const PropertyDef *d : all_properties()) shard_ids.push_back(std::string(d->id));
 
   reporting::KernelSource src;
   if (!a.exec.empty()) src = {Kind::exec, a.exec};
@@ -285,7 +267,18 @@ int run_check(const CheckArgs &a) {
   std::vector<KernelRunState> states(kernels.size());  // per kernel, across its dtypes and properties
   const CancelOnSignal cancel_on_signal;
   auto options_for = [&](std::size_t n, Dtype dt) {
-    return gate_options(request, dt, contracts[n], states[n], &g_cancel);
+    CheckOptions opt = gate_options(request, dt, contracts[n], states[n], &g_cancel);
+    if (shard) {  // this shard's properties of the run, and their share of its budget
+      const std::size_t run = n * dtypes.size() + static_cast<std::size_t>(
+                                  std::find(dtypes.begin(), dtypes.end(), dt) - dtypes.begin());
+      const reporting::Shard s{shard->index, shard->count, {}};
+      opt.properties.clear();
+      for (std::size_t p = 0; p < shard_ids.size(); ++p)
+        if (s.owns(run * shard_ids.size() + p)) opt.properties.push_back(shard_ids[p]);
+      opt.time_budget = opt.time_budget * static_cast<std::int64_t>(opt.properties.size()) /
+                        static_cast<std::int64_t>(shard_ids.size());
+    }
+    return opt;
   };
   // A worker of `--jobs`: one property of one kernel and dtype per item, the report (and evidence) on stdout.
   if (a.worker) {
@@ -306,12 +299,19 @@ int run_check(const CheckArgs &a) {
   reporting::Document doc;
   doc.tool_version = ATTNCHECK_VERSION;
   doc.strict = a.strict;
+  if (shard) {
+    doc.shard = reporting::Shard{shard->index, shard->count, shard_ids};
+    if (!a.quiet)
+      fmt::print(stderr, "shard {}/{} (from {}): every {}th of the {} (kernel, dtype, property) items\n", shard->index,
+                 shard->count, shard->source, shard->count, kernels.size() * dtypes.size() * shard_ids.size());
+  }
   const int jobs = a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   ExecKernel::CallTimes worker_times;  // the workers' exec kernels' (--jobs)
   try {
-    doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name, worker_times)
+    doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name, worker_times,
+                                           shard.has_value())
                         : check_serially(kernels, dtypes, options_for, src, prof.name, a.quiet, a.strict,
-                                          wants_evidence(a), &g_cancel);
+                                          wants_evidence(a), &g_cancel, shard.has_value());
   } catch (const std::runtime_error &e) {
     fmt::print(stderr, "attncheck: {}\n", e.what());
     return kExitInternal;
@@ -333,7 +333,10 @@ int run_check(const CheckArgs &a) {
   } catch (const std::runtime_error &e) {
     return usage_error(e.what());
   }
-  return exit_code(doc, a.strict, g_cancel.load());
+  const bool nothing_owned = shard && std::all_of(doc.runs.begin(), doc.runs.end(), [](const reporting::Run &r) {
+    return r.report.properties.empty();
+  });
+  return nothing_owned ? kExitPass : exit_code(doc, a.strict, g_cancel.load());
 }
 }  // namespace
 
@@ -392,6 +395,10 @@ void register_check_command(CLI::App &app, Action &action) {
                   "a repeat: a probe of three calls before the first property), 0 (off) or N")
       ->check(CLI::IsMember({"auto"}) | CLI::Range(0, 1000))
       ->capture_default_str();
+  cmd->add_option("--shard", args->shard,
+                  "Check the I-th of N slices of the campaign (I/N, 1-based; default: ATTNCHECK_SHARD, or the index and "
+                  "count of a Bazel/GTest, Slurm array or Kubernetes Indexed Job run) and write its partial report to "
+                  "--report-dir; `attncheck merge` joins the N into the unsharded run's report");
   cmd->add_flag("--worker", args->worker)->group("");  // internal: a worker process of --jobs (cli/jobs.h)
   cmd->callback([args, &action] { action = [args] { return run_check(*args); }; });
 }

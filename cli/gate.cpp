@@ -2,7 +2,11 @@
 
 #include "progress.h"
 
+#include "attncheck/property.h"
+
 #include <fmt/core.h>
+
+#include <algorithm>
 
 namespace attncheck::cli {
 
@@ -36,6 +40,17 @@ CheckOptions gate_options(const GateRequest &request, Dtype dt, const KernelCont
   return opt;
 }
 
+Report run_header(const attncheck_kernel &kernel, const CheckOptions &opt) {
+  Report r;
+  r.kernel = kernel.name;
+  r.dtype = opt.dtype;
+  r.contract = opt.contract;
+  r.profile = opt.contract.profile(opt.dtype);
+  r.seed = opt.seed;
+  r.cases = opt.cases;
+  return r;
+}
+
 std::string run_line(const Report &r, bool strict) {
   int passed = 0, failed = 0, warned = 0, undecided = 0, unsupported = 0, cases = 0;
   for (const PropertyReport &p : r.properties) {
@@ -65,16 +80,55 @@ int exit_code(const reporting::Document &doc, bool strict, bool cancelled) {
   return (undecided || !any_ran) ? kExitInconclusive : kExitPass;
 }
 
+void print_table(const reporting::Document &doc) {
+  std::size_t width = 14;  // the kernel column fits the longest name
+  for (const reporting::Run &run : doc.runs) width = std::max(width, run.report.kernel.size());
+  fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12}\n", "kernel", width, "dtype", "property",
+             "tier", "verdict", "cases", "declined", "undecided", "worst err/β");
+  for (const reporting::Run &run : doc.runs)
+    for (const PropertyReport &p : run.report.properties)
+      fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12.3g}\n", run.report.kernel, width,
+                 dtype_name(run.report.dtype), p.id, tier_name(p.tier), p.tier == Tier::off ? "-" : verdict_name(p.verdict),
+                 p.cases, p.unsupported, p.undecided, p.worst_ratio_overall());
+  // The contract each kernel was checked against, once per kernel (the same for every dtype).
+  for (std::size_t n = 0; n < doc.runs.size(); ++n) {
+    const Report &r = doc.runs[n].report;
+    if (n > 0 && doc.runs[n - 1].report.kernel == r.kernel && doc.runs[n - 1].report.contract == r.contract) continue;
+    fmt::print("contract of {}: {}\n", r.kernel, r.contract.describe_changes());
+  }
+  // Counterexamples grouped by root cause, failures before warnings; numbered as `replay --failure N` takes them.
+  const auto failures = doc.failures();
+  std::vector<reporting::FailureGroup> groups = reporting::group_failures(doc);
+  std::stable_partition(groups.begin(), groups.end(), [](const auto &g) { return !g.warning; });
+  for (const reporting::FailureGroup &g : groups) {
+    fmt::print("\n{} {}\n  {}\n", g.warning ? "warning (beyond the declared contract):" : "failure:", g.headline,
+               g.caption);
+    for (const auto &member : g.members) {
+      const std::size_t number = std::find(failures.begin(), failures.end(), member) - failures.begin() + 1;
+      const PropertyReport &p = doc.runs[member.first].report.properties[member.second];
+      const Counterexample &cx = *p.counterexample;
+      fmt::print("  counterexample {}: {} — {} (step {}, found after {} cases, {} shrinks)\n    {}\n", number, p.id,
+                 cx.minimal.spec.describe(), cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.found_after,
+                 cx.shrink_steps, cx.outcome.detail);
+    }
+  }
+}
+
 std::vector<reporting::Run> check_serially(const std::vector<const attncheck_kernel *> &kernels,
                                            const std::vector<Dtype> &dtypes,
                                            const std::function<CheckOptions(std::size_t, Dtype)> &options_for,
                                            const reporting::KernelSource &src, std::string_view profile,
-                                           bool quiet, bool strict, bool evidence, const std::atomic<bool> *cancel) {
+                                           bool quiet, bool strict, bool evidence, const std::atomic<bool> *cancel,
+                                           bool sharded) {
   std::vector<reporting::Run> runs;
   Progress progress(static_cast<int>(kernels.size() * dtypes.size()), quiet);
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
       CheckOptions opt = options_for(n, dt);
+      if (sharded && opt.properties.empty()) {  // another shard's run
+        runs.push_back({src, std::string(profile), run_header(*kernels[n], opt), {}});
+        continue;
+      }
       opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
       progress.start_run(fmt::format("{} {}", kernels[n]->name, dtype_name(dt)));
       reporting::Run run{src, std::string(profile), check(*kernels[n], opt), {}};

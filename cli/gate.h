@@ -68,12 +68,22 @@ std::string run_line(const Report &r, bool strict);
 /// the check was cancelled or nothing ran, else 0.
 int exit_code(const reporting::Document &doc, bool strict, bool cancelled);
 
+/// The gate's table on stdout: one line per (kernel, dtype, property), each kernel's contract, then the counterexamples
+/// grouped by root cause, numbered as `attncheck replay --failure N` takes them.
+void print_table(const reporting::Document &doc);
+
 /// Runs `kernels` × `dtypes` one after another with a progress bar on stderr (a bar on a terminal, lines otherwise;
 /// nothing when `quiet`), gathering each counterexample's evidence when `evidence` (unless cancelled).
+/// A run whose properties an options_for leaves empty under `sharded` has none (its shard owns none of them): the run
+/// is listed, with no property.
 std::vector<reporting::Run> check_serially(const std::vector<const attncheck_kernel *> &kernels,
                                            const std::vector<Dtype> &dtypes,
                                            const std::function<CheckOptions(std::size_t, Dtype)> &options_for,
                                            const reporting::KernelSource &src, std::string_view profile,
-                                           bool quiet, bool strict, bool evidence, const std::atomic<bool> *cancel);
+                                           bool quiet, bool strict, bool evidence, const std::atomic<bool> *cancel,
+                                           bool sharded = false);
+
+/// A run's report before any property: kernel, dtype, contract, profile, seed and cases from `opt`.
+Report run_header(const attncheck_kernel &kernel, const CheckOptions &opt);
 
 }  // namespace attncheck::cli

@@ -29,6 +29,7 @@ int main(int argc, char **argv) {
   Action action;
   register_check_command(app, action);
   register_replay_command(app, action);
+  register_merge_command(app, action);
   register_list_command(app, action);
   register_study_command(app, action);
   try {

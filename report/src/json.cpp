@@ -23,6 +23,8 @@ using json = nlohmann::json;
 /// Version 2 added the contract, the tiers, warnings, failing_case and strict (a version-1 file reads as the
 /// default contract, every property required, strict false).
 constexpr int kSchemaVersion = 2;
+/// The most shards a campaign is cut into (a sanity bound on the partial reports' "count").
+constexpr std::int64_t kMaxShards = 1 << 20;
 constexpr std::string_view kFormat = "attncheck-report";
 constexpr int kIndent = 2;
 
@@ -507,10 +509,12 @@ std::string to_json(const Document &doc) {
   ojson j{{"format", kFormat},
           {"version", kSchemaVersion},
           {"tool_version", doc.tool_version},
-          {"strict", doc.strict},
-          {"verdict", detail::verdict_id(doc.verdict())},
-          {"failures", std::move(failures)},
-          {"runs", std::move(runs)}};
+          {"strict", doc.strict}};
+  if (doc.shard)
+    j["shard"] = ojson{{"index", doc.shard->index}, {"count", doc.shard->count}, {"properties", doc.shard->properties}};
+  j["verdict"] = detail::verdict_id(doc.verdict());
+  j["failures"] = std::move(failures);
+  j["runs"] = std::move(runs);
   // Invalid UTF-8 in a kernel's strings becomes U+FFFD rather than an exception.
   return j.dump(kIndent, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
@@ -533,6 +537,18 @@ Document from_json(std::string_view text) {
   Document doc;
   doc.tool_version = top.str("tool_version");
   if (version >= 2) doc.strict = top.boolean("strict");
+  if (top.has("shard")) {
+    const Obj sh(top.at("shard"), "shard");
+    Shard shard;
+    shard.count = static_cast<int>(sh.integer("count", 1, kMaxShards));
+    shard.index = static_cast<int>(sh.integer("index", 1, shard.count));
+    const json &ids = sh.array("properties");
+    for (std::size_t n = 0; n < ids.size(); ++n) {
+      if (!ids[n].is_string()) fail("shard.properties[" + std::to_string(n) + "] is not a string");
+      shard.properties.push_back(ids[n].get<std::string>());
+    }
+    doc.shard = std::move(shard);
+  }
   const json &runs = top.array("runs");
   std::size_t failures = 0;
   for (std::size_t n = 0; n < runs.size(); ++n)

@@ -62,9 +62,21 @@ struct Run {
   std::vector<std::optional<Evidence>> evidence;
 };
 
+/// A slice of a campaign (`attncheck check --shard I/N`): the (kernel, dtype, property) items of the whole check,
+/// numbered in report order (runs, then `properties` within each run), item i belonging to shard i mod N + 1.
+struct Shard {
+  int index = 1, count = 1;                ///< I (1-based) of N
+  std::vector<std::string> properties;     ///< the property ids of every run, in report order
+  friend bool operator==(const Shard &, const Shard &) = default;
+  /// Whether item `item` (0-based, report order) is this shard's.
+  bool owns(std::size_t item) const { return static_cast<int>(item % static_cast<std::size_t>(count)) == index - 1; }
+};
+
 struct Document {
   std::string tool_version;
   std::vector<Run> runs;
+  /// Set in a shard's partial report: its runs hold only the properties it owns (`attncheck merge` joins them).
+  std::optional<Shard> shard;
   /// --strict: warnings (advisory properties that found a counterexample) count as failures — in the verdicts
   /// written, in JUnit (<failure>) and in the roll-ups. Set by the CLI; kept in report.json.
   bool strict = false;
@@ -123,6 +135,11 @@ std::string to_html(const Document &doc);
 /// failures carry the counterexample text in <failure>; a warning is a passing testcase with a "warning"
 /// <property> and "WARNING: …" in <system-out> — or a <failure> when doc.strict.
 std::string to_junit(const Document &doc);
+
+/// The whole campaign from the partial reports of its shards (each index 1..N once, the same check): runs in order,
+/// each property from the shard that owns it — the document the unsharded check writes. Throws ReportError naming
+/// what does not fit (a missing or repeated shard, another check's report, a property a shard lacks).
+Document merge_shards(const std::vector<Document> &shards);
 
 /// Creates `dir` if needed and checks that it can be written; throws std::runtime_error with a one-line message.
 void prepare_report_dir(const std::filesystem::path &dir);

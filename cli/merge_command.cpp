@@ -1,0 +1,83 @@
+// attncheck merge: the partial reports of a sharded campaign (`check --shard I/N`) joined into the report the
+// unsharded check writes — report.json byte for byte — with the gate's exit code.
+#include "commands.h"
+
+#include "attncheck/report_io.h"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace attncheck::cli {
+
+namespace {
+
+struct MergeArgs {
+  std::vector<std::string> inputs;
+  std::string report_dir, junit;
+  bool quiet = false;
+};
+
+/// A partial report: DIR/report.json, or the file itself. Throws ReportError naming it.
+reporting::Document read_partial(const std::string &input) {
+  const std::filesystem::path path =
+      std::filesystem::is_directory(input) ? std::filesystem::path(input) / "report.json" : std::filesystem::path(input);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw reporting::ReportError("cannot read '" + path.string() + "': give the --report-dir of each shard");
+  std::stringstream text;
+  text << f.rdbuf();
+  try {
+    return reporting::from_json(text.str());
+  } catch (const reporting::ReportError &e) {
+    std::string msg = e.what();
+    const std::string generic = "report.json:";
+    if (msg.rfind(generic, 0) == 0) msg.replace(0, generic.size(), "'" + path.string() + "':");
+    throw reporting::ReportError(msg);
+  }
+}
+
+int run_merge(const MergeArgs &a) {
+  reporting::Document doc;
+  try {
+    std::vector<reporting::Document> parts;
+    for (const std::string &input : a.inputs) parts.push_back(read_partial(input));
+    doc = reporting::merge_shards(parts);
+    reporting::prepare_report_dir(a.report_dir);
+    reporting::write_reports(doc, a.report_dir);
+    if (!a.junit.empty()) {
+      std::ofstream j(a.junit, std::ios::binary);
+      j << reporting::to_junit(doc);
+      if (!j) throw std::runtime_error("cannot write '" + a.junit + "'");
+    }
+  } catch (const std::runtime_error &e) {
+    return usage_error(e.what());
+  }
+  if (!a.quiet) {
+    print_table(doc);
+    fmt::print(stderr, "merged {} shard reports into {}/ (report.json, summary.md, report.html)\n", a.inputs.size(),
+               a.report_dir);
+  }
+  return exit_code(doc, doc.strict, false);
+}
+
+}  // namespace
+
+void register_merge_command(CLI::App &app, Action &action) {
+  auto args = std::make_shared<MergeArgs>();
+  CLI::App *cmd = app.add_subcommand(
+      "merge",
+      "Join the partial reports of a sharded check (`check --shard I/N --report-dir DIR`, one per shard) into the "
+      "report of the unsharded check: report.json identical byte for byte, with summary.md, report.html and JUnit.\n"
+      "Exit codes: those of `check` for the whole campaign: 0 pass, 1 counterexample, 2 usage error (a missing, "
+      "repeated or foreign shard), 3 inconclusive.");
+  cmd->add_option("reports", args->inputs, "Each shard's report directory (or its report.json)")->required();
+  cmd->add_option("--report-dir", args->report_dir, "Write the merged report.json, summary.md and report.html here")
+      ->required();
+  cmd->add_option("--junit", args->junit, "Write JUnit XML of the whole campaign here");
+  cmd->add_flag("--quiet", args->quiet, "Print nothing but errors");
+  cmd->callback([args, &action] { action = [args] { return run_merge(*args); }; });
+}
+
+}  // namespace attncheck::cli
