@@ -7,6 +7,7 @@
 #include "attncheck/features.h"
 #include "attncheck/npy.h"
 #include "child_process.h"
+#include "protocol.h"
 
 #include <stdlib.h>
 
@@ -30,6 +31,7 @@ namespace attncheck {
 namespace fs = std::filesystem;
 using exec_detail::ChildProcess;
 using exec_detail::Clock;
+using namespace exec_detail;  // the protocol's parsers (protocol.h)
 
 namespace {
 
@@ -43,45 +45,12 @@ constexpr std::string_view kOutOfMemoryWords[] = {"memoryerror", "out of memory"
                                                   "bad_alloc", "cannot allocate memory"};
 /// Between `quit` and SIGTERM.
 constexpr auto kQuitGrace = std::chrono::milliseconds(2000);
-/// Longest kernel name and the characters it may use (spec/EXEC_PROTOCOL.md §3).
-constexpr std::size_t kMaxNameLen = 64;
-/// Quoted child output and commands are cut to this many characters in messages.
-constexpr std::size_t kMaxQuoted = 200;
-constexpr std::string_view kHelloWord = "attncheck-exec";
-constexpr std::string_view kProtocolRef = "spec/EXEC_PROTOCOL.md";
-
-bool valid_name(std::string_view n) {
-  if (n.empty() || n.size() > kMaxNameLen) return false;
-  for (char c : n)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-')) return false;
-  return true;
-}
 
 bool says_out_of_memory(std::string_view text) {
   std::string lower(text);
   for (char &c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return std::any_of(std::begin(kOutOfMemoryWords), std::end(kOutOfMemoryWords),
                      [&](std::string_view w) { return lower.find(w) != std::string::npos; });
-}
-
-/// One line, printable, at most kMaxQuoted characters: safe to put into a one-line message.
-std::string clip(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, kMaxQuoted)) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
-  if (s.size() > kMaxQuoted) out += "...";
-  return out;
-}
-
-std::vector<std::string> split_spaces(std::string_view s) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const std::size_t j = s.find(' ', i);
-    out.emplace_back(s.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i));
-    if (j == std::string_view::npos) break;
-    i = j + 1;
-  }
-  return out;
 }
 
 std::string seconds_text(std::chrono::milliseconds ms) {
@@ -263,43 +232,18 @@ void ExecKernel::State::start() {
     if (r == ChildProcess::Read::too_long)
       throw fail("wrote a stdout line longer than 64 KiB during the hello: stdout is for the protocol only, "
                  "print diagnostics to stderr");
-    if (!have_version) {
-      const auto f = split_spaces(line);
-      int version = 0;
-      const bool numeric = f.size() == 2 && !f[1].empty() &&
-                           std::from_chars(f[1].data(), f[1].data() + f[1].size(), version).ptr ==
-                               f[1].data() + f[1].size();
-      if (f.empty() || f[0] != kHelloWord || !numeric)
-        throw fail("no hello line: its first line on stdout was '" + clip(line) +
-                   "'; the command must print 'attncheck-exec 1' first and write nothing else to stdout (" +
-                   std::string(kProtocolRef) + " §3)");
-      if (version != kExecProtocolVersion)
-        throw fail("speaks exec protocol version " + f[1] + ", this attncheck speaks version " +
-                   std::to_string(kExecProtocolVersion) +
-                   ": use a kernel and an attncheck of the same protocol version");
+    HelloLine h;
+    try {
+      h = parse_hello_line(line, have_version);
+    } catch (const ProtocolError &e) {
+      throw fail(e.what());
+    }
+    if (h.kind == HelloLine::Kind::version) {
       have_version = true;
       continue;
     }
-    if (line == "ready") break;
-    const auto f = split_spaces(line);
-    if (f.size() < 2 || f[0] != "kernel" || !valid_name(f[1]))
-      throw fail("bad hello line '" + clip(line) +
-                 "': expected 'kernel <name> forward [backward]' (name: letters, digits, _ . + -) or 'ready'");
-    Info info{f[1], false, "", 0};
-    bool forward = false;
-    for (std::size_t i = 2; i < f.size(); ++i) {
-      if (f[i] == "forward") forward = true;
-      if (f[i] == "backward") info.backward = true;  // unknown capability tokens are ignored (§3)
-      if (is_contract_token(f[i])) info.contract += (info.contract.empty() ? "" : " ") + f[i];
-    }
-    try {
-      info.features = parse_contract(info.contract).features;
-    } catch (const ContractError &e) {
-      throw fail("kernel '" + info.name + "' declares an invalid " + std::string(e.what()) +
-                 " (spec/SPEC.md §3.1 lists the contract keys)");
-    }
-    if (!forward)
-      throw fail("kernel '" + info.name + "' does not list the capability 'forward': every kernel has a forward");
+    if (h.kind == HelloLine::Kind::ready) break;
+    Info info{h.name, h.backward, h.contract, h.features};
     for (const Info &o : seen)
       if (o.name == info.name) throw fail("announces kernel '" + info.name + "' twice: names must be unique");
     seen.push_back(std::move(info));
@@ -425,19 +369,17 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
       return broke(who_call + ": garbled answer: a stdout line longer than 64 KiB; the child was stopped");
   }
 
-  const std::size_t sp = answer.find(' ');
-  const std::string word = answer.substr(0, sp);
-  const std::string rest = sp == std::string::npos ? "" : answer.substr(sp + 1);
-  if (word == "unsupported" && (sp != std::string::npos || answer == "unsupported"))
-    return {ATTNCHECK_UNSUPPORTED, clip(rest)};
-  if (word == "error" && (sp != std::string::npos || answer == "error")) {
-    const std::string memory = memory_note(rest);
-    return {ATTNCHECK_ERROR, who_call + (memory.empty() ? "" : memory + ":") + " reported an error: " + clip(rest)};
+  Answer ans;
+  try {
+    ans = parse_answer(answer);
+  } catch (const ProtocolError &e) {
+    return broke(who_call + ": " + e.what() + ": the child was stopped and restarts on the next call");
   }
-  if (answer != "ok")
-    return broke(who_call + ": garbled answer '" + clip(answer) +
-                 "' (expected 'ok', 'unsupported <message>' or 'error <message>'; " + std::string(kProtocolRef) +
-                 " §4; diagnostics belong on stderr): the child was stopped and restarts on the next call");
+  if (ans.kind == Answer::Kind::unsupported) return {ATTNCHECK_UNSUPPORTED, ans.message};
+  if (ans.kind == Answer::Kind::error) {
+    const std::string memory = memory_note(ans.message);
+    return {ATTNCHECK_ERROR, who_call + (memory.empty() ? "" : memory + ":") + " reported an error: " + ans.message};
+  }
 
   std::vector<std::pair<std::string, DLTensor *>> outputs;
   for (std::size_t i = 0; i < n_out; ++i)

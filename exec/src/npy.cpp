@@ -90,16 +90,23 @@ std::string header_for(std::string_view descr, const std::vector<std::int64_t> &
   return h;
 }
 
+/// A whole .npy file: magic, version 1.0, header, data.
+std::string file_bytes(std::string_view descr, const std::vector<std::int64_t> &shape, const std::byte *data,
+                       std::size_t bytes) {
+  const std::string header = header_for(descr, shape);
+  std::string out(kMagic, kMagicLen);
+  out += {'\x01', '\x00', static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  out += header;
+  if (bytes > 0) out.append(reinterpret_cast<const char *>(data), bytes);
+  return out;
+}
+
 void write_bytes(const std::string &path, std::string_view descr, const std::vector<std::int64_t> &shape,
                  const std::byte *data, std::size_t bytes) {
-  const std::string header = header_for(descr, shape);
+  const std::string file = file_bytes(descr, shape, data, bytes);
   File f(std::fopen(path.c_str(), "wb"));
   if (!f) throw NpyError("cannot create " + path + ": " + std::strerror(errno));
-  const unsigned char pre[4] = {1, 0, static_cast<unsigned char>(header.size() & 0xff),
-                                static_cast<unsigned char>(header.size() >> 8)};
-  bool ok = std::fwrite(kMagic, 1, kMagicLen, f.get()) == kMagicLen && std::fwrite(pre, 1, 4, f.get()) == 4 &&
-            std::fwrite(header.data(), 1, header.size(), f.get()) == header.size() &&
-            (bytes == 0 || std::fwrite(data, 1, bytes, f.get()) == bytes);
+  bool ok = std::fwrite(file.data(), 1, file.size(), f.get()) == file.size();
   ok = std::fflush(f.get()) == 0 && ok;
   if (!ok) throw NpyError("cannot write " + path + ": " + std::strerror(errno));
 }
@@ -252,41 +259,58 @@ void write(const std::string &path, const Array &a) {
   write_bytes(path, a.descr, a.shape, a.data.data(), a.data.size());
 }
 
-Array read(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NpyError("cannot open " + path + ": " + std::strerror(errno));
-  char pre[kMagicLen + 2];
-  if (!in.read(pre, sizeof pre) || std::memcmp(pre, kMagic, kMagicLen) != 0)
+std::string serialize(const Array &a) { return file_bytes(a.descr, a.shape, a.data.data(), a.data.size()); }
+
+Array parse(std::string_view file, const std::string &path) {
+  if (file.size() < kMagicLen + 2 || std::memcmp(file.data(), kMagic, kMagicLen) != 0)
     throw NpyError(path + " is not a .npy file (no \\x93NUMPY magic): write it with numpy.save");
-  const int major = static_cast<unsigned char>(pre[kMagicLen]), minor = static_cast<unsigned char>(pre[kMagicLen + 1]);
+  const int major = static_cast<unsigned char>(file[kMagicLen]), minor = static_cast<unsigned char>(file[kMagicLen + 1]);
   if (major < 1 || major > 3 || minor != 0)
     throw NpyError(path + " is .npy version " + std::to_string(major) + "." + std::to_string(minor) +
                    ": attncheck reads 1.0, 2.0 and 3.0");
-  const int len_bytes = major == 1 ? 2 : 4;
-  unsigned char lb[4] = {0, 0, 0, 0};
-  if (!in.read(reinterpret_cast<char *>(lb), len_bytes)) throw NpyError(path + " is truncated inside its header");
-  const std::uint32_t hlen = lb[0] | (lb[1] << 8) | (std::uint32_t{lb[2]} << 16) | (std::uint32_t{lb[3]} << 24);
+  const std::size_t len_bytes = major == 1 ? 2 : 4, at = kMagicLen + 2;
+  if (file.size() < at + len_bytes) throw NpyError(path + " is truncated inside its header");
+  std::uint32_t hlen = 0;
+  for (std::size_t b = 0; b < len_bytes; ++b) hlen |= std::uint32_t{static_cast<unsigned char>(file[at + b])} << (8 * b);
   if (hlen > kMaxHeaderLen) throw NpyError(path + " has an implausible header length " + std::to_string(hlen));
-  std::string header(hlen, '\0');
-  if (!in.read(header.data(), hlen)) throw NpyError(path + " is truncated inside its header");
+  if (file.size() - at - len_bytes < hlen) throw NpyError(path + " is truncated inside its header");
+  const std::string_view header = file.substr(at + len_bytes, hlen);
 
   Array a;
   HeaderParser(header, path).parse(a);
-  if (itemsize_of(a.descr) == 0) {
+  const std::size_t itemsize = static_cast<std::size_t>(itemsize_of(a.descr));
+  if (itemsize == 0) {
     std::string why = path + " has dtype descr '" + a.descr + "'";
     if (!a.descr.empty() && a.descr[0] == '>') why += " (big-endian)";
     throw NpyError(why + ": the exec protocol takes '<f4' (float32), '<f2' (float16) or '<u2' (bfloat16 bits), "
                          "and '|u1' (uint8) or '<i4' (int32) for feature arguments");
   }
-  const std::size_t want = static_cast<std::size_t>(a.numel()) * static_cast<std::size_t>(itemsize_of(a.descr));
-  const std::string rest(std::istreambuf_iterator<char>(in), {});
-  a.data.resize(rest.size());
-  std::memcpy(a.data.data(), rest.data(), rest.size());
-  if (a.data.size() != want)
-    throw NpyError(path + " holds " + std::to_string(a.data.size()) + " data bytes, its shape " + a.shape_text() +
-                   " and descr '" + a.descr + "' need " + std::to_string(want) +
-                   (a.data.size() < want ? " (truncated: was the file still being written?)" : ""));
+  const std::string_view data = file.substr(at + len_bytes + hlen);
+  // The bytes the shape needs, without overflowing: a shape whose product exceeds what the file holds is refused.
+  std::size_t want = itemsize;
+  for (const std::int64_t d : a.shape) {
+    if (d != 0 && want > data.size() / static_cast<std::size_t>(d)) {
+      want = data.size() + 1;  // more than there is
+      for (const std::int64_t z : a.shape)
+        if (z == 0) want = 0;
+      break;
+    }
+    want *= static_cast<std::size_t>(d);
+  }
+  if (data.size() != want)
+    throw NpyError(path + " holds " + std::to_string(data.size()) + " data bytes, its shape " + a.shape_text() +
+                   " and descr '" + a.descr + "' need " + (want > data.size() ? "more" : std::to_string(want)) +
+                   (data.size() < want ? " (truncated: was the file still being written?)" : ""));
+  a.data.resize(data.size());
+  if (!data.empty()) std::memcpy(a.data.data(), data.data(), data.size());  // an empty vector's data() may be null
   return a;
+}
+
+Array read(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw NpyError("cannot open " + path + ": " + std::strerror(errno));
+  const std::string file(std::istreambuf_iterator<char>(in), {});
+  return parse(file, path);
 }
 
 void copy_into(const Array &a, DLTensor &t, std::string_view name) {

@@ -525,6 +525,8 @@ Document from_json(std::string_view text) {
     j = json::parse(text.begin(), text.end());
   } catch (const json::parse_error &e) {
     fail("truncated or malformed JSON at byte " + std::to_string(e.byte));
+  } catch (const json::exception &) {  // found by fuzz/report_json_fuzz.cpp: out_of_range for 1e999-style numbers
+    fail("a number out of range (a JSON number no double holds)");
   }
   if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
       j["format"].get<std::string>() != kFormat)

@@ -1,4 +1,5 @@
 #include "server.h"
+#include "decode.h"
 
 #include "attncheck/kernel_call.h"
 #include "io.h"
@@ -174,30 +175,22 @@ std::vector<KernelDesc> Server::start() {
                                               : "exit status " + std::to_string(WEXITSTATUS(status))));
     }
   }
-  if (hello.magic != wire::kMagic) throw fail("sandbox: the server's first message is garbled");
-  if (hello.count < 0) throw fail(hello.error);
-  if (hello.count == 0)
-    throw fail("plugin '" + path_ + "' exports no kernels (attncheck_kernels returned 0 kernels)");
+  int count = 0;
+  try {
+    count = decode_hello(hello);
+  } catch (const DecodeError &e) {  // the server's own words, or "exports no kernels"
+    throw fail(hello.magic == wire::kMagic && hello.count == 0 ? "plugin '" + path_ + "' " + e.what() : e.what());
+  }
   std::vector<KernelDesc> ks;
-  for (std::int32_t i = 0; i < hello.count; ++i) {
+  for (int i = 0; i < count; ++i) {
     wire::KernelInfo info;
     if (recv_all(sock_, &info, sizeof info, &deadline) != Read::ok)
       throw fail("plugin '" + path_ + "': the sandbox server died while listing the kernels");
-    info.name[sizeof info.name - 1] = '\0';
-    info.contract[sizeof info.contract - 1] = '\0';
-    info.contract_error[sizeof info.contract_error - 1] = '\0';
-    if (info.contract_error[0] != '\0') throw fail("plugin '" + path_ + "': " + info.contract_error);
-    KernelDesc d{info.name, info.abi_version, info.has_forward != 0, info.has_backward != 0,
-                 info.has_last_error != 0, info.contract};
-    if (info.full_name_len >= wire::kNameBytes)
-      throw fail("plugin '" + path_ + "': kernel #" + std::to_string(i) + " has a name of " +
-                 std::to_string(info.full_name_len) + " characters; the sandbox carries at most " +
-                 std::to_string(wire::kNameBytes - 1));
-    if (info.full_contract_len >= wire::kMessageBytes)
-      throw fail("plugin '" + path_ + "': kernel '" + d.name + "' declares a contract of " +
-                 std::to_string(info.full_contract_len) + " characters; the sandbox carries at most " +
-                 std::to_string(wire::kMessageBytes - 1));
-    ks.push_back(std::move(d));
+    try {
+      ks.push_back(decode_kernel_info(info, i));
+    } catch (const DecodeError &e) {
+      throw fail("plugin '" + path_ + "': " + e.what());
+    }
   }
   if (!kernels_.empty()) {
     bool same = kernels_.size() == ks.size();
@@ -319,18 +312,20 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
       return r;
     default: return crashed(nullptr, *staging);
   }
-  if (rep.magic != wire::kMagic) {
+  std::string message;
+  try {
+    message = decode_reply_message(rep);
+  } catch (const DecodeError &e) {
     kill(pid_, SIGKILL);
     reap(0);
-    return protocol("sandbox: the server's reply is garbled");
+    return protocol(e.what());
   }
   if (rep.type == wire::kSignalled) return crashed(&rep, *staging);
   CallRecord &record = CallRecord::of_this_thread();
   record.longest_ok =
       std::max(record.longest_ok, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started));
-  rep.message[sizeof rep.message - 1] = '\0';
   r.status = rep.status;
-  r.message = rep.status == ATTNCHECK_OK ? "" : rep.message;
+  r.message = rep.status == ATTNCHECK_OK ? "" : message;
   if (auto f = staging->check(shm)) {
     r.fault = std::move(*f);
     return r;

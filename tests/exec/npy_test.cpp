@@ -192,6 +192,9 @@ TEST_CASE("malformed .npy files are rejected with a message naming the defect") 
       {npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'extra': 1}", n),
        "unexpected header key 'extra'"},
       {std::string("\x93NUMPY\x01\x00\x40", 9), "truncated inside its header"},
+      // Found by fuzz/npy_fuzz.cpp: a shape whose element count overflows 64 bits (UB in the byte count before).
+      {npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }", n),
+       "need more"},
   };
   for (const Case &c : cases) {
     CAPTURE(c.expected);
@@ -201,6 +204,19 @@ TEST_CASE("malformed .npy files are rejected with a message naming the defect") 
     CHECK(msg.find(f) != std::string::npos);  // names the file
   }
   CHECK(read_error(dir.file("absent.npy")).find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("parse and serialize are read and write without a file, empty arrays included") {
+  // Found by fuzz/npy_fuzz.cpp: an array without elements copied its (null) data pointer.
+  for (const std::vector<std::int64_t> &shape : {std::vector<std::int64_t>{0, 4}, {3}, {}}) {
+    npy::Array a{"<f4", shape, {}};
+    a.data.resize(static_cast<std::size_t>(a.numel()) * 4, std::byte{0x3f});
+    const npy::Array b = npy::parse(npy::serialize(a), "mem.npy");
+    CHECK(b.descr == a.descr);
+    CHECK(b.shape == a.shape);
+    CHECK(b.data == a.data);
+  }
+  CHECK_THROWS_WITH(npy::parse("", "mem.npy"), Catch::Contains("mem.npy is not a .npy file"));
 }
 
 TEST_CASE("copying an array into a tensor of another dtype or shape names both") {

@@ -212,6 +212,13 @@ TEST_CASE("from_json rejects malformed, truncated and foreign files with a one-l
        "has an unknown value \"maybe\""},
       {"a wrongly typed count", replace_once(json, "\"cases\": 20", "\"cases\": \"twenty\""),
        "\"cases\" is not an integer"},
+      // Found by fuzz/report_json_fuzz.cpp: the JSON parser's out_of_range escaped as an internal error.
+      {"a number no double holds", replace_once(json, "\"cases\": 20", "\"cases\": 2955e9682"),
+       "a number out of range"},
+      {"a shard index past its count", replace_once(json, "\"strict\": false,",
+                                                     "\"strict\": false, \"shard\": {\"index\": 3, \"count\": 2, "
+                                                     "\"properties\": []},"),
+       "shard: \"index\" is 3, outside [1, 2]"},
   };
   for (const Bad &b : bad) {
     INFO(b.what);

@@ -51,6 +51,11 @@ void write(const std::string &path, const Array &a);
 /// descr; the file size must match the shape exactly. Throws NpyError naming the file and the defect.
 Array read(const std::string &path);
 
+/// Parses the bytes of a .npy file as read() does; `name` (a path) appears in the NpyError message.
+Array parse(std::string_view file, const std::string &name);
+/// The bytes of a version 1.0 .npy file holding `a` (what write(path, a) writes); parse(serialize(a)) == a.
+std::string serialize(const Array &a);
+
 /// Checks that `a` holds `t`'s dtype (descr_of) and shape, then stores its elements into `t` with t's strides.
 /// `name` (e.g. "out.npy") appears in the NpyError message.
 void copy_into(const Array &a, DLTensor &t, std::string_view name);
