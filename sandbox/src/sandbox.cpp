@@ -1,11 +1,13 @@
-// The public face: sandboxed kernels as ordinary attncheck_kernel structs. Their function pointers are
-// trampolines, one set per slot of a fixed table; a slot names the SandboxedPlugin and kernel it stands for.
+// The public face: sandboxed kernels as ordinary attncheck_kernel structs, bound (bound_kernel.h) to their plugin's
+// server.
 #include "attncheck/sandbox.h"
 
+#include "attncheck/bound_kernel.h"
 #include "attncheck/kernel_call.h"
 #include "server.h"
 
-#include <array>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -31,39 +33,27 @@ struct SandboxedPlugin::Impl {
   std::mutex mu;  // one call at a time: the server is one process
   std::vector<std::string> names;
   std::vector<std::string> contracts;
-  std::vector<attncheck_kernel> kernels;
-  std::vector<std::size_t> slots;
+  std::vector<attncheck_kernel> kernels;  // copies of bound's, contiguous for kernels()
   std::vector<CallFault> faults;
-  std::vector<std::string> messages;  // what last_error() returns, per kernel
+  /// Last: unbound first (waiting for calls in flight) when the Impl goes.
+  std::vector<std::unique_ptr<BoundKernel>> bound;
 
   Impl(const std::string &p, SandboxOptions o) : path(p), server(p, o) {}
   ~Impl();
-  int call(std::size_t index, wire::Op op, const attncheck_params *params, std::vector<Arg> args) {
+  KernelAnswer call(std::size_t index, wire::Op op, const attncheck_params *params, std::vector<Arg> args) {
     std::lock_guard lock(mu);
     Server::Result r = server.call(op, static_cast<int>(index), *params, args);
     faults[index] = r.fault;
     if (r.fault.kind == CallFault::memory) ++CallRecord::of_this_thread().memory_faults;
-    messages[index] = r.fault ? r.fault.message : r.message;
-    return r.fault ? ATTNCHECK_ERROR : r.status;
+    return {r.fault ? ATTNCHECK_ERROR : r.status, r.fault ? r.fault.message : r.message};
   }
 };
 
 namespace {
 
-/// Sandboxed kernels that can be alive at once (each needs its own trampolines).
-constexpr std::size_t kMaxSlots = 256;
-
-struct Slot {
-  SandboxedPlugin::Impl *impl = nullptr;
-  std::size_t index = 0;
-};
-std::mutex g_slots_mu;
-std::array<Slot, kMaxSlots> g_slots;
-
-Slot slot(std::size_t i) {
-  std::lock_guard lock(g_slots_mu);
-  return g_slots[i];
-}
+/// Which plugin and kernel each bound forward function stands for: last_fault(kernel) looks them up.
+std::mutex g_faults_mu;
+std::map<decltype(attncheck_kernel::forward), std::pair<const SandboxedPlugin::Impl *, std::size_t>> g_by_forward;
 
 /// The call's arguments: the kernel's tensors and, for a call with ABI 1.2 args, the args tensors after them (forward
 /// writes dropout_mask, backward reads it). A call without args carries exactly what it did before ABI 1.2.
@@ -78,51 +68,19 @@ std::vector<Arg> with_args(std::vector<Arg> core, const attncheck_params *params
   return core;
 }
 
-template <std::size_t I>
-int forward_trampoline(const attncheck_params *params, const DLTensor *q, const DLTensor *k, const DLTensor *v,
-                       DLTensor *out, DLTensor *lse) {
-  const Slot s = slot(I);
-  return s.impl->call(s.index, wire::kForward, params,
-                      with_args({{"q", q, nullptr}, {"k", k, nullptr}, {"v", v, nullptr}, {"out", out, out},
-                                 {"lse", lse, lse}},
-                                params, true));
+/// The sandbox arguments of a bound call: each tensor with what the child may write back into it.
+std::vector<Arg> args_of(const KernelCall &c) {
+  std::vector<Arg> args;
+  for (std::size_t i = 0; i < c.in.size(); ++i) args.push_back({c.in_names[i], c.in[i], nullptr});
+  for (std::size_t i = 0; i < c.out.size(); ++i) args.push_back({c.out_names[i], c.out[i], c.out[i]});
+  return with_args(std::move(args), &c.params, !c.backward);
 }
-
-template <std::size_t I>
-int backward_trampoline(const attncheck_params *params, const DLTensor *q, const DLTensor *k, const DLTensor *v,
-                        const DLTensor *out, const DLTensor *lse, const DLTensor *dout, DLTensor *dq,
-                        DLTensor *dk, DLTensor *dv) {
-  const Slot s = slot(I);
-  return s.impl->call(s.index, wire::kBackward, params,
-                      with_args({{"q", q, nullptr}, {"k", k, nullptr}, {"v", v, nullptr}, {"out", out, nullptr},
-                                 {"lse", lse, nullptr}, {"dout", dout, nullptr}, {"dq", dq, dq}, {"dk", dk, dk},
-                                 {"dv", dv, dv}},
-                                params, false));
-}
-
-template <std::size_t I>
-const char *last_error_trampoline() {
-  const Slot s = slot(I);
-  const std::string &m = s.impl->messages[s.index];
-  return m.empty() ? nullptr : m.c_str();
-}
-
-struct Trampolines {
-  decltype(&forward_trampoline<0>) forward;
-  decltype(&backward_trampoline<0>) backward;
-  decltype(&last_error_trampoline<0>) last_error;
-};
-template <std::size_t... I>
-constexpr std::array<Trampolines, sizeof...(I)> make_trampolines(std::index_sequence<I...>) {
-  return {Trampolines{&forward_trampoline<I>, &backward_trampoline<I>, &last_error_trampoline<I>}...};
-}
-constexpr auto kTrampolines = make_trampolines(std::make_index_sequence<kMaxSlots>{});
 
 }  // namespace
 
 SandboxedPlugin::Impl::~Impl() {
-  std::lock_guard lock(g_slots_mu);
-  for (std::size_t s : slots) g_slots[s] = Slot{};
+  std::lock_guard lock(g_faults_mu);
+  for (const attncheck_kernel &k : kernels) g_by_forward.erase(k.forward);
 }
 
 SandboxedPlugin SandboxedPlugin::load(const std::string &path, SandboxOptions options) {
@@ -148,24 +106,23 @@ SandboxedPlugin SandboxedPlugin::load(const std::string &path, SandboxOptions op
     impl->contracts.push_back(k.contract);
   }
   impl->faults.resize(ks.size());
-  impl->messages.resize(ks.size());
-  {
-    std::lock_guard lock(g_slots_mu);
+  Impl *self = impl.get();
+  try {
     for (std::size_t i = 0; i < ks.size(); ++i) {
-      std::size_t s = 0;
-      while (s < kMaxSlots && g_slots[s].impl) ++s;
-      if (s == kMaxSlots) {
-        for (std::size_t taken : impl->slots) g_slots[taken] = Slot{};
-        impl->slots.clear();
-        throw SandboxError("sandbox: more than " + std::to_string(kMaxSlots) +
-                           " sandboxed kernels at once; unload a plugin first");
-      }
-      g_slots[s] = Slot{impl.get(), i};
-      impl->slots.push_back(s);
-      const Trampolines &t = kTrampolines[s];
-      impl->kernels.push_back(attncheck_kernel{ATTNCHECK_ABI_VERSION, impl->names[i].c_str(), t.forward,
-                                               ks[i].has_backward ? t.backward : nullptr, t.last_error});
+      impl->bound.push_back(std::make_unique<BoundKernel>(
+          impl->names[i],
+          [self, i](const KernelCall &c) {
+            return self->call(i, c.backward ? wire::kBackward : wire::kForward, &c.params, args_of(c));
+          },
+          ks[i].has_backward));
+      impl->kernels.push_back(impl->bound.back()->kernel());
     }
+  } catch (const std::runtime_error &e) {  // every slot taken
+    throw SandboxError(std::string("sandbox: ") + e.what());
+  }
+  {
+    std::lock_guard lock(g_faults_mu);
+    for (std::size_t i = 0; i < ks.size(); ++i) g_by_forward[impl->kernels[i].forward] = {self, i};
   }
   return SandboxedPlugin(std::move(impl));
 }
@@ -192,11 +149,9 @@ const std::string &SandboxedPlugin::path() const { return impl_->path; }
 int SandboxedPlugin::server_starts() const { return impl_->server.starts(); }
 
 const CallFault *last_fault(const attncheck_kernel &kernel) {
-  std::lock_guard lock(g_slots_mu);
-  for (std::size_t s = 0; s < kMaxSlots; ++s)
-    if (g_slots[s].impl && kTrampolines[s].forward == kernel.forward)
-      return &g_slots[s].impl->faults[g_slots[s].index];
-  return nullptr;
+  std::lock_guard lock(g_faults_mu);
+  const auto it = g_by_forward.find(kernel.forward);
+  return it == g_by_forward.end() ? nullptr : &it->second.first->faults[it->second.second];
 }
 
 }  // namespace attncheck::sandbox

@@ -44,7 +44,7 @@ using KernelBody = std::function<KernelAnswer(const KernelCall &)>;
 class BoundKernel {
  public:
   /// Kernels bound at once, process-wide.
-  static constexpr std::size_t kMaxBoundKernels = 64;
+  static constexpr std::size_t kMaxBoundKernels = 256;
   /// Takes a free slot; throws std::runtime_error when all kMaxBoundKernels are taken. Without `has_backward` the
   /// kernel's backward pointer is NULL (the body sees forward calls only).
   BoundKernel(std::string name, KernelBody body, bool has_backward);
