@@ -25,6 +25,8 @@ constexpr std::size_t kMaxLineBytes = 65536;
 constexpr std::size_t kReadChunk = 65536;
 /// stderr lines kept for messages.
 constexpr std::size_t kStderrTailLines = 20;
+/// stderr of one child passed on to the sink; the rest is counted (a kernel cannot flood the gate's log).
+constexpr std::size_t kMaxForwardedStderr = 64 * 1024;
 /// After stdout's EOF: how long to collect the rest of stderr, and to wait for the exit status.
 constexpr auto kDrainGrace = std::chrono::milliseconds(500);
 constexpr auto kExitGrace = std::chrono::milliseconds(1000);
@@ -99,7 +101,13 @@ void ChildProcess::on_stderr_bytes(const char *p, std::size_t n) {
   while ((nl = err_buf_.find('\n', start)) != std::string::npos) {
     std::string line = err_buf_.substr(start, nl - start);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (sink_) sink_(line);
+    // A kernel cannot flood the gate: past kMaxForwardedStderr its lines are counted, not passed on.
+    if (forwarded_ + line.size() < kMaxForwardedStderr) {
+      forwarded_ += line.size() + 1;
+      if (sink_) sink_(line);
+    } else {
+      dropped_ += line.size() + 1;
+    }
     err_tail_.push_back(std::move(line));
     if (err_tail_.size() > kStderrTailLines) err_tail_.pop_front();
     start = nl + 1;
@@ -237,6 +245,11 @@ void ChildProcess::stop() {
     }
   }
   ::kill(-pid_, SIGKILL);  // stragglers of the group; safe while the leader is an unreaped zombie
+  if (dropped_ > 0 && sink_) {
+    sink_("... " + std::to_string(dropped_) + " more bytes of stderr dropped (attncheck passes on " +
+          std::to_string(kMaxForwardedStderr / 1024) + " KiB per child)");
+    dropped_ = 0;
+  }
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }

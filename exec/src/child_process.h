@@ -63,6 +63,8 @@ class ChildProcess {
   std::string out_buf_, err_buf_;
   std::deque<std::string> err_tail_;
   StderrSink sink_;
+  /// stderr passed to the sink so far, and dropped past kMaxForwardedStderr (said once, at stop).
+  std::size_t forwarded_ = 0, dropped_ = 0;
 };
 
 }  // namespace attncheck::exec_detail

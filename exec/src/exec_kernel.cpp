@@ -177,6 +177,8 @@ struct ExecKernel::State {
 
 /// ulimit -v counts KiB.
 constexpr std::uint64_t kKiBPerMiB = 1024;
+/// The child's $TMPDIR, a directory in the exchange directory.
+constexpr std::string_view kPrivateTmp = "tmp";
 
 // ---- start-up ----
 
@@ -184,10 +186,11 @@ void ExecKernel::State::start() {
   auto sink = options.on_stderr ? options.on_stderr : [](std::string_view l) { std::cerr << "[exec] " << l << '\n'; };
   try {
     // The limit is set by the shell itself before the command starts: no window in which the child runs unlimited.
-    const std::string limited =
-        options.memory_limit_mib == 0
-            ? command
-            : "ulimit -v " + std::to_string(options.memory_limit_mib * kKiBPerMiB) + " || exit 126; " + command;
+    // Its $TMPDIR is private (inside the exchange directory): what the kernel leaves there goes with the ExecKernel.
+    std::string limited = "export TMPDIR=" + shell_quote(dir + "/" + std::string(kPrivateTmp)) + "; ";
+    if (options.memory_limit_mib != 0)
+      limited += "ulimit -v " + std::to_string(options.memory_limit_mib * kKiBPerMiB) + " || exit 126; ";
+    limited += command;
     child = std::make_unique<ChildProcess>(limited, sink);
   } catch (const std::system_error &e) {
     throw ExecError(who() + ": cannot start /bin/sh: " + e.what());
@@ -423,6 +426,8 @@ ExecKernel::ExecKernel(std::string command, ExecOptions options) : state_(std::m
     throw ExecError(st.who() + ": cannot create a temp directory in '" + clip(root) + "': " + std::strerror(errno) +
                     " (set TMPDIR to a writable directory)");
   st.dir = fs::absolute(templ).string();
+  std::error_code tmp_ec;
+  fs::create_directory(fs::path(st.dir) / kPrivateTmp, tmp_ec);  // a failure shows as the kernel's own
   try {
     st.start();
     for (std::size_t i = 0; i < st.infos.size(); ++i) {

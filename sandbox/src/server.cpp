@@ -6,6 +6,7 @@
 #include "serve.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -72,7 +73,74 @@ std::string signal_name(int signo) {
 
 Server::Server(std::string path, SandboxOptions options) : path_(std::move(path)), options_(options) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+  if (!tmpdir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmpdir_, ec);
+  }
+}
+
+namespace {
+/// Passes lines of `fd` to `sink` until `stop` or end of file, at most kMaxForwardedBytes; then says how much it
+/// dropped.
+void drain_output(int fd, const std::atomic<bool> &stop, const std::function<void(std::string_view)> &sink) {
+  std::size_t forwarded = 0, dropped = 0;
+  std::string line;
+  char buf[4096];
+  while (!stop.load()) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = poll(&p, 1, 50);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (forwarded >= kMaxForwardedBytes) {
+        ++dropped;
+        continue;
+      }
+      ++forwarded;
+      if (buf[i] != '\n') line.push_back(buf[i]);
+      if (buf[i] == '\n' || forwarded == kMaxForwardedBytes) {
+        sink(line);
+        line.clear();
+      }
+    }
+  }
+  if (!line.empty()) sink(line);
+  if (dropped > 0)
+    sink("... " + std::to_string(dropped) + " more bytes of output dropped (the sandbox passes on " +
+         std::to_string(kMaxForwardedBytes / 1024) + " KiB per start)");
+}
+}  // namespace
+
+void Server::stop_draining() {
+  stop_drain_.store(true);
+  if (drain_.joinable()) drain_.join();
+  if (output_fd_ >= 0) close(output_fd_);
+  output_fd_ = -1;
+  stop_drain_.store(false);
+}
+
+void Server::kill_group() const {
+  if (pid_ <= 0) return;
+  kill(-pid_, SIGKILL);  // the server leads its own process group (start): the kernel's children go with it
+  kill(pid_, SIGKILL);
+}
+
+std::vector<std::string> Server::child_environment() {
+  if (tmpdir_.empty()) {
+    const char *t = std::getenv("TMPDIR");
+    std::string templ = std::string(t && *t ? t : "/tmp") + "/attncheck-sandbox-XXXXXX";
+    if (mkdtemp(templ.data())) tmpdir_ = templ;
+  }
+  std::vector<std::string> env;
+  for (char **e = environ; *e; ++e)
+    if (std::strncmp(*e, "TMPDIR=", 7) != 0) env.emplace_back(*e);
+  if (!tmpdir_.empty()) env.push_back("TMPDIR=" + tmpdir_);
+  return env;
+}
 
 int Server::reap(int grace_ms) {
   int status = 0;
@@ -81,13 +149,15 @@ int Server::reap(int grace_ms) {
     const pid_t r = waitpid(pid_, &status, WNOHANG);
     if (r == pid_ || (r < 0 && errno != EINTR)) break;
     if (Clock::now() >= deadline) {
-      kill(pid_, SIGKILL);
+      kill_group();
       while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  kill(-pid_, SIGKILL);  // what the kernel left running in the server's group
+  stop_draining();
   pid_ = -1;
   if (sock_ >= 0) close(sock_);
   if (memfd_ >= 0) close(memfd_);
@@ -107,7 +177,7 @@ void Server::stop() {
 
 std::vector<KernelDesc> Server::start() {
   if (running()) {
-    kill(pid_, SIGKILL);
+    kill_group();
     reap(0);
   }
   int sv[2];
@@ -125,11 +195,19 @@ std::vector<KernelDesc> Server::start() {
   std::string exe = server_executable(options_.server_executable), parent_arg = std::to_string(parent);
   std::string path_arg = path_;
   char *argv[] = {exe.data(), path_arg.data(), parent_arg.data(), nullptr};
+  int output[2] = {-1, -1};
+  if (pipe2(output, O_CLOEXEC) != 0) output[0] = output[1] = -1;  // without it the output goes where ours does
+  std::vector<std::string> env = child_environment();
+  std::vector<char *> envp;
+  for (std::string &e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) {
     close(sv[0]);
     close(sv[1]);
     close(memfd);
+    for (int fd : output)
+      if (fd >= 0) close(fd);
     throw SandboxError(std::string("sandbox: fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
@@ -141,13 +219,26 @@ std::vector<KernelDesc> Server::start() {
       const int m = fcntl(memfd, F_DUPFD_CLOEXEC, kServerMemFd + 1);
       if (s >= 0 && m >= 0 && dup2(s, kServerSocketFd) >= 0 && dup2(m, kServerMemFd) >= 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execv(exe.c_str(), argv);
+        if (output[1] >= 0) {
+          dup2(output[1], STDOUT_FILENO);
+          dup2(output[1], STDERR_FILENO);
+        }
+        setpgid(0, 0);  // a group of its own, which kill_group() ends with whatever the kernel started
+        execve(exe.c_str(), argv, envp.data());
       }
       _exit(kExecFailed);
     }
     serve(sv[1], memfd, path_, parent);
   }
   close(sv[1]);
+  if (output[1] >= 0) close(output[1]);
+  if (!exe.empty()) setpgid(pid, pid);  // as the child does: whichever runs first
+  output_fd_ = output[0];
+  if (output_fd_ >= 0) {
+    std::function<void(std::string_view)> sink = options_.on_output;
+    if (!sink) sink = [](std::string_view line) { std::fprintf(stderr, "[plugin] %.*s\n", int(line.size()), line.data()); };
+    drain_ = std::thread(drain_output, output_fd_, std::cref(stop_drain_), std::move(sink));
+  }
   pid_ = pid;
   sock_ = sv[0];
   memfd_ = memfd;
@@ -155,7 +246,7 @@ std::vector<KernelDesc> Server::start() {
 
   const auto deadline = Clock::now() + options_.timeout;
   auto fail = [&](const std::string &why) -> SandboxError {
-    kill(pid_, SIGKILL);
+    kill_group();
     reap(0);
     return SandboxError(why);
   };
@@ -303,7 +394,7 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
   switch (recv_all(sock_, &rep, sizeof rep, &deadline)) {
     case Read::ok: break;
     case Read::timeout:
-      kill(pid_, SIGKILL);
+      kill_group();
       reap(0);
       ++CallRecord::of_this_thread().timeouts;
       r.fault.kind = CallFault::timeout;
@@ -316,7 +407,7 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
   try {
     message = decode_reply_message(rep);
   } catch (const DecodeError &e) {
-    kill(pid_, SIGKILL);
+    kill_group();
     reap(0);
     return protocol(e.what());
   }

@@ -8,7 +8,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace attncheck::sandbox {
@@ -49,6 +51,10 @@ class Server {
  private:
   void stop();          // asks the child to quit, kills it when it does not
   int reap(int grace_ms);  // waitpid with a grace period, then SIGKILL; returns the wait status
+  /// SIGKILL to the server and every process the kernel started in its process group.
+  void kill_group() const;
+  /// The server's environment: this process's, with TMPDIR = tmpdir_ (created on first use).
+  std::vector<std::string> child_environment();
   Result crashed(const wire::Reply *note, const Staging &staging);
 
   std::string path_;
@@ -57,6 +63,15 @@ class Server {
   pid_t pid_ = -1;
   int sock_ = -1, memfd_ = -1;
   int starts_ = 0;
+  /// The kernel's private $TMPDIR: what it leaves there goes with the Server.
+  std::string tmpdir_;
+  /// The server's stdout and stderr, read by a thread that passes at most kMaxForwardedBytes of them (per start) to
+  /// options_.on_output and drops the rest: a kernel cannot flood the gate.
+  int output_fd_ = -1;
+  std::thread drain_;
+  std::atomic<bool> stop_drain_{false};
+  void stop_draining();
 };
+
 
 }  // namespace attncheck::sandbox

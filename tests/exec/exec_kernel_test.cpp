@@ -435,3 +435,27 @@ TEST_CASE("call: the first call of a shape has its own timeout, and its time is 
   CHECK(t.first_calls == 1);
   CHECK(t.first_seconds >= 1.5);
 }
+
+TEST_CASE("a kernel flooding stderr is cut at 64 KiB and its private TMPDIR goes with the ExecKernel") {
+  Quiet q;
+  std::string tmpdir;
+  {
+    ExecKernel exec(peer("chatty"), q.options());
+    std::mt19937_64 rng(3);
+    const Problem p = make_problem(rng, Dtype::f32, Shape{1, 1, 1, 2, 2, 2, 2}, Mask::none);
+    for (int call = 0; call < 4; ++call) {  // 4 MiB of stderr in all
+      Tensor out = make_out(p.shape, Dtype::f32);
+      const CallResult r = call_forward(exec.find("peer"), p, out, nullptr);
+      REQUIRE(r.status == ATTNCHECK_UNSUPPORTED);
+      tmpdir = r.message.substr(r.message.find('=') + 1);
+    }
+    CHECK(tmpdir.find("attncheck-exec-") != std::string::npos);  // inside the exchange directory
+    CHECK(std::filesystem::exists(tmpdir));
+  }
+  CHECK(!std::filesystem::exists(tmpdir));  // with the files the kernel left there
+  std::size_t bytes = 0;
+  for (const std::string &l : *q.lines) bytes += l.size() + 1;
+  CHECK(bytes < 70 * 1024);
+  REQUIRE(!q.lines->empty());
+  CHECK_THAT(q.lines->back(), Contains("more bytes of stderr dropped"));
+}

@@ -11,6 +11,7 @@
   crash           on a request: a stderr line, then exit status 3
   crash_once      like crash when the file ARG does not exist (and creates it); else answers 'unsupported again'
   answers         answers 'unsupported no float16 here' to float16 requests, else 'error kernel exploded'
+  chatty          per request: 1 MiB on stderr, a file left in $TMPDIR, answers 'unsupported TMPDIR=<its $TMPDIR>'
   features        declares every feature (ABI 1.2); logs each request (its directory as DIR) and the .npy files it
                   finds there ('name descr shape') to the file ARG; forward copies q.npy to out.npy (D = Dv) and
                   writes dropout_mask.npy [B,Hq,Lq,Lk] (element n: n % 3 == 0) when dropout is on; backward copies
@@ -148,6 +149,13 @@ def main():
                 sys.exit(3)
         elif mode == "again":
             send("unsupported again")
+        elif mode == "chatty":  # 1 MiB of stderr and a file in $TMPDIR per call; answers with $TMPDIR
+            for _ in range(1024):
+                sys.stderr.write("x" * 1023 + "\n")
+            sys.stderr.flush()
+            with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "left-behind-%d" % os.getpid()), "w") as f:
+                f.write("x" * 4096)
+            send("unsupported TMPDIR=" + os.environ.get("TMPDIR", ""))
         elif mode == "answers":
             send("unsupported no float16 here" if fields[2] == "float16" else "error kernel exploded")
 

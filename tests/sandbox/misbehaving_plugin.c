@@ -3,10 +3,13 @@
  * kernel is float32 only. */
 #include "attncheck/kernel_abi.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- strided access ---- */
 
@@ -273,6 +276,51 @@ static int write_dout_backward(const attncheck_params *p, const DLTensor *q, con
   return r;
 }
 
+/* ---- correct results, but careless with the process: what the soak test (soak_test.cpp) throws at the sandbox ---- */
+
+enum { kLeakedFds = 16, kChattyBytes = 48 * 1024, kTmpFileBytes = 1 << 16, kLeakedBytes = 1 << 20 };
+
+FORWARD(leak_fds_forward) { /* opens descriptors it never closes */
+  for (int i = 0; i < kLeakedFds; ++i) (void)open("/dev/null", O_RDONLY);
+  return naive_forward(p, q, k, v, out, lse);
+}
+
+FORWARD(spawn_child_forward) { /* leaves a child that would sleep for an hour */
+  if (fork() == 0) {
+    sleep(3600);
+    _exit(0);
+  }
+  return naive_forward(p, q, k, v, out, lse);
+}
+
+FORWARD(fill_tmp_forward) { /* writes a file into $TMPDIR and keeps it */
+  const char *dir = getenv("TMPDIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/attncheck-soak-XXXXXX", dir && *dir ? dir : "/tmp");
+  const int fd = mkstemp(path);
+  if (fd >= 0) {
+    static char block[kTmpFileBytes];
+    (void)!write(fd, block, sizeof block);
+    close(fd);
+  }
+  return naive_forward(p, q, k, v, out, lse);
+}
+
+FORWARD(chatty_forward) { /* writes to stdout and stderr */
+  static char text[kChattyBytes];
+  memset(text, 'x', sizeof text - 1);
+  fputs(text, stdout);
+  fputs(text, stderr);
+  fflush(stdout);
+  return naive_forward(p, q, k, v, out, lse);
+}
+
+FORWARD(leak_memory_forward) { /* allocates and never frees */
+  char *volatile leak = malloc(kLeakedBytes);
+  if (leak) memset(leak, 1, kLeakedBytes);
+  return naive_forward(p, q, k, v, out, lse);
+}
+
 static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "naive", naive_forward, naive_backward, last_error},
     {ATTNCHECK_ABI_VERSION, "fails", fails_forward, NULL, last_error},
@@ -291,6 +339,11 @@ static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "nan", nan_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "huge_alloc", huge_alloc_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "alloc_loop", alloc_loop_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "leak_fds", leak_fds_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "spawn_child", spawn_child_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "fill_tmp", fill_tmp_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "chatty", chatty_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "leak_memory", leak_memory_forward, NULL, last_error},
 };
 
 const attncheck_kernel *attncheck_kernels(int32_t *count) {

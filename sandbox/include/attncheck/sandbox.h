@@ -21,7 +21,9 @@
 #include <memory>
 #include <span>
 #include <stdexcept>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace attncheck::sandbox {
 
@@ -36,7 +38,14 @@ struct SandboxOptions {
   /// found the forked child serves without exec (fine unless this process ran OpenMP and the plugin uses it too:
   /// libgomp's thread pool does not survive fork()).
   std::string server_executable;
+  /// Receives each line the kernel's process writes to stdout or stderr (without the newline), at most
+  /// kMaxForwardedBytes per server start: the rest is dropped and counted in one last line. Empty: the lines go to
+  /// std::cerr with the prefix "[plugin] ". Called on a thread of the sandbox's own.
+  std::function<void(std::string_view line)> on_output;
 };
+
+/// What the sandbox passes on of a server's stdout and stderr per start, before it only counts what it drops.
+inline constexpr std::size_t kMaxForwardedBytes = 64 * 1024;
 
 /// What went wrong in a sandboxed call, beyond what the kernel itself returned.
 struct CallFault {
