@@ -146,7 +146,7 @@ int naive_forward(const attncheck_params *params, const DLTensor *q, const DLTen
               f.dropout_mask[b * f.dropout_s[0] + h * f.dropout_s[1] + i * f.dropout_s[2] + j * f.dropout_s[3]] =
                   keep[static_cast<std::size_t>(j)];
           }
-        float *row = &S[static_cast<std::size_t>(i * sq.Lk)];
+        float *row = S.data() + i * sq.Lk;  // S may be empty: a sequence without keys (UBSan)
         float m = kMinusInf;
         for (std::int64_t j = 0; j < sq.Lk; ++j) m = std::max(m, row[j]);
         if (m == kMinusInf) {  // the row sees no key: O = 0, LSE = −∞ (or the sink, the denominator's one term)

@@ -38,10 +38,13 @@ struct Seen {
   std::vector<float> k_rows;  ///< k[n, 0, r, 0] for every page n and row r (paged), or k[0, 0, r, 0] (varlen)
 } seen;
 
+/// Element (i0, i1, i2, i3) of a float32 tensor, or the bits of a uint8 one (FP8 inputs).
 float at(const DLTensor *t, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) {
   const std::int64_t off = i0 * t->strides[0] + i1 * t->strides[1] + i2 * t->strides[2] + i3 * t->strides[3];
+  const char *base = static_cast<const char *>(t->data) + t->byte_offset;
+  if (t->dtype.bits == 8) return static_cast<float>(static_cast<unsigned char>(base[off]));  // ASan: not 4 bytes
   float f;
-  std::memcpy(&f, static_cast<const char *>(t->data) + t->byte_offset + off * 4, 4);
+  std::memcpy(&f, base + off * 4, 4);
   return f;
 }
 
