@@ -13,8 +13,7 @@ import traceback
 import numpy as np
 
 from . import _frameworks
-
-OK, UNSUPPORTED, ERROR = 0, 1, 2
+from ._core import ERROR, OK, UNSUPPORTED  # the ABI's statuses
 
 
 class Unsupported(Exception):

@@ -184,7 +184,8 @@ struct CheckRequest {
   std::optional<double> time_budget;
   std::string contract;
   bool strict = false;
-  std::string report_dir, junit;
+  std::string report_dir;
+  std::string junit;  ///< written by the Python side; here it asks for the counterexamples' evidence
   bool quiet = false;
   double timeout = 10, first_call_timeout = 60;
   std::uint64_t memory_limit_mib = 4096;
@@ -294,26 +295,6 @@ std::tuple<std::string, std::string, std::string> replay(const std::string &json
   return {verdict, o.step ? std::string(step_id(*o.step)) : "", o.detail};
 }
 
-/// The inputs of counterexample `failure` as the kernel got them (values of the storage dtype): name → (shape,
-/// float64 bytes), plus scale and causal.
-nb::dict case_inputs(const std::string &json, std::size_t failure) {
-  const reporting::Document doc = parse(json);
-  std::size_t r = 0;
-  const Problem p = counterexample(doc, failure, &r).minimal.problem();
-  nb::dict d;
-  auto put = [&](const char *name, const Tensor &t) {
-    const std::vector<double> v = t.to_vector();
-    d[name] = nb::make_tuple(t.shape(), nb::bytes(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(double)));
-  };
-  put("q", p.q);
-  put("k", p.k);
-  put("v", p.v);
-  if (p.dout) put("dout", *p.dout);
-  d["scale"] = p.params.scale;
-  d["causal"] = p.params.mask != Mask::none;
-  return d;
-}
-
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -346,7 +327,6 @@ NB_MODULE(_core, m) {
         "Runs the gate; returns (report.json text, exit code, interrupted).");
   m.def("replay", &replay, nb::arg("report_json"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
         nb::arg("timeout"));
-  m.def("case_inputs", &case_inputs, nb::arg("report_json"), nb::arg("failure"));
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
   m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
   m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });
