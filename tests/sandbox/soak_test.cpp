@@ -130,8 +130,12 @@ TEST_CASE("thousands of calls of crashing hanging and careless kernels leave the
   const std::string saved = old_tmp ? old_tmp : "";
   setenv("TMPDIR", templ, 1);
 
+  // The plugin under a path of its own: the processes that name it are this test's, whatever else runs in parallel.
+  char plugin_dir[] = "/tmp/attncheck-soak-plugin-XXXXXX";
+  REQUIRE(mkdtemp(plugin_dir));
+  const std::string plugin_path = std::string(plugin_dir) + "/misbehaving_plugin.so";
+  fs::copy_file(MISBEHAVING_PLUGIN, plugin_path);
   const std::size_t fds_before = count_entries("/proc/self/fd");
-  const int processes_before = processes_of(MISBEHAVING_PLUGIN);  // other tests' servers of the plugin
   const Children children_before = children();
   const Problem p = small_problem();
   int calls = 0, restarts = 0;
@@ -145,7 +149,7 @@ TEST_CASE("thousands of calls of crashing hanging and careless kernels leave the
       output_bytes += line.size() + 1;
       ++output_lines;
     };
-    SandboxedPlugin plugin = SandboxedPlugin::load(MISBEHAVING_PLUGIN, o);
+    SandboxedPlugin plugin = SandboxedPlugin::load(plugin_path, o);
     Tensor expected = make_out(p.shape, Dtype::f32), lse = make_lse(p.shape);
     REQUIRE(call_forward(plugin.find("naive"), p, expected, &lse).ok());
     for (int round = 0; round < kRounds; ++round) {
@@ -179,17 +183,18 @@ TEST_CASE("thousands of calls of crashing hanging and careless kernels leave the
   const std::size_t fds_after = count_entries("/proc/self/fd");
   const Children children_after = children();
   const std::size_t tmp_after = count_entries(tmp);
-  int leftover = processes_of(MISBEHAVING_PLUGIN) - processes_before;
+  int leftover = processes_of(plugin_path);
   for (int wait = 0; leftover > 0 && wait < kKillWaits; ++wait) {  // SIGKILL is delivered, not done, when kill returns
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    leftover = processes_of(MISBEHAVING_PLUGIN) - processes_before;
+    leftover = processes_of(plugin_path);
   }
   if (saved.empty()) unsetenv("TMPDIR");
   else setenv("TMPDIR", saved.c_str(), 1);
   fs::remove_all(tmp);
 
   std::string seen;
-  processes_of(MISBEHAVING_PLUGIN, &seen);
+  processes_of(plugin_path, &seen);
+  fs::remove_all(plugin_dir);
   INFO(calls << " calls, " << restarts << " server starts; left: " << seen);
   CHECK(calls > 2000);
   CHECK(restarts > kRounds);  // every crash restarted the server
