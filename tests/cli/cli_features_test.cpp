@@ -380,10 +380,11 @@ TEST_CASE("the same seed twice gives a byte-identical report.json for feature ru
 TEST_CASE("a feature run gives the same report.json whatever the number of jobs", "[cli][features]") {
   const TempDir serial, parallel;
   const std::string kernel = "features_alibi_reversed_slopes";
-  REQUIRE(run(feature_check(kernel, "alibi,window,dropout", " --seed 3 --jobs 1 --report-dir " +
+  // A budget that never binds (a sanitizer build runs several times slower), as in the jobs test of cli_budget_test.
+  REQUIRE(run(feature_check(kernel, "alibi,window,dropout", " --seed 3 --time-budget 600 --jobs 1 --report-dir " +
                                                                  serial.path.string()))
               .status == kExitCounterexample);
-  REQUIRE(run(feature_check(kernel, "alibi,window,dropout", " --seed 3 --jobs 2 --report-dir " +
+  REQUIRE(run(feature_check(kernel, "alibi,window,dropout", " --seed 3 --time-budget 600 --jobs 2 --report-dir " +
                                                                  parallel.path.string()))
               .status == kExitCounterexample);
   const std::string a = slurp(serial / "report.json");
