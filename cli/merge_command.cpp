@@ -24,18 +24,7 @@ struct MergeArgs {
 reporting::Document read_partial(const std::string &input) {
   const std::filesystem::path path =
       std::filesystem::is_directory(input) ? std::filesystem::path(input) / "report.json" : std::filesystem::path(input);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw reporting::ReportError("cannot read '" + path.string() + "': give the --report-dir of each shard");
-  std::stringstream text;
-  text << f.rdbuf();
-  try {
-    return reporting::from_json(text.str());
-  } catch (const reporting::ReportError &e) {
-    std::string msg = e.what();
-    const std::string generic = "report.json:";
-    if (msg.rfind(generic, 0) == 0) msg.replace(0, generic.size(), "'" + path.string() + "':");
-    throw reporting::ReportError(msg);
-  }
+  return reporting::read_report(path, "give the --report-dir of each shard");
 }
 
 int run_merge(const MergeArgs &a) {
@@ -46,11 +35,7 @@ int run_merge(const MergeArgs &a) {
     doc = reporting::merge_shards(parts);
     reporting::prepare_report_dir(a.report_dir);
     reporting::write_reports(doc, a.report_dir);
-    if (!a.junit.empty()) {
-      std::ofstream j(a.junit, std::ios::binary);
-      j << reporting::to_junit(doc);
-      if (!j) throw std::runtime_error("cannot write '" + a.junit + "'");
-    }
+    if (!a.junit.empty()) reporting::write_file(a.junit, reporting::to_junit(doc));
   } catch (const std::runtime_error &e) {
     return usage_error(e.what());
   }

@@ -22,19 +22,11 @@ struct ReplayArgs {
 };
 
 int run_replay(const ReplayArgs &a) {
-  std::ifstream f(a.report, std::ios::binary);
-  if (!f) return usage_error("cannot read report '" + a.report + "': pass the report.json that `check --report-dir` wrote");
-  std::stringstream text;
-  text << f.rdbuf();
   reporting::Document doc;
   try {
-    doc = reporting::from_json(text.str());
+    doc = reporting::read_report(a.report, "pass the report.json that `check --report-dir` wrote");
   } catch (const reporting::ReportError &e) {
-    // The parser names the file generically; name the one the user gave.
-    std::string msg = e.what();
-    const std::string generic = "report.json:";
-    if (msg.rfind(generic, 0) == 0) msg.replace(0, generic.size(), "'" + a.report + "':");
-    return usage_error(msg);
+    return usage_error(e.what());
   }
   const auto failures = doc.failures();
   if (failures.empty()) return usage_error("report '" + a.report + "' records no counterexample: nothing to replay");

@@ -185,7 +185,7 @@ struct CheckRequest {
   std::string contract;
   bool strict = false;
   std::string report_dir;
-  std::string junit;  ///< written by the Python side; here it asks for the counterexamples' evidence
+  bool evidence = false;  ///< gather the counterexamples' evidence (for report files written later, as JUnit XML)
   bool quiet = false;
   double timeout = 10, first_call_timeout = 60;
   std::uint64_t memory_limit_mib = 4096;
@@ -235,7 +235,7 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
     doc.runs = cli::check_serially(
         kernels->list, dtypes,
         [&](std::size_t n, Dtype dt) { return cli::gate_options(request, dt, contracts[n], states[n], &g_cancel); },
-        kernels->source, request.profile->name, rq.quiet, rq.strict, !rq.report_dir.empty() || !rq.junit.empty(),
+        kernels->source, request.profile->name, rq.quiet, rq.strict, !rq.report_dir.empty() || rq.evidence,
         &g_cancel);
   }
   if (!rq.report_dir.empty()) reporting::write_reports(doc, rq.report_dir);
@@ -316,7 +316,7 @@ NB_MODULE(_core, m) {
       .def_rw("contract", &CheckRequest::contract)
       .def_rw("strict", &CheckRequest::strict)
       .def_rw("report_dir", &CheckRequest::report_dir)
-      .def_rw("junit", &CheckRequest::junit)
+      .def_rw("evidence", &CheckRequest::evidence)
       .def_rw("quiet", &CheckRequest::quiet)
       .def_rw("timeout", &CheckRequest::timeout)
       .def_rw("first_call_timeout", &CheckRequest::first_call_timeout)

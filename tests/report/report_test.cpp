@@ -318,6 +318,32 @@ TEST_CASE("write_reports creates the three files, and an unwritable directory is
   std::filesystem::remove_all(dir.parent_path());
 }
 
+TEST_CASE("report files replace what a kernel planted at their names and leave no temporary file") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("attncheck-report-plant-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "elsewhere");
+  // A link at report.json into a file the kernel controls, and a file it made read-only at summary.md.
+  const std::filesystem::path target = dir / "elsewhere" / "forged.json";
+  std::ofstream(target) << "forged";
+  std::filesystem::create_symlink(target, dir / "report.json");
+  std::ofstream(dir / "summary.md") << "forged";
+  std::filesystem::permissions(dir / "summary.md", std::filesystem::perms::owner_read);
+  write_reports(document(), dir);
+  CHECK_FALSE(std::filesystem::is_symlink(dir / "report.json"));
+  std::ifstream json(dir / "report.json"), forged(target);
+  std::stringstream text, kept;
+  text << json.rdbuf();
+  kept << forged.rdbuf();
+  CHECK(text.str() == to_json(document()));
+  CHECK(kept.str() == "forged");  // not written through the link
+  CHECK(std::filesystem::file_size(dir / "summary.md") > std::string("forged").size());
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator(dir)) ++entries;
+  CHECK(entries == 4);  // elsewhere/, report.json, summary.md, report.html
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("the evidence's worst element is the counterexample's, beyond its bound") {
   const Counterexample &c = the_counterexample();
   const Evidence &ev = *document().runs[0].evidence[0];

@@ -122,6 +122,9 @@ void add_evidence(Run &run, const attncheck_kernel &kernel);
 std::string to_json(const Document &doc);
 /// Parses report.json (throws ReportError).
 Document from_json(std::string_view text);
+/// Reads and parses the report.json at `path`; a ReportError names the file, and when it cannot be opened says
+/// `what_to_do`.
+Document read_report(const std::filesystem::path &path, std::string_view what_to_do);
 /// summary.md: verdict table per kernel and dtype (with its contract and warning count), then the failures and,
 /// in their own section, the warnings — each grouped by root cause (group_failures): the group's headline and
 /// caption, then each member counterexample (shape, step, worst element in hex and decimal, the replay command).
@@ -143,6 +146,11 @@ Document merge_shards(const std::vector<Document> &shards);
 
 /// Creates `dir` if needed and checks that it can be written; throws std::runtime_error with a one-line message.
 void prepare_report_dir(const std::filesystem::path &dir);
+
+/// Writes `text` to `path` through a new file renamed over it: what was there (a file, or a link a kernel planted) is
+/// replaced, never written through, and readers see the whole old or the whole new text. Throws std::runtime_error
+/// with a one-line message.
+void write_file(const std::filesystem::path &path, const std::string &text);
 
 /// Writes report.json, summary.md and report.html into `dir` (created if needed). Throws std::runtime_error with a
 /// one-line message when the directory cannot be written.
