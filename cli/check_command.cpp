@@ -7,6 +7,7 @@
 #include "shard.h"
 
 #include "attncheck/check.h"
+#include "attncheck/containment.h"
 #include "attncheck/property.h"
 #include "attncheck/report_io.h"
 
@@ -107,13 +108,21 @@ std::string known_properties() {
 }
 
 /// Writes `text` to `path`; throws std::runtime_error with one line when it cannot.
-void write_text_file(const std::string &path, const std::string &text) {
-  std::ofstream f(path, std::ios::binary);
-  if (f) f << text;
-  if (!f) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
+using OptionsFor = std::function<CheckOptions(std::size_t, Dtype)>;
+
+/// Kills the processes the kernels left running (containment.h), and says so.
+void end_strays(bool quiet) {
+  if (const int strays = containment::kill_strays(); strays > 0 && !quiet)
+    fmt::print(stderr, "attncheck: ended {} process{} the kernel left running\n", strays, strays == 1 ? "" : "es");
 }
 
-using OptionsFor = std::function<CheckOptions(std::size_t, Dtype)>;
+/// Kills the processes the kernels left running when it goes out of scope (the ways out that write no report).
+struct EndStrays {
+  EndStrays() = default;
+  EndStrays(const EndStrays &) = delete;
+  EndStrays &operator=(const EndStrays &) = delete;
+  ~EndStrays() { containment::kill_strays(); }
+};
 
 /// Counterexamples' evidence is gathered for the reports that show it.
 bool wants_evidence(const CheckArgs &a) { return !a.report_dir.empty() || !a.junit.empty(); }
@@ -222,6 +231,10 @@ int run_check(const CheckArgs &a) {
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
   so.first_call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.first_call_timeout * 1000));
   so.memory_limit_mib = a.memory_limit_mib;
+  // Every process the kernels leave behind, in or out of their process groups, is this process's to reap, and none
+  // outlives the check: the reports are written after the last one is gone (SPEC.md §8).
+  containment::adopt_orphans();
+  const EndStrays strays_guard;  // on every way out, after `source` below has stopped its kernel processes
   std::optional<KernelSource> source;
   std::vector<const attncheck_kernel *> kernels;
   try {
@@ -250,7 +263,7 @@ int run_check(const CheckArgs &a) {
   // Where reports go is checked before any case runs: a typo should not cost the whole check.
   try {
     if (!a.report_dir.empty() && !a.worker) reporting::prepare_report_dir(a.report_dir);
-    if (!a.junit.empty() && !a.worker) write_text_file(a.junit, "");
+    if (!a.junit.empty() && !a.worker) reporting::write_file(a.junit, "");
   } catch (const std::runtime_error &e) {
     return usage_error(e.what());
   }
@@ -283,7 +296,7 @@ int run_check(const CheckArgs &a) {
   // A worker of `--jobs`: one property of one kernel and dtype per item, the report (and evidence) on stdout.
   if (a.worker) {
     std::vector<SearchTrails> trails(kernels.size());  // searches an item's share stopped: a second item continues
-    return serve_items([&](const WorkItem &it) {
+    const int rc = serve_items([&](const WorkItem &it) {
       merge_shapes(states[it.kernel].hung, it.hung);  // other workers' hangs: this worker skips those shapes too
       CheckOptions opt = options_for(it.kernel, it.dtype);
       opt.properties = {it.property};
@@ -294,6 +307,9 @@ int run_check(const CheckArgs &a) {
       if (wants_evidence(a) && !g_cancel.load()) reporting::add_evidence(run, *kernels[it.kernel]);
       return ItemResult{std::move(run), states[it.kernel].hung};
     }, [&] { return source->exec_call_times(); });
+    source.reset();
+    end_strays(a.quiet);
+    return rc;
   }
 
   reporting::Document doc;
@@ -317,7 +333,10 @@ int run_check(const CheckArgs &a) {
     return kExitInternal;
   }
   print_table(doc);
-  if (auto t = source->exec_call_times(); t && (*t += worker_times).first_calls > 0) {
+  const std::optional<ExecKernel::CallTimes> call_times = source->exec_call_times();
+  source.reset();
+  end_strays(a.quiet);
+  if (auto t = call_times; t && (*t += worker_times).first_calls > 0) {
     fmt::print("exec call time{}: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
                jobs > 1 ? " (summed over the workers)" : "", t->first_calls, t->first_seconds,
                t->other_calls, t->other_seconds);
@@ -329,7 +348,7 @@ int run_check(const CheckArgs &a) {
       if (!a.quiet) fmt::print(stderr, "reports written to {}/ (report.json, summary.md, report.html)\n",
                                a.report_dir);
     }
-    if (!a.junit.empty()) write_text_file(a.junit, reporting::to_junit(doc));
+    if (!a.junit.empty()) reporting::write_file(a.junit, reporting::to_junit(doc));
   } catch (const std::runtime_error &e) {
     return usage_error(e.what());
   }

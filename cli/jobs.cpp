@@ -1,5 +1,7 @@
 #include "jobs.h"
 
+#include "attncheck/containment.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -34,6 +36,7 @@ struct Worker {
 Worker spawn(const std::vector<std::string> &command, int threads) {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error(std::string("--jobs: pipe: ") + std::strerror(errno));
+  const containment::SpawnLock lock;
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("--jobs: fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -52,6 +55,7 @@ Worker spawn(const std::vector<std::string> &command, int threads) {
     execv(argv[0], argv.data());
     _exit(127);
   }
+  containment::register_child(pid);
   close(in[0]);
   close(out[1]);
   fcntl(in[1], F_SETFD, FD_CLOEXEC);
@@ -225,6 +229,7 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
         w.from = -1;
         int status = 0;
         waitpid(w.pid, &status, 0);
+        containment::forget_child(w.pid);
         w.pid = -1;
         --alive;
         if (w.item && !cancel.load())

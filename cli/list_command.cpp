@@ -1,6 +1,8 @@
-// attncheck list: every property id with its one-line math, and the ABI 1.2 features a kernel may declare.
+// attncheck list: every property id with its one-line math, the ABI 1.2 features a kernel may declare, and how
+// kernel processes are contained here.
 #include "commands.h"
 
+#include "attncheck/containment.h"
 #include "attncheck/property.h"
 
 #include <fmt/core.h>
@@ -24,6 +26,8 @@ void register_list_command(CLI::App &app, Action &action) {
       fmt::print("\nfeatures (declare with --contract features=a+b, the plugin's attncheck_contracts or the exec hello):\n");
       for (const PropertyDef *d : all_properties())
         if (d->feature) fmt::print("  {:<8}  checked by {}\n", feature_name(d->feature), d->id);
+      // How kernel processes are contained on this machine (SPEC.md §8).
+      fmt::print("\nkernel processes: {}\n", containment::kernel_domain().description());
       return kExitPass;
     };
   });

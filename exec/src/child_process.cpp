@@ -1,8 +1,9 @@
 #include "child_process.h"
 
+#include "attncheck/containment.h"
+
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <utility>
 #include <thread>
 
 extern char **environ;
@@ -32,6 +34,8 @@ constexpr auto kDrainGrace = std::chrono::milliseconds(500);
 constexpr auto kExitGrace = std::chrono::milliseconds(1000);
 /// Between SIGTERM and SIGKILL.
 constexpr auto kTermGrace = std::chrono::milliseconds(1000);
+/// Exit status of a child whose exec() of /bin/sh failed (as the shell's for a command not found).
+constexpr int kExecFailed = 127;
 /// Polling step while waiting for an exit (waitid has no timeout).
 constexpr auto kExitPollStep = std::chrono::milliseconds(5);
 
@@ -61,35 +65,40 @@ ChildProcess::ChildProcess(const std::string &command, StderrSink sink) : sink_(
     ::close(pin[0]), ::close(pin[1]), ::close(pout[0]), ::close(pout[1]);
     throw_errno("pipe2");
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, pin[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, pout[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, perr[1], STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group: stop() reaches helpers that `sh -c` starts. Default signal state: the parent may block or
-  // ignore SIGPIPE, a child must not inherit that.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  sigemptyset(&defaults);
-  for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&defaults, s);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-
-  std::string sh = "sh", dash_c = "-c", cmd = command;
+  // fork() rather than posix_spawn(): the child enters the kernels' Landlock domain before it execs.
+  const containment::Domain &domain = containment::kernel_domain();
+  std::string sh = "/bin/sh", dash_c = "-c", cmd = command;
   char *argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
-  const int rc = ::posix_spawn(&pid_, "/bin/sh", &fa, &attr, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  int spawn_errno = 0;
+  {
+    const containment::SpawnLock lock;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Only async-signal-safe calls until exec (the parent may have threads). Own process group: stop() reaches
+      // helpers that `sh -c` starts. Default signal state: the parent may block or ignore SIGPIPE, a child must not
+      // inherit that.
+      domain.enter();  // first: the dup2()s below may overwrite the ruleset's descriptor
+      for (auto [fd, target] : {std::pair{pin[0], STDIN_FILENO}, {pout[1], STDOUT_FILENO}, {perr[1], STDERR_FILENO}})
+        fd == target ? ::fcntl(fd, F_SETFD, 0) : ::dup2(fd, target);  // dup2 clears close-on-exec, fcntl when it can't
+      ::setpgid(0, 0);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(s, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execve(sh.c_str(), argv, environ);
+      ::_exit(kExecFailed);
+    }
+    if (pid_ < 0) spawn_errno = errno;
+    else containment::register_child(pid_);
+  }
+  if (pid_ > 0) ::setpgid(pid_, pid_);  // as the child does: whichever runs first
   ::close(pin[0]), ::close(pout[1]), ::close(perr[1]);
   in_ = pin[1], out_ = pout[0], err_ = perr[0];
-  if (rc != 0) {
-    pid_ = -1;
+  if (pid_ < 0) {
     close_fd(in_), close_fd(out_), close_fd(err_);
-    throw std::system_error(rc, std::generic_category(), "posix_spawn /bin/sh");
+    throw std::system_error(spawn_errno, std::generic_category(), "fork");
   }
 }
 
@@ -254,6 +263,8 @@ void ChildProcess::stop() {
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   reaped_ = true;
+  containment::forget_child(pid_);
+  containment::reap_orphans();  // what the kernel left outside its group, when this process adopts them
   close_fd(out_), close_fd(err_);
 }
 

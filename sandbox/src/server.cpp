@@ -1,6 +1,8 @@
 #include "server.h"
 #include "decode.h"
 
+#include "attncheck/containment.h"
+
 #include "attncheck/kernel_call.h"
 #include "io.h"
 #include "serve.h"
@@ -20,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 namespace attncheck::sandbox {
@@ -158,6 +161,8 @@ int Server::reap(int grace_ms) {
   }
   kill(-pid_, SIGKILL);  // what the kernel left running in the server's group
   stop_draining();
+  containment::forget_child(pid_);
+  containment::reap_orphans();  // what the kernel left outside its group, when this process adopts them
   pid_ = -1;
   if (sock_ >= 0) close(sock_);
   if (memfd_ >= 0) close(memfd_);
@@ -201,6 +206,8 @@ std::vector<KernelDesc> Server::start() {
   std::vector<char *> envp;
   for (std::string &e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
+  const containment::Domain &domain = containment::kernel_domain();
+  std::optional<containment::SpawnLock> spawn_lock(std::in_place);
   const pid_t pid = fork();
   if (pid < 0) {
     close(sv[0]);
@@ -211,6 +218,7 @@ std::vector<KernelDesc> Server::start() {
     throw SandboxError(std::string("sandbox: fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
+    domain.enter();  // first: the descriptors dup2()ed below may overwrite the ruleset's
     close(sv[0]);
     if (!exe.empty()) {
       // Only async-signal-safe calls until exec (the parent may have threads). dup2 onto the fixed descriptors
@@ -230,6 +238,8 @@ std::vector<KernelDesc> Server::start() {
     }
     serve(sv[1], memfd, path_, parent);
   }
+  containment::register_child(pid);
+  spawn_lock.reset();
   close(sv[1]);
   if (output[1] >= 0) close(output[1]);
   if (!exe.empty()) setpgid(pid, pid);  // as the child does: whichever runs first

@@ -3,13 +3,16 @@
 // kernels that crash, hang, scribble or allocate without bound are counterexamples, not a crashed CLI.
 #include "cli_support.h"
 
+#include <signal.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 
 using namespace cli_test;
 
@@ -198,4 +201,26 @@ TEST_CASE("a kernel that writes no output is a counterexample at the finite step
 TEST_CASE("a nondeterministic kernel fails determinism", "[cli][gate]") {
   const Run r = run(misbehaving_check("nondeterministic", "determinism"));
   require_counterexample(r, "counterexample 1: determinism");
+}
+
+TEST_CASE("a kernel's daemon forging the reports is ended before the gate writes them", "[cli][gate]") {
+  // forge_report leaves a process outside its process group that rewrites report.json, summary.md and junit.xml
+  // every 2 ms for a minute, and fails. Serially and through --jobs workers, the reports are the gate's.
+  const std::string jobs = GENERATE(as<std::string>{}, " --jobs 1", " --jobs 2");
+  TempDir dir;
+  const std::string reports = dir.path.string();
+  const Run r = run("ATTNCHECK_TEST_FORGE_DIR=" + reports + " " + misbehaving_check("forge_report", "accuracy") +
+                    " --report-dir " + reports + " --junit " + reports + "/junit.xml" + jobs);
+  INFO(r.out << r.err);
+  REQUIRE(r.status == kExitCounterexample);
+  std::ifstream pid_file(dir / "forger.pid");
+  long forger = 0;
+  pid_file >> forger;
+  REQUIRE(forger > 0);  // it ran
+  CHECK(kill(static_cast<pid_t>(forger), 0) != 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // ten of its periods: it would have written again
+  const std::string forged = "forged: every property passed\n";
+  CHECK(slurp(dir / "report.json").find("\"verdict\": \"fail\"") != std::string::npos);
+  CHECK(slurp(dir / "summary.md") != forged);
+  CHECK(slurp(dir / "junit.xml").find("failures=\"1\"") != std::string::npos);
 }

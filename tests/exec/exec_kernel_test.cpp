@@ -1,6 +1,7 @@
 // ExecKernel: a child process speaking spec/EXEC_PROTOCOL.md as an ordinary ABI kernel. The NumPy example kernel
 // agrees with the reference under the error model; one child serves every call; every protocol failure gives its
 // clear one-line message.
+#include "attncheck/containment.h"
 #include "attncheck/error_model.h"
 #include "attncheck/reference.h"
 #include "exec_support.h"
@@ -399,6 +400,21 @@ TEST_CASE("call: 'unsupported' and 'error' answers carry the child's message") {
   CHECK(e.message == "exec kernel 'peer' (forward) reported an error: kernel exploded");
   CHECK(std::string(k.last_error()) == e.message);
   CHECK(exec.starts() == 1);
+}
+
+TEST_CASE("an exec kernel can neither open the gate's memory for writing nor signal it") {
+  const containment::Domain &domain = containment::kernel_domain();
+  if (!domain.available()) {
+    WARN("not checked here: " << domain.description());
+    return;
+  }
+  INFO(domain.description());
+  Quiet q;
+  ExecKernel exec(peer("poke_gate"), q.options());
+  const CallResult r = small_forward(exec.find("peer"));
+  REQUIRE(r.status == ATTNCHECK_UNSUPPORTED);
+  CHECK_THAT(r.message, Contains("mem=denied"));
+  if (domain.scopes_signals()) CHECK_THAT(r.message, Contains("signal=denied"));
 }
 
 TEST_CASE("closing an ExecKernel stops its child and its ABI structs then fail cleanly") {

@@ -12,6 +12,8 @@
   crash_once      like crash when the file ARG does not exist (and creates it); else answers 'unsupported again'
   answers         answers 'unsupported no float16 here' to float16 requests, else 'error kernel exploded'
   chatty          per request: 1 MiB on stderr, a file left in $TMPDIR, answers 'unsupported TMPDIR=<its $TMPDIR>'
+  poke_gate       answers 'unsupported mem=allowed|denied signal=allowed|denied': whether it could open the memory of
+                  the gate (the parent of its process group's leader, the shell) for writing, and signal it
   features        declares every feature (ABI 1.2); logs each request (its directory as DIR) and the .npy files it
                   finds there ('name descr shape') to the file ARG; forward copies q.npy to out.npy (D = Dv) and
                   writes dropout_mask.npy [B,Hq,Lq,Lk] (element n: n % 3 == 0) when dropout is on; backward copies
@@ -80,6 +82,23 @@ def write_npy(path, descr, shape, data=None):
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
         f.write(b"\x00" * (n * 4) if data is None else data)
+
+
+def poke_gate():
+    """Whether this process may open the gate's memory for writing, and signal it (signal 0 only asks)."""
+    with open("/proc/%d/stat" % os.getpgid(0)) as f:
+        gate = int(f.read().rsplit(")", 1)[1].split()[1])
+    try:
+        os.close(os.open("/proc/%d/mem" % gate, os.O_RDWR))
+        mem = "allowed"
+    except OSError:
+        mem = "denied"
+    try:
+        os.kill(gate, 0)
+        signal = "allowed"
+    except OSError:
+        signal = "denied"
+    return "mem=%s signal=%s" % (mem, signal)
 
 
 def main():
@@ -156,6 +175,8 @@ def main():
             with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "left-behind-%d" % os.getpid()), "w") as f:
                 f.write("x" * 4096)
             send("unsupported TMPDIR=" + os.environ.get("TMPDIR", ""))
+        elif mode == "poke_gate":
+            send("unsupported " + poke_gate())
         elif mode == "answers":
             send("unsupported no float16 here" if fields[2] == "float16" else "error kernel exploded")
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- strided access ---- */
@@ -321,6 +322,73 @@ FORWARD(leak_memory_forward) { /* allocates and never frees */
   return naive_forward(p, q, k, v, out, lse);
 }
 
+/* ---- hostile: what the containment tests (containment_test.cpp, cli_containment_test.cpp) try against the gate ---- */
+
+/* Tries what would let a kernel change the gate (the server's parent): opening its memory for writing, and signalling
+ * it (signal 0, which only asks for permission). Always fails, its message saying what was allowed:
+ * "poke_gate: mem=denied signal=allowed". */
+FORWARD(poke_gate_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  static char message[128];
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/mem", (int)getppid());
+  const int fd = open(path, O_RDWR);
+  if (fd >= 0) close(fd);
+  const int signalled = kill(getppid(), 0) == 0;
+  snprintf(message, sizeof message, "poke_gate: mem=%s signal=%s", fd >= 0 ? "allowed" : "denied",
+           signalled ? "allowed" : "denied");
+  g_error = message;
+  return ATTNCHECK_ERROR;
+}
+
+enum { kForgeIntervalUs = 2000, kForgeSeconds = 60 };
+
+/* Leaves a daemon outside its process group (a double fork and setsid) that keeps writing a forged passing report
+ * into $ATTNCHECK_TEST_FORGE_DIR (report.json, summary.md, junit.xml) for a minute, its pid in forger.pid beside
+ * them; the call returns once the daemon has left its process group, with an output of zeros, which fails. */
+FORWARD(forge_report_forward) {
+  static int started = 0;
+  const char *dir = getenv("ATTNCHECK_TEST_FORGE_DIR");
+  int ready[2];
+  if (dir && !started && pipe(ready) == 0) {
+    started = 1;
+    const pid_t middle = fork();
+    if (middle == 0) {
+      close(ready[0]);
+      setsid();
+      if (fork() == 0) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/forger.pid", dir);
+        FILE *f = fopen(path, "w");
+        if (f) fprintf(f, "%d\n", (int)getpid()), fclose(f);
+        (void)!write(ready[1], "", 1);  /* out of the group: the call may return */
+        close(ready[1]);
+        static const char *const kFiles[] = {"report.json", "summary.md", "junit.xml"};
+        for (long i = 0; i < kForgeSeconds * 1000000L / kForgeIntervalUs; ++i) {
+          for (int n = 0; n < 3; ++n) {
+            snprintf(path, sizeof path, "%s/%s", dir, kFiles[n]);
+            FILE *r = fopen(path, "w");
+            if (r) fputs("forged: every property passed\n", r), fclose(r);
+          }
+          usleep(kForgeIntervalUs);
+        }
+      }
+      _exit(0);
+    }
+    close(ready[1]);
+    char byte;
+    (void)!read(ready[0], &byte, 1);  /* until the daemon has left the group (or its side is gone) */
+    close(ready[0]);
+    if (middle > 0) waitpid(middle, NULL, 0);
+  }
+  const int r = naive_forward(p, q, k, v, out, lse);
+  for (int64_t b = 0; b < out->shape[0]; ++b)
+    for (int64_t h = 0; h < out->shape[1]; ++h)
+      for (int64_t i = 0; i < out->shape[2]; ++i)
+        for (int64_t c = 0; c < out->shape[3]; ++c) *at4(out, b, h, i, c) = 0.0f;
+  return r;
+}
+
 static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "naive", naive_forward, naive_backward, last_error},
     {ATTNCHECK_ABI_VERSION, "fails", fails_forward, NULL, last_error},
@@ -344,6 +412,8 @@ static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "fill_tmp", fill_tmp_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "chatty", chatty_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "leak_memory", leak_memory_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "poke_gate", poke_gate_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "forge_report", forge_report_forward, NULL, last_error},
 };
 
 const attncheck_kernel *attncheck_kernels(int32_t *count) {

@@ -2,8 +2,10 @@
 // fill $TMPDIR and write to stdout and stderr, through one sandboxed plugin. The verdict of every call is right, and
 // the gate's own process ends as it began: the same descriptors, no children or zombies, no processes the kernels
 // started, no files in its $TMPDIR, and its memory flat; what the kernels print is passed on, bounded.
+#include "attncheck/containment.h"
 #include "attncheck/kernel_call.h"
 #include "attncheck/sandbox.h"
+#include "sandbox_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -23,6 +25,7 @@
 
 using namespace attncheck;
 using namespace attncheck::sandbox;
+using sandbox_test::small_problem;
 namespace fs = std::filesystem;
 
 namespace {
@@ -102,21 +105,6 @@ long rss_kib() {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-Problem small_problem() {
-  const Shape s{1, 2, 1, 3, 5, 4, 4};
-  Problem p;
-  p.shape = s;
-  p.params = Params{default_scale(s.D), Mask::none};
-  p.q = Tensor::contiguous(Dtype::f32, {s.B, s.Hq, s.Lq, s.D});
-  p.k = Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.D});
-  p.v = Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.Dv});
-  for (Tensor *t : {&p.q, &p.k, &p.v}) {
-    std::vector<double> x(static_cast<std::size_t>(t->numel()));
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 7) / 4 - 0.5;
-    t->assign(x);
-  }
-  return p;
-}
 
 }  // namespace
 
@@ -135,6 +123,7 @@ TEST_CASE("thousands of calls of crashing hanging and careless kernels leave the
   REQUIRE(mkdtemp(plugin_dir));
   const std::string plugin_path = std::string(plugin_dir) + "/misbehaving_plugin.so";
   fs::copy_file(MISBEHAVING_PLUGIN, plugin_path);
+  (void)containment::kernel_domain();  // its ruleset descriptor is the process's, for every kernel process to come
   const std::size_t fds_before = count_entries("/proc/self/fd");
   const Children children_before = children();
   const Problem p = small_problem();

@@ -1,0 +1,88 @@
+// Containment of kernel processes (sandbox servers, exec children) beyond what their process group gives
+// (spec/SPEC.md §8):
+//
+//   - a Landlock domain: a kernel process and everything it starts can neither ptrace, read or write the memory of,
+//     nor open the descriptors of, any process outside its domain — the gate above all (Linux ≥ 5.19, Landlock
+//     ABI 2); from Landlock ABI 6 (Linux 6.12) it cannot signal them either. The domain restricts nothing on the
+//     file system: a rule that kept a kernel out of one directory would also forbid it to create files in every
+//     directory above it (Landlock only grants), and a kernel creating ~/.triton on a fresh CI runner must not fail.
+//   - orphans: a process that adopts orphans (the CLI, adopt_orphans()) becomes the reaper of every process a kernel
+//     leaves behind, even one that left its process group (setsid, a double fork); it reaps them as they die
+//     (reap_orphans()) and kills them before it writes its reports (kill_strays()), so that no kernel process
+//     outlives the verdict.
+//
+//   const attncheck::containment::Domain &domain = attncheck::containment::kernel_domain();
+//   attncheck::containment::SpawnLock lock;     // no orphan sweep between fork() and register_child()
+//   const pid_t pid = fork();
+//   if (pid == 0) { domain.enter(); execve(...); _exit(127); }
+//   attncheck::containment::register_child(pid);
+#pragma once
+
+#include <sys/types.h>
+
+#include <mutex>
+#include <string>
+
+namespace attncheck::containment {
+
+/// A prepared Landlock ruleset that child processes enter between fork() and exec().
+class Domain {
+ public:
+  /// The ABI version of the running kernel's Landlock (0: none, or disabled), and what the domain confines.
+  int abi() const { return abi_; }
+  /// True when enter() confines (Landlock ABI ≥ 2).
+  bool available() const { return ruleset_fd_ >= 0; }
+  /// True when the domain also keeps kernel processes from signalling processes outside it (Landlock ABI ≥ 6).
+  bool scopes_signals() const { return available() && scoped_; }
+  /// What confines kernel processes, one line: "Landlock ABI 7: cannot ptrace or signal the gate", or why nothing
+  /// does ("no Landlock on this system: process groups only").
+  const std::string &description() const { return description_; }
+  /// In the child, between fork() and exec(), before any dup2() (which may overwrite the ruleset's descriptor): sets
+  /// no_new_privs and enters the domain. Async-signal-safe; does
+  /// nothing when !available(). Returns false when a step failed (the child then runs unconfined, as without
+  /// Landlock).
+  bool enter() const noexcept;
+
+  Domain();
+  ~Domain();
+  Domain(const Domain &) = delete;
+  Domain &operator=(const Domain &) = delete;
+
+ private:
+  int abi_ = 0;
+  int ruleset_fd_ = -1;
+  bool scoped_ = false;
+  std::string description_;
+};
+
+/// The process-wide domain for kernel processes, prepared on first use (before any fork).
+const Domain &kernel_domain();
+
+/// Makes this process the reaper of its descendants' orphans (PR_SET_CHILD_SUBREAPER). For a process whose every
+/// child is attncheck's own (the CLI), never for a library user's (Python's) process. False when refused.
+bool adopt_orphans();
+
+/// Serializes a spawn with the orphan sweeps: held from before fork() until register_child(), so that a new child
+/// that dies at once is not taken for an orphan.
+class SpawnLock {
+ public:
+  SpawnLock();
+  ~SpawnLock();
+  SpawnLock(const SpawnLock &) = delete;
+  SpawnLock &operator=(const SpawnLock &) = delete;
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
+/// A child this process started and will wait for itself; forget_child() once it has been waited for.
+void register_child(pid_t pid);
+void forget_child(pid_t pid);
+
+/// Reaps the adopted orphans that have died (zombies not registered); returns how many. Does nothing unless
+/// adopt_orphans() succeeded.
+int reap_orphans();
+/// Kills (SIGKILL) and reaps every child not registered, again until none is left (the killed ones' own orphans come
+/// back to this process); returns how many. Does nothing unless adopt_orphans() succeeded.
+int kill_strays();
+
+}  // namespace attncheck::containment
