@@ -107,7 +107,6 @@ std::string known_properties() {
   return s;
 }
 
-/// Writes `text` to `path`; throws std::runtime_error with one line when it cannot.
 using OptionsFor = std::function<CheckOptions(std::size_t, Dtype)>;
 
 /// Kills the processes the kernels left running (containment.h), and says so.

@@ -7,8 +7,6 @@
 #include <fmt/core.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace attncheck::cli {
 

@@ -7,10 +7,8 @@
 
 #include <fmt/core.h>
 
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 namespace attncheck::cli {
 
