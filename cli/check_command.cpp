@@ -81,6 +81,7 @@ struct CheckArgs {
   std::uint64_t memory_limit_mib = 4096;
   bool quiet = false;
   bool strict = false;
+  bool confine_writes = false;
   std::optional<int> jobs;
   bool worker = false;  // internal: a worker process of --jobs
   std::string shape_pool = "auto";
@@ -233,6 +234,18 @@ int run_check(const CheckArgs &a) {
   // Every process the kernels leave behind, in or out of their process groups, is this process's to reap, and none
   // outlives the check: the reports are written after the last one is gone (SPEC.md §8).
   containment::adopt_orphans();
+  if (a.confine_writes) {  // before any kernel process starts
+    if (a.report_dir.empty() && a.junit.empty())
+      return usage_error("--confine-writes keeps kernels out of the reports: give --report-dir or --junit");
+    std::vector<std::filesystem::path> reports;
+    for (const std::string &path : {a.report_dir, a.junit})
+      if (!path.empty()) reports.emplace_back(path);
+    try {
+      containment::confine_writes(reports);
+    } catch (const std::runtime_error &e) {
+      return usage_error(e.what());
+    }
+  }
   const EndStrays strays_guard;  // on every way out, after `source` below has stopped its kernel processes
   std::optional<KernelSource> source;
   std::vector<const attncheck_kernel *> kernels;
@@ -402,6 +415,9 @@ void register_check_command(CLI::App &app, Action &action) {
       ->capture_default_str();
   cmd->add_option("--report-dir", args->report_dir, "Write report.json, summary.md and report.html here");
   cmd->add_option("--junit", args->junit, "Write JUnit XML here (one testcase per kernel, dtype and property)");
+  cmd->add_flag("--confine-writes", args->confine_writes,
+                "Kernel processes may not write beneath --report-dir and --junit, nor create or remove entries in "
+                "the directories above them (Landlock, Linux 5.19 or later; spec/SPEC.md §8)");
   cmd->add_flag("--quiet", args->quiet, "No progress output");
   cmd->add_option("--jobs", args->jobs,
                   "Worker processes checking properties in parallel (default: the number of cores); the report is "

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <system_error>
 #include <utility>
 #include <thread>
@@ -66,7 +67,7 @@ ChildProcess::ChildProcess(const std::string &command, StderrSink sink) : sink_(
     throw_errno("pipe2");
   }
   // fork() rather than posix_spawn(): the child enters the kernels' Landlock domain before it execs.
-  const containment::Domain &domain = containment::kernel_domain();
+  const std::shared_ptr<const containment::Domain> domain = containment::kernel_domain();
   std::string sh = "/bin/sh", dash_c = "-c", cmd = command;
   char *argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
   int spawn_errno = 0;
@@ -77,7 +78,7 @@ ChildProcess::ChildProcess(const std::string &command, StderrSink sink) : sink_(
       // Only async-signal-safe calls until exec (the parent may have threads). Own process group: stop() reaches
       // helpers that `sh -c` starts. Default signal state: the parent may block or ignore SIGPIPE, a child must not
       // inherit that.
-      domain.enter();  // first: the dup2()s below may overwrite the ruleset's descriptor
+      domain->enter();  // first: the dup2()s below may overwrite the ruleset's descriptor
       for (auto [fd, target] : {std::pair{pin[0], STDIN_FILENO}, {pout[1], STDOUT_FILENO}, {perr[1], STDERR_FILENO}})
         fd == target ? ::fcntl(fd, F_SETFD, 0) : ::dup2(fd, target);  // dup2 clears close-on-exec, fcntl when it can't
       ::setpgid(0, 0);

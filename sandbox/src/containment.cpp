@@ -5,6 +5,7 @@
 #include <linux/landlock.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 namespace attncheck::containment {
@@ -36,12 +38,24 @@ constexpr int kFirstUsableAbi = 2;
 /// A file-system ruleset granting, on "/", everything it handles: a domain that restricts no file access (ABI 2–5,
 /// where a ruleset must handle some file access). MAKE_BLOCK needs CAP_MKNOD anyway.
 constexpr std::uint64_t kHandledFs = LANDLOCK_ACCESS_FS_REFER | LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+/// What confine_writes() denies beneath the protected paths: every way to change the file system (ABI 2).
+constexpr std::uint64_t kWriteAccess =
+    LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+    LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+    LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+    LANDLOCK_ACCESS_FS_MAKE_SYM | LANDLOCK_ACCESS_FS_REFER;
+constexpr std::uint64_t kTruncate = 1ULL << 14;  // LANDLOCK_ACCESS_FS_TRUNCATE, ABI 3
+constexpr int kFirstAbiWithTruncate = 3;
+/// The rights a rule on a file (not a directory) may carry, among those handled.
+constexpr std::uint64_t kFileAccess = LANDLOCK_ACCESS_FS_WRITE_FILE | kTruncate;
 
 int landlock_abi() {
   const long v = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   return v < 0 ? 0 : static_cast<int>(v);
 }
 
+std::mutex g_protect_mutex;  // guards g_protect
+std::vector<std::filesystem::path> g_protect;  // confine_writes()
 std::mutex g_children_mutex;  // guards g_children, and is the SpawnLock
 std::set<pid_t> g_children;
 std::atomic<bool> g_adopting{false};
@@ -82,11 +96,15 @@ void reap(pid_t pid) {
 
 }  // namespace
 
-Domain::Domain() {
+Domain::Domain() : Domain(std::vector<std::filesystem::path>{}) {}
+
+Domain::Domain(const std::vector<std::filesystem::path> &protect) {
   abi_ = landlock_abi();
+  const char *const fallback = protect.empty() ? "process groups only" : "its writes cannot be confined";
   if (abi_ < kFirstUsableAbi) {
-    description_ = abi_ == 0 ? "no Landlock on this system: process groups only"
-                             : "Landlock ABI 1 only, which cannot confine without breaking renames: process groups only";
+    description_ = abi_ == 0 ? std::string("no Landlock on this system: ") + fallback
+                             : std::string("Landlock ABI 1 only, which cannot confine without breaking renames: ") +
+                                   fallback;
     return;
   }
   RulesetAttr attr{};
@@ -95,28 +113,60 @@ Domain::Domain() {
     attr.scoped = kScopeSignal;
     size = sizeof attr;
     scoped_ = true;
-  } else {
-    attr.handled_access_fs = kHandledFs;
   }
+  const std::uint64_t write_access = kWriteAccess | (abi_ >= kFirstAbiWithTruncate ? kTruncate : 0);
+  // A ruleset must handle something before ABI 6; REFER is handled whenever anything on the file system is.
+  attr.handled_access_fs = !protect.empty() ? write_access : scoped_ ? 0 : kHandledFs;
   const long fd = syscall(SYS_landlock_create_ruleset, &attr, size, 0);
   if (fd < 0) {
-    description_ = std::string("Landlock refused the ruleset (") + std::strerror(errno) + "): process groups only";
+    description_ = std::string("Landlock refused the ruleset (") + std::strerror(errno) + "): " + fallback;
     return;
   }
   ruleset_fd_ = static_cast<int>(fd);  // close-on-exec, as every ruleset descriptor
-  if (attr.handled_access_fs != 0) {
-    const int root = open("/", O_PATH | O_CLOEXEC);
-    landlock_path_beneath_attr rule{kHandledFs, root};
-    const bool added = root >= 0 && syscall(SYS_landlock_add_rule, ruleset_fd_, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) == 0;
-    if (root >= 0) close(root);
-    if (!added) {
-      close(ruleset_fd_);
-      ruleset_fd_ = -1;
-      description_ = "Landlock refused a rule: process groups only";
-      return;
+  auto grant = [&](const std::filesystem::path &path, std::uint64_t access) {
+    const int target = open(path.c_str(), O_PATH | O_CLOEXEC | O_NOFOLLOW);
+    if (target < 0) return true;  // gone meanwhile, or unreadable: nothing to grant
+    struct stat st {};
+    bool ok = true;
+    if (fstat(target, &st) == 0 && !S_ISLNK(st.st_mode)) {  // a link's target has its own rule, or none
+      landlock_path_beneath_attr rule{S_ISDIR(st.st_mode) ? access : access & kFileAccess, target};
+      ok = syscall(SYS_landlock_add_rule, ruleset_fd_, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) == 0;
+    }
+    close(target);
+    return ok;
+  };
+  bool granted = true;
+  if (protect.empty()) {
+    if (attr.handled_access_fs != 0) granted = grant("/", kHandledFs);
+  } else {
+    // Landlock only grants: write access everywhere but beneath `protect` is every entry of every directory above
+    // them, except the ones on the way down.
+    std::set<std::filesystem::path> blocked, above;
+    for (const std::filesystem::path &p : protect) {
+      std::error_code ec;
+      const std::filesystem::path full = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
+      blocked.insert(full);
+      for (std::filesystem::path up = full; up.has_relative_path();) {
+        up = up.parent_path();
+        blocked.insert(up);
+        above.insert(up);
+      }
+    }
+    for (const std::filesystem::path &dir : above) {
+      std::error_code ec;
+      for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+           it.increment(ec))
+        if (!blocked.count(it->path())) granted = grant(it->path(), write_access) && granted;
     }
   }
-  description_ = "Landlock ABI " + std::to_string(abi_) + ": cannot ptrace " + (scoped_ ? "or signal " : "") + "the gate";
+  if (!granted) {
+    close(ruleset_fd_);
+    ruleset_fd_ = -1;
+    description_ = std::string("Landlock refused a rule (") + std::strerror(errno) + "): " + fallback;
+    return;
+  }
+  description_ = "Landlock ABI " + std::to_string(abi_) + ": cannot ptrace " + (scoped_ ? "or signal " : "") +
+                 "the gate" + (protect.empty() ? "" : ", nor write beneath the reports");
 }
 
 Domain::~Domain() {
@@ -128,9 +178,20 @@ bool Domain::enter() const noexcept {
   return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && syscall(SYS_landlock_restrict_self, ruleset_fd_, 0) == 0;
 }
 
-const Domain &kernel_domain() {
-  static const Domain domain;
-  return domain;
+std::shared_ptr<const Domain> kernel_domain() {
+  static const std::shared_ptr<const Domain> default_domain = std::make_shared<const Domain>();
+  const std::lock_guard lock(g_protect_mutex);
+  if (g_protect.empty()) return default_domain;
+  return std::make_shared<const Domain>(g_protect);
+}
+
+void confine_writes(std::vector<std::filesystem::path> protect) {
+  const Domain probe(protect);
+  if (!probe.available())
+    throw std::runtime_error("--confine-writes needs Landlock (Linux 5.19 or later, enabled): here, " +
+                             probe.description());
+  const std::lock_guard lock(g_protect_mutex);
+  g_protect = std::move(protect);
 }
 
 bool adopt_orphans() {

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -206,7 +207,7 @@ std::vector<KernelDesc> Server::start() {
   std::vector<char *> envp;
   for (std::string &e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  const containment::Domain &domain = containment::kernel_domain();
+  const std::shared_ptr<const containment::Domain> domain = containment::kernel_domain();
   std::optional<containment::SpawnLock> spawn_lock(std::in_place);
   const pid_t pid = fork();
   if (pid < 0) {
@@ -218,7 +219,7 @@ std::vector<KernelDesc> Server::start() {
     throw SandboxError(std::string("sandbox: fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
-    domain.enter();  // first: the descriptors dup2()ed below may overwrite the ruleset's
+    domain->enter();  // first: the descriptors dup2()ed below may overwrite the ruleset's
     close(sv[0]);
     if (!exe.empty()) {
       // Only async-signal-safe calls until exec (the parent may have threads). dup2 onto the fixed descriptors

@@ -224,3 +224,30 @@ TEST_CASE("a kernel's daemon forging the reports is ended before the gate writes
   CHECK(slurp(dir / "summary.md") != forged);
   CHECK(slurp(dir / "junit.xml").find("failures=\"1\"") != std::string::npos);
 }
+
+TEST_CASE("with --confine-writes a kernel cannot change the report directory and still writes elsewhere",
+          "[cli][gate]") {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path / "r");
+  std::filesystem::create_directories(dir.path / "elsewhere");
+  auto touch = [&](const std::string &flag) {
+    std::ofstream(dir / "r/report.json") << "{}";
+    const Run r = run("ATTNCHECK_TEST_FORGE_DIR=" + dir / "r" + " " + misbehaving_check("touch_reports", "accuracy") +
+                      " --report-dir " + dir / "r" + flag);
+    INFO(r.out << r.err);
+    REQUIRE(r.status == kExitCounterexample);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex("touch_reports: (write=[a-z= ]+)")));
+    return m[1].str();
+  };
+  CHECK(touch("") == "write=allowed create=allowed rename=allowed remove=allowed sibling=allowed tmpdir=allowed");
+  const Run probe = run(attncheck("list"));
+  if (probe.out.find("kernel processes: Landlock") == std::string::npos) {
+    WARN("--confine-writes not checked here: " << probe.out.substr(probe.out.rfind("kernel processes:")));
+    return;
+  }
+  CHECK(touch(" --confine-writes") == "write=denied create=denied rename=denied remove=denied sibling=allowed "
+                                      "tmpdir=allowed");
+  require_usage_error(run(misbehaving_check("touch_reports", "accuracy") + " --confine-writes"),
+                      "--confine-writes keeps kernels out of the reports: give --report-dir or --junit");
+}

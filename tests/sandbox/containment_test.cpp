@@ -24,6 +24,7 @@
 
 using namespace attncheck;
 using namespace attncheck::sandbox;
+using attncheck::containment::Domain;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
@@ -75,12 +76,12 @@ bool unconfined_could_open_parent_memory() {
 }  // namespace
 
 TEST_CASE("a sandboxed kernel can neither open the gate's memory for writing nor signal it") {
-  const containment::Domain &domain = containment::kernel_domain();
-  if (!domain.available()) {
-    WARN("not checked here: " << domain.description());
+  const std::shared_ptr<const containment::Domain> domain = containment::kernel_domain();
+  if (!domain->available()) {
+    WARN("not checked here: " << domain->description());
     return;
   }
-  INFO(domain.description());
+  INFO(domain->description());
   // Without the domain the attempt succeeds on this machine (no Yama ptrace restriction), so the check below is the
   // domain's doing; with Yama it is denied either way.
   INFO("an unconfined process may open its parent's memory here: " << unconfined_could_open_parent_memory());
@@ -90,7 +91,7 @@ TEST_CASE("a sandboxed kernel can neither open the gate's memory for writing nor
   const CallResult r = call_forward(plugin.find("poke_gate"), p, out, &lse);
   REQUIRE(r.status == ATTNCHECK_ERROR);
   CHECK_THAT(r.message, Contains("mem=denied"));
-  if (domain.scopes_signals()) CHECK_THAT(r.message, Contains("signal=denied"));
+  if (domain->scopes_signals()) CHECK_THAT(r.message, Contains("signal=denied"));
 }
 
 TEST_CASE("a gate that adopts orphans reaps what kernels leave and ends what still runs outside their group") {
@@ -154,4 +155,57 @@ TEST_CASE("a gate that adopts orphans reaps what kernels leave and ends what sti
   CHECK_THAT(text, Contains("alive_before_sweep=1 "));  // the forger
   CHECK_THAT(text, Contains("killed=1 "));
   CHECK_THAT(text, Contains("alive_after=0 zombies_after=0 forger=gone"));
+}
+
+namespace {
+
+/// touch_reports' message on a fresh report directory (report.json in it, elsewhere/ beside it) in `dir`.
+std::string touch_reports(const std::string &dir) {
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/r");
+  fs::create_directories(dir + "/elsewhere");
+  std::ofstream(dir + "/r/report.json") << "{}";
+  setenv("ATTNCHECK_TEST_FORGE_DIR", (dir + "/r").c_str(), 1);
+  SandboxedPlugin plugin = SandboxedPlugin::load(MISBEHAVING_PLUGIN);
+  const Problem p = sandbox_test::small_problem();
+  Tensor out = make_out(p.shape, Dtype::f32), lse = make_lse(p.shape);
+  const std::string message = call_forward(plugin.find("touch_reports"), p, out, &lse).message;
+  unsetenv("ATTNCHECK_TEST_FORGE_DIR");
+  return message;
+}
+
+}  // namespace
+
+TEST_CASE("the default domain leaves the file system alone and confine_writes keeps kernels out of the reports only") {
+  char dir[] = "/tmp/attncheck-confine-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  // By default a kernel may change anything its user may: no false alarm for a kernel that writes a cache.
+  CHECK_THAT(touch_reports(dir), Contains("write=allowed create=allowed rename=allowed remove=allowed sibling=allowed "
+                                          "tmpdir=allowed"));
+  const Domain probe({std::string(dir) + "/r"});
+  if (!probe.available()) {
+    WARN("confine_writes not checked here: " << probe.description());
+    fs::remove_all(dir);
+    return;
+  }
+  int report[2];
+  REQUIRE(pipe(report) == 0);
+  const pid_t gate = fork();  // confine_writes is process-wide: in a child of this test
+  REQUIRE(gate >= 0);
+  if (gate == 0) {
+    close(report[0]);
+    containment::confine_writes({std::string(dir) + "/r"});
+    const std::string text = touch_reports(dir);
+    (void)!write(report[1], text.data(), text.size());
+    _exit(0);
+  }
+  close(report[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = read(report[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  close(report[0]);
+  int status = 0;
+  waitpid(gate, &status, 0);
+  fs::remove_all(dir);
+  CHECK_THAT(text, Contains("write=denied create=denied rename=denied remove=denied sibling=allowed tmpdir=allowed"));
 }

@@ -389,6 +389,46 @@ FORWARD(forge_report_forward) {
   return r;
 }
 
+/* Tries to change $ATTNCHECK_TEST_FORGE_DIR (a report directory holding report.json) and to write beside it (into its
+ * sibling directory elsewhere/, which must exist) and into $TMPDIR. Always fails, its message saying what was allowed:
+ * "touch_reports: write=denied create=denied rename=denied remove=denied sibling=allowed tmpdir=allowed" — of its
+ * first call in the process (a later call would find report.json removed). */
+static const char *allowed(int ok) { return ok ? "allowed" : "denied"; }
+FORWARD(touch_reports_forward) {
+  (void)p, (void)q, (void)k, (void)v, (void)out, (void)lse;
+  static char message[256];
+  g_error = message;
+  if (message[0]) return ATTNCHECK_ERROR;
+  const char *dir = getenv("ATTNCHECK_TEST_FORGE_DIR"), *tmp = getenv("TMPDIR");
+  if (!dir || !tmp) {
+    g_error = "touch_reports: set ATTNCHECK_TEST_FORGE_DIR";
+    return ATTNCHECK_ERROR;
+  }
+  char report[4096], made[4096], moved[4096], sibling[4096], scratch[4096];
+  snprintf(report, sizeof report, "%s/report.json", dir);
+  snprintf(made, sizeof made, "%s/planted.json", dir);
+  snprintf(moved, sizeof moved, "%s/moved.json", dir);
+  snprintf(sibling, sizeof sibling, "%s/../elsewhere/kernel-was-here", dir);
+  snprintf(scratch, sizeof scratch, "%s/touch-reports-scratch", tmp);
+  int fd = open(report, O_WRONLY);
+  const int wrote = fd >= 0;
+  if (fd >= 0) close(fd);
+  fd = open(made, O_WRONLY | O_CREAT, 0644);
+  const int created = fd >= 0;
+  if (fd >= 0) close(fd);
+  fd = open(scratch, O_WRONLY | O_CREAT, 0644);
+  const int in_tmp = fd >= 0;
+  if (fd >= 0) close(fd);
+  const int renamed = rename(scratch, moved) == 0;
+  const int removed = unlink(report) == 0;
+  fd = open(sibling, O_WRONLY | O_CREAT, 0644);
+  const int beside = fd >= 0;
+  if (fd >= 0) close(fd);
+  snprintf(message, sizeof message, "touch_reports: write=%s create=%s rename=%s remove=%s sibling=%s tmpdir=%s",
+           allowed(wrote), allowed(created), allowed(renamed), allowed(removed), allowed(beside), allowed(in_tmp));
+  return ATTNCHECK_ERROR;
+}
+
 static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "naive", naive_forward, naive_backward, last_error},
     {ATTNCHECK_ABI_VERSION, "fails", fails_forward, NULL, last_error},
@@ -414,6 +454,7 @@ static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "leak_memory", leak_memory_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "poke_gate", poke_gate_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "forge_report", forge_report_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "touch_reports", touch_reports_forward, NULL, last_error},
 };
 
 const attncheck_kernel *attncheck_kernels(int32_t *count) {

@@ -4,24 +4,28 @@
 //   - a Landlock domain: a kernel process and everything it starts can neither ptrace, read or write the memory of,
 //     nor open the descriptors of, any process outside its domain — the gate above all (Linux ≥ 5.19, Landlock
 //     ABI 2); from Landlock ABI 6 (Linux 6.12) it cannot signal them either. The domain restricts nothing on the
-//     file system: a rule that kept a kernel out of one directory would also forbid it to create files in every
-//     directory above it (Landlock only grants), and a kernel creating ~/.triton on a fresh CI runner must not fail.
+//     file system by default: a rule that kept a kernel out of one directory would also forbid it to create files in
+//     every directory above it (Landlock only grants), and a kernel creating ~/.triton on a fresh CI runner must not
+//     fail. confine_writes() asks for that trade (`check --confine-writes`): no writes beneath the report directory.
 //   - orphans: a process that adopts orphans (the CLI, adopt_orphans()) becomes the reaper of every process a kernel
 //     leaves behind, even one that left its process group (setsid, a double fork); it reaps them as they die
 //     (reap_orphans()) and kills them before it writes its reports (kill_strays()), so that no kernel process
 //     outlives the verdict.
 //
-//   const attncheck::containment::Domain &domain = attncheck::containment::kernel_domain();
+//   const auto domain = attncheck::containment::kernel_domain();
 //   attncheck::containment::SpawnLock lock;     // no orphan sweep between fork() and register_child()
 //   const pid_t pid = fork();
-//   if (pid == 0) { domain.enter(); execve(...); _exit(127); }
+//   if (pid == 0) { domain->enter(); execve(...); _exit(127); }
 //   attncheck::containment::register_child(pid);
 #pragma once
 
 #include <sys/types.h>
 
+#include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace attncheck::containment {
 
@@ -43,7 +47,12 @@ class Domain {
   /// Landlock).
   bool enter() const noexcept;
 
+  /// The default domain: nothing on the file system is restricted.
   Domain();
+  /// A domain under which nothing beneath `protect` (directories or files) can be written, created, removed, renamed
+  /// or truncated, nor any entry created or removed directly in a directory above them; everything else stays
+  /// writable as it is now (the entries of those directories are enumerated: ones created later are not).
+  explicit Domain(const std::vector<std::filesystem::path> &protect);
   ~Domain();
   Domain(const Domain &) = delete;
   Domain &operator=(const Domain &) = delete;
@@ -55,8 +64,13 @@ class Domain {
   std::string description_;
 };
 
-/// The process-wide domain for kernel processes, prepared on first use (before any fork).
-const Domain &kernel_domain();
+/// The domain for a kernel process about to start: the process-wide default one, prepared on first use (before any
+/// fork), or under confine_writes() one built now, whose enumeration sees the private directories made for it.
+std::shared_ptr<const Domain> kernel_domain();
+
+/// From now on kernel processes start under Domain(protect). Throws std::runtime_error with one line when Landlock
+/// cannot do it here (ABI < 2, or refused).
+void confine_writes(std::vector<std::filesystem::path> protect);
 
 /// Makes this process the reaper of its descendants' orphans (PR_SET_CHILD_SUBREAPER). For a process whose every
 /// child is attncheck's own (the CLI), never for a library user's (Python's) process. False when refused.
