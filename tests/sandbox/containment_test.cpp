@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -25,6 +26,8 @@
 using namespace attncheck;
 using namespace attncheck::sandbox;
 using attncheck::containment::Domain;
+using sandbox_test::children;
+using sandbox_test::Children;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
@@ -41,24 +44,28 @@ long forger_pid(const std::string &dir) {
   return pid;
 }
 
-/// This process's children, and how many of them are zombies (/proc/PID/stat).
-struct Children {
-  int alive = 0, zombies = 0;
-};
-Children children() {
-  Children c;
-  for (const auto &task : fs::directory_iterator("/proc/self/task")) {
-    std::ifstream f(task.path() / "children");
-    for (long pid = 0; f >> pid;) {
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-      std::string line;
-      std::getline(stat, line);
-      const auto close = line.rfind(')');
-      const bool zombie = close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-      ++(zombie ? c.zombies : c.alive);
-    }
+
+/// What `body` returns when run in a child of this test (for what changes the whole process: adopting orphans,
+/// confining writes); the child exits without Catch2's teardown.
+std::string run_in_child(const std::function<std::string()> &body) {
+  int report[2];
+  REQUIRE(pipe(report) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(report[0]);
+    const std::string text = body();
+    (void)!write(report[1], text.data(), text.size());
+    _exit(0);
   }
-  return c;
+  close(report[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = read(report[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  close(report[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return text;
 }
 
 /// Whether a process without the domain could do what poke_gate tries, here: open its parent's memory for writing.
@@ -97,13 +104,8 @@ TEST_CASE("a sandboxed kernel can neither open the gate's memory for writing nor
 TEST_CASE("a gate that adopts orphans reaps what kernels leave and ends what still runs outside their group") {
   char dir[] = "/tmp/attncheck-containment-XXXXXX";
   REQUIRE(mkdtemp(dir));
-  int report[2];
-  REQUIRE(pipe(report) == 0);
   // In a child of this test: adopting orphans is process-wide, and the other tests' children are not the gate's.
-  const pid_t gate = fork();
-  REQUIRE(gate >= 0);
-  if (gate == 0) {
-    close(report[0]);
+  const std::string text = run_in_child([&] {
     std::ostringstream line;
     if (!containment::adopt_orphans()) {
       line << "adopt=refused";
@@ -132,20 +134,10 @@ TEST_CASE("a gate that adopts orphans reaps what kernels leave and ends what sti
            << " killed=" << killed << " alive_after=" << after.alive << " zombies_after=" << after.zombies
            << " forger=" << (forger <= 0 ? "never started" : kill(static_cast<pid_t>(forger), 0) != 0 ? "gone" : "running");
     }
-    const std::string text = line.str();
-    (void)!write(report[1], text.data(), text.size());
-    _exit(0);
-  }
-  close(report[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = read(report[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
-  close(report[0]);
-  int status = 0;
-  waitpid(gate, &status, 0);
+    return line.str();
+  });
   fs::remove_all(dir);
   INFO(text);
-  REQUIRE(WIFEXITED(status));
   if (text == "adopt=refused") {
     WARN("not checked here: PR_SET_CHILD_SUBREAPER was refused");
     return;
@@ -188,24 +180,10 @@ TEST_CASE("the default domain leaves the file system alone and confine_writes ke
     fs::remove_all(dir);
     return;
   }
-  int report[2];
-  REQUIRE(pipe(report) == 0);
-  const pid_t gate = fork();  // confine_writes is process-wide: in a child of this test
-  REQUIRE(gate >= 0);
-  if (gate == 0) {
-    close(report[0]);
+  const std::string text = run_in_child([&] {  // confine_writes is process-wide
     containment::confine_writes({std::string(dir) + "/r"});
-    const std::string text = touch_reports(dir);
-    (void)!write(report[1], text.data(), text.size());
-    _exit(0);
-  }
-  close(report[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = read(report[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
-  close(report[0]);
-  int status = 0;
-  waitpid(gate, &status, 0);
+    return touch_reports(dir);
+  });
   fs::remove_all(dir);
   CHECK_THAT(text, Contains("write=denied create=denied rename=denied remove=denied sibling=allowed tmpdir=allowed"));
 }

@@ -3,6 +3,9 @@
 
 #include "attncheck/kernel_call.h"
 
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace sandbox_test {
@@ -23,6 +26,27 @@ inline attncheck::Problem small_problem() {
     t->assign(x);
   }
   return p;
+}
+
+/// This process's children (every thread's), and how many of them are zombies.
+struct Children {
+  int alive = 0, zombies = 0;
+};
+inline Children children() {
+  namespace fs = std::filesystem;
+  Children c;
+  for (const auto &task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream f(task.path() / "children");
+    for (long pid = 0; f >> pid;) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto close = line.rfind(')');
+      const bool zombie = close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+      ++(zombie ? c.zombies : c.alive);
+    }
+  }
+  return c;
 }
 
 }  // namespace sandbox_test

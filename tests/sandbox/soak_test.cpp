@@ -25,6 +25,8 @@
 
 using namespace attncheck;
 using namespace attncheck::sandbox;
+using sandbox_test::children;
+using sandbox_test::Children;
 using sandbox_test::small_problem;
 namespace fs = std::filesystem;
 
@@ -56,25 +58,6 @@ std::size_t count_entries(const fs::path &dir) {
   return n;
 }
 
-/// This process's children (every thread's), and how many of them are zombies.
-struct Children {
-  int alive = 0, zombies = 0;
-};
-Children children() {
-  Children c;
-  for (const auto &task : fs::directory_iterator("/proc/self/task")) {
-    std::ifstream f(task.path() / "children");
-    for (long pid = 0; f >> pid;) {
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-      std::string line;
-      std::getline(stat, line);
-      const auto close = line.rfind(')');
-      const bool zombie = close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-      ++(zombie ? c.zombies : c.alive);
-    }
-  }
-  return c;
-}
 
 /// Processes anywhere whose command line names the plugin: the servers and whatever they forked. `seen` gets their
 /// /proc/PID/stat lines.
