@@ -32,7 +32,7 @@ namespace attncheck::containment {
 /// A prepared Landlock ruleset that child processes enter between fork() and exec().
 class Domain {
  public:
-  /// The ABI version of the running kernel's Landlock (0: none, or disabled), and what the domain confines.
+  /// The ABI version of the running kernel's Landlock (0: none, or disabled).
   int abi() const { return abi_; }
   /// True when enter() confines (Landlock ABI ≥ 2).
   bool available() const { return ruleset_fd_ >= 0; }
@@ -42,9 +42,8 @@ class Domain {
   /// does ("no Landlock on this system: process groups only").
   const std::string &description() const { return description_; }
   /// In the child, between fork() and exec(), before any dup2() (which may overwrite the ruleset's descriptor): sets
-  /// no_new_privs and enters the domain. Async-signal-safe; does
-  /// nothing when !available(). Returns false when a step failed (the child then runs unconfined, as without
-  /// Landlock).
+  /// no_new_privs and enters the domain. Async-signal-safe; does nothing when !available(). Returns false when a step
+  /// failed (the child then runs unconfined, as without Landlock).
   bool enter() const noexcept;
 
   /// The default domain: nothing on the file system is restricted.
@@ -88,7 +87,8 @@ class SpawnLock {
  private:
   std::unique_lock<std::mutex> lock_;
 };
-/// A child this process started and will wait for itself; forget_child() once it has been waited for.
+/// A child this process started and will wait for itself, registered under the SpawnLock of its fork();
+/// forget_child() once it has been waited for.
 void register_child(pid_t pid);
 void forget_child(pid_t pid);
 
