@@ -9,6 +9,7 @@
 #include "variant_kernels.h"
 
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -341,6 +342,29 @@ TEST_CASE("report files replace what a kernel planted at their names and leave n
   std::size_t entries = 0;
   for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator(dir)) ++entries;
   CHECK(entries == 4);  // elsewhere/, report.json, summary.md, report.html
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("write_file writes through a link and to a device and refuses a pipe nobody reads at once") {
+  write_file("/dev/null", "<testsuites/>");  // a device: written to, not replaced
+  CHECK(std::filesystem::is_character_file("/dev/null"));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("attncheck-report-fifo-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // A link the user gave (as /dev/stdout is one): its target gets the text, the link stays.
+  std::filesystem::create_symlink(dir / "target.xml", dir / "link.xml");
+  write_file(dir / "link.xml", "<testsuites/>");
+  CHECK(std::filesystem::is_symlink(dir / "link.xml"));
+  CHECK(std::filesystem::file_size(dir / "target.xml") == std::string("<testsuites/>").size());
+  const std::filesystem::path fifo = dir / "junit.xml";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  try {
+    write_file(fifo, "<testsuites/>");  // would block forever if it waited for a reader
+    FAIL("write_file wrote into a pipe without a reader");
+  } catch (const std::runtime_error &e) {
+    CHECK(std::string(e.what()) == "cannot write '" + fifo.string() + "': a pipe nobody reads");
+  }
   std::filesystem::remove_all(dir);
 }
 

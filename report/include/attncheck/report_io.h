@@ -147,13 +147,14 @@ Document merge_shards(const std::vector<Document> &shards);
 /// Creates `dir` if needed and checks that it can be written; throws std::runtime_error with a one-line message.
 void prepare_report_dir(const std::filesystem::path &dir);
 
-/// Writes `text` to `path` through a new file renamed over it: what was there (a file, or a link a kernel planted) is
-/// replaced, never written through, and readers see the whole old or the whole new text. Throws std::runtime_error
-/// with a one-line message.
+/// Writes `text` to `path` (the --junit file): a new file renamed over a regular file or none, so that readers see the
+/// whole old or the whole new text; through a link, a device or a pipe (`--junit /dev/stdout`), where a pipe nobody
+/// reads is an error, not a wait. Throws std::runtime_error with a one-line message.
 void write_file(const std::filesystem::path &path, const std::string &text);
 
-/// Writes report.json, summary.md and report.html into `dir` (created if needed). Throws std::runtime_error with a
-/// one-line message when the directory cannot be written.
+/// Writes report.json, summary.md and report.html into `dir` (created if needed), each a new file renamed over its
+/// name: what was there, a link a kernel planted included, is replaced, never written through. Throws
+/// std::runtime_error with a one-line message when the directory cannot be written.
 void write_reports(const Document &doc, const std::filesystem::path &dir);
 
 }  // namespace attncheck::reporting
