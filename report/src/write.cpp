@@ -30,40 +30,6 @@ mode_t process_umask() {
   return 022;  // the usual one, where /proc says nothing
 }
 
-}  // namespace
-
-void prepare_report_dir(const std::filesystem::path &dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) cannot_write(dir, ec.message());
-  if (!std::filesystem::is_directory(dir, ec)) cannot_write(dir, "not a directory");
-  // Writable: a probe file, removed at once.
-  const std::filesystem::path probe = dir / ".attncheck-write-test";
-  {
-    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
-    if (!f) cannot_write(dir, std::strerror(errno));
-  }
-  std::filesystem::remove(probe, ec);
-}
-
-Document read_report(const std::filesystem::path &path, std::string_view what_to_do) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw ReportError("cannot read '" + path.string() + "': " + std::string(what_to_do));
-  std::stringstream text;
-  text << f.rdbuf();
-  try {
-    return from_json(text.str());
-  } catch (const ReportError &e) {
-    // The parser names the file generically; name the one read.
-    std::string msg = e.what();
-    const std::string generic = "report.json:";
-    if (msg.starts_with(generic)) msg.replace(0, generic.size(), "'" + path.string() + "':");
-    throw ReportError(msg);
-  }
-}
-
-namespace {
-
 [[noreturn]] void cannot_write_file(const std::filesystem::path &path, const std::string &reason) {
   throw std::runtime_error("cannot write '" + path.string() + "': " + reason);
 }
@@ -101,6 +67,36 @@ void replace_file(const std::filesystem::path &path, const std::string &text) {
 }
 
 }  // namespace
+
+void prepare_report_dir(const std::filesystem::path &dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) cannot_write(dir, ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) cannot_write(dir, "not a directory");
+  // Writable: a probe file, removed at once.
+  const std::filesystem::path probe = dir / ".attncheck-write-test";
+  {
+    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
+    if (!f) cannot_write(dir, std::strerror(errno));
+  }
+  std::filesystem::remove(probe, ec);
+}
+
+Document read_report(const std::filesystem::path &path, std::string_view what_to_do) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ReportError("cannot read '" + path.string() + "': " + std::string(what_to_do));
+  std::stringstream text;
+  text << f.rdbuf();
+  try {
+    return from_json(text.str());
+  } catch (const ReportError &e) {
+    // The parser names the file generically; name the one read.
+    std::string msg = e.what();
+    const std::string generic = "report.json:";
+    if (msg.starts_with(generic)) msg.replace(0, generic.size(), "'" + path.string() + "':");
+    throw ReportError(msg);
+  }
+}
 
 void write_file(const std::filesystem::path &path, const std::string &text) {
   struct stat st {};

@@ -135,9 +135,13 @@ Domain::Domain(const std::vector<std::filesystem::path> &protect) {
     close(target);
     return ok;
   };
-  bool granted = true;
   if (protect.empty()) {
-    if (attr.handled_access_fs != 0) granted = grant("/", kHandledFs);
+    if (attr.handled_access_fs != 0 && !grant("/", kHandledFs)) {
+      close(ruleset_fd_);
+      ruleset_fd_ = -1;
+      description_ = std::string("Landlock refused a rule (") + std::strerror(errno) + "): " + fallback;
+      return;
+    }
   } else {
     // Landlock only grants: write access everywhere but beneath `protect` is every entry of every directory above
     // them, except the ones on the way down.
@@ -159,12 +163,6 @@ Domain::Domain(const std::vector<std::filesystem::path> &protect) {
            it.increment(ec))
         if (!blocked.count(it->path())) (void)grant(it->path(), write_access);
     }
-  }
-  if (!granted) {
-    close(ruleset_fd_);
-    ruleset_fd_ = -1;
-    description_ = std::string("Landlock refused a rule (") + std::strerror(errno) + "): " + fallback;
-    return;
   }
   description_ = "Landlock ABI " + std::to_string(abi_) + ": cannot ptrace " + (scoped_ ? "or signal " : "") +
                  "the gate" + (protect.empty() ? "" : ", nor write beneath the reports");

@@ -44,7 +44,6 @@ long forger_pid(const std::string &dir) {
   return pid;
 }
 
-
 /// What `body` returns when run in a child of this test (for what changes the whole process: adopting orphans,
 /// confining writes); the child exits without Catch2's teardown.
 std::string run_in_child(const std::function<std::string()> &body) {
@@ -112,8 +111,6 @@ TEST_CASE("a gate that adopts orphans reaps what kernels leave and ends what sti
     } else {
       setenv("ATTNCHECK_TEST_FORGE_DIR", dir, 1);
       const Problem p = sandbox_test::small_problem();
-      int killed = 0;
-      Children before_sweep;
       {
         SandboxedPlugin plugin = SandboxedPlugin::load(MISBEHAVING_PLUGIN);
         Tensor out = make_out(p.shape, Dtype::f32), lse = make_lse(p.shape);
@@ -126,8 +123,8 @@ TEST_CASE("a gate that adopts orphans reaps what kernels leave and ends what sti
       }
       // Between a SIGKILL and the zombie it makes there is a moment: the last round's may still be uncollected.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      before_sweep = children();
-      killed = containment::kill_strays();
+      const Children before_sweep = children();
+      const int killed = containment::kill_strays();
       const Children after = children();
       const long forger = forger_pid(dir);
       line << "zombies_before_sweep=" << before_sweep.zombies << " alive_before_sweep=" << before_sweep.alive

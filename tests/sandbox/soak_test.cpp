@@ -58,7 +58,6 @@ std::size_t count_entries(const fs::path &dir) {
   return n;
 }
 
-
 /// Processes anywhere whose command line names the plugin: the servers and whatever they forked. `seen` gets their
 /// /proc/PID/stat lines.
 int processes_of(const std::string &plugin, std::string *seen = nullptr) {
@@ -87,7 +86,6 @@ long rss_kib() {
   f >> pages >> resident;
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
-
 
 }  // namespace
 
