@@ -49,6 +49,7 @@ struct RowModel {
   std::vector<double> z;           ///< dropout factor z_ij ∈ {0, 1/(1 − p)} (1 without dropout)
   std::vector<double> e_x;         ///< the kernel's error on x_ij = scale·q_i·k_j (before softcap)
   std::vector<double> extra;       ///< the logit's error from softcap and the biases (ALiBi, an additive mask)
+  std::vector<double> e_t;         ///< softcap: a declared tanh approximation's error on t (0 for tanh=accurate)
   double theta_bar = 0;            ///< Σ_j P_ij θ_ij
   bool overflow = false;           ///< a logit's magnitude may overflow the logits' (or the softmax's) dtype
   double max_abs_s = 0;            ///< M_i = max_j |s_ij|
@@ -73,6 +74,12 @@ struct Ctx {
   bool rowsum_p;                 // the row sum may be Σ of the P rounded to storage (SPEC.md §4.2)
   bool per_head;                 // GQA dK, dV may be summed from per-head parts rounded to storage (SPEC.md §4.4)
   double dqk, dv;                // FP8: q·k stands for descale_q·descale_k·q·k, v for descale_v·v (1 otherwise)
+  Approximation tanh_approx;     // softcap's tanh beyond kTanhUlps (the contract's tanh=…)
+  Approximation exp_approx;      // each exp beyond kExpUlps (the contract's exp=…)
+  double exp_extra;              // log-space error the exp approximation adds: −ln(1 − rel)
+  double exp_arg_u;              // unit roundoff of the exp's argument dtype (0: the accumulation arithmetic)
+  double exp_tiny;               // exp results below it may be flushed: τ_a, or the approximation's own threshold
+  double tanh_arg_u;             // unit roundoff of tanh's argument dtype (0: the accumulation arithmetic)
 
   Ctx(const Problem &p_, const PrecisionProfile &prof_)
       : p(p_), sh(p_.shape), prof(prof_), ua(unit_roundoff(prof_.accumulate)), us(unit_roundoff(prof_.storage)),
@@ -81,7 +88,12 @@ struct Ctx {
         acc_max(max_finite(prof_.accumulate) / kOverflowMargin),
         qk_max(max_finite(prof_.accumulate_qk) / kOverflowMargin), exp_err(gamma_n(Budgets::kExpUlps, ua)),
         rowsum_p(prof_.round_p && prof_.rowsum_rounded_p), per_head(prof_.grad_per_head && p_.shape.group() > 1),
-        dqk(descaled_q(p_.features) * descaled_k(p_.features)), dv(descaled_v(p_.features)) {}
+        dqk(descaled_q(p_.features) * descaled_k(p_.features)), dv(descaled_v(p_.features)),
+        tanh_approx(approximation(prof_.tanh)), exp_approx(approximation(prof_.exp)),
+        exp_extra(-std::log1p(-exp_approx.rel)),
+        exp_arg_u(exp_approx.argument ? unit_roundoff(*exp_approx.argument) : 0.0),
+        exp_tiny(std::max(tiny_a, exp_approx.flush)),
+        tanh_arg_u(tanh_approx.argument ? unit_roundoff(*tanh_approx.argument) : 0.0) {}
 
   bool overflows(double magnitude) const { return !(magnitude < acc_max); }
   bool overflows_qk(double magnitude) const { return !(magnitude < qk_max); }
@@ -89,6 +101,18 @@ struct Ctx {
   bool overflows_storage(double magnitude) const { return !(magnitude < max_finite(prof.storage) / kOverflowMargin); }
   /// exp of an argument this large may overflow the accumulation dtype.
   bool exp_overflows(double arg) const { return !(arg < std::log(acc_max)); }
+
+  /// The error a declared tanh approximation adds to t = tanh(a), a = x/c: its relative and absolute error, and the
+  /// argument's rounding to the instruction's dtype, |tanh(a(1 + δ)) − tanh(a)| ≤ u·|a|·sech²(ξ) with |ξ| at least
+  /// |a|(1 − 2(u_a + u)) (sech² falls with |ξ|: saturated logits barely move).
+  double tanh_error(double a, double t) const {
+    double e = tanh_approx.rel * std::fabs(t) + tanh_approx.abs;
+    if (tanh_arg_u > 0) {
+      const double lo = std::tanh(std::fabs(a) * (1 - 2 * (ua + tanh_arg_u)));
+      e += tanh_arg_u * std::fabs(a) * (1 - lo * lo);
+    }
+    return e;
+  }
 
   /// Rounding x (with error bound e) to the storage dtype adds at most u_s·(|x| + e) + η_s/2.
   double store(double x_abs, double e) const { return e + us * (x_abs + e) + eta_s / 2; }
@@ -112,6 +136,7 @@ struct Ctx {
     r.z.clear();
     r.e_x.clear();
     r.extra.clear();
+    r.e_t.clear();
     double M = 0;
     r.overflow = false;
     for (std::int64_t j = 0; j < sh.Lk; ++j) {
@@ -127,8 +152,9 @@ struct Ctx {
       // Softcap c·tanh(x/c) is a contraction (derivative 1 − t² ≤ 1): the logit's error passes at most unchanged,
       // and the cap adds the division, tanh and the multiply (SPEC.md §4.2).
       const double t = cap > 0 ? std::tanh(x / cap) : 0;
+      const double e_t = cap > 0 ? tanh_error(x / cap, t) : 0;  // a declared approximation's, on t
       double sv = cap > 0 ? cap * t : x;
-      double extra = cap > 0 ? ua * (std::fabs(x) + (Budgets::kTanhUlps + 2) * std::fabs(sv)) : 0;
+      double extra = cap > 0 ? ua * (std::fabs(x) + (Budgets::kTanhUlps + 2) * std::fabs(sv)) + cap * e_t : 0;
       if (dqk != 1) extra += Budgets::kDescaleUlps * ua * abs_dot;  // the descales, folded or on each element
       const double alibi = alibi_bias(f, fr, h, j);
       const double bias = logit_bias(f, fr, sh.Lq, sh.Lk, b, h, i, j);
@@ -139,6 +165,7 @@ struct Ctx {
       r.s.push_back(sv);
       r.abs_dot.push_back(abs_dot);
       r.t.push_back(t);
+      r.e_t.push_back(e_t);
       r.z.push_back(dropout_factor(f, sh.Hq, sh.Lq, sh.Lk, b, h, i, j));
       r.e_x.push_back(gamma_dot * abs_dot);
       r.extra.push_back(extra);
@@ -153,6 +180,7 @@ struct Ctx {
       r.s.push_back(logit);
       r.abs_dot.push_back(abs_dot);
       r.t.push_back(0);
+      r.e_t.push_back(0);
       r.z.push_back(1);
       r.e_x.push_back(gamma_dot * abs_dot);
       r.extra.push_back(0);
@@ -173,7 +201,10 @@ struct Ctx {
     for (std::size_t n = 0; n < r.keys.size(); ++n) {
       const double P = std::exp(r.s[n] - lse);
       const double abs_s = r.keys[n] == kFillerKey ? filler->max_abs_logit : std::fabs(r.s[n]);
-      const double th = r.e_x[n] + r.extra[n] + Budgets::kShiftUlps * ua * (abs_s + M) + exp_err;
+      // The exp's own error; a declared approximation adds its own, and rounds the arguments of p and of the
+      // rescales (Σ|Δm| ≤ |s| + M) to its dtype.
+      const double th = r.e_x[n] + r.extra[n] + Budgets::kShiftUlps * ua * (abs_s + M) + exp_err + exp_extra +
+                        2 * exp_arg_u * (abs_s + M);
       r.P.push_back(P);
       r.theta.push_back(th);
       tb += P * th;
@@ -202,17 +233,45 @@ struct Ctx {
   double combine_error(std::size_t n, double lse, double M) const {
     const double nn = static_cast<double>(n);
     return gamma_n(nn, ua) + ua * (Budgets::kShiftUlps * (std::fabs(lse) + M) +
-                                   Budgets::kLogUlps * std::log(std::max(nn, 1.0)) + Budgets::kExpUlps);
+                                   Budgets::kLogUlps * std::log(std::max(nn, 1.0)) + Budgets::kExpUlps) +
+           exp_extra + 2 * exp_arg_u * (std::fabs(lse) + M);
   }
   /// γ for the LSE's row sum: each of up to n rescales also carries an exp error.
+  /// A declared exp approximation's rescale factors multiply the row sum by up to e^{±n·exp_extra} more.
   double gamma_lse(std::size_t n) const {
     const double nn = static_cast<double>(n);
-    return gamma_n((2 + Budgets::kExpUlps) * nn + Budgets::kLogUlps * std::log(std::max(nn, 1.0)) + kExtraSumSteps,
-                   ua);
+    const double g =
+        gamma_n((2 + Budgets::kExpUlps) * nn + Budgets::kLogUlps * std::log(std::max(nn, 1.0)) + kExtraSumSteps, ua);
+    if (exp_extra == 0) return g;
+    const double rescales = std::expm1(nn * exp_extra);
+    return g + rescales + g * rescales;
   }
 };
 
 }  // namespace
+
+Approximation approximation(Tanh t) {
+  switch (t) {
+    case Tanh::accurate: return {};
+    case Tanh::approx: return {.rel = Budgets::kTanhApproxRel, .abs = 0, .argument = {}, .flush = 0};
+    case Tanh::approx_f16: return {.rel = 0, .abs = Budgets::kTanhApproxF16Abs, .argument = Dtype::f16, .flush = 0};
+    case Tanh::approx_bf16: return {.rel = 0, .abs = Budgets::kTanhApproxBf16Abs, .argument = Dtype::bf16, .flush = 0};
+  }
+  return {};
+}
+
+Approximation approximation(Exp e) {
+  switch (e) {
+    case Exp::accurate:
+    case Exp::approx: return {};  // ex2.approx.f32: 2 ulps, within kExpUlps
+    // A float16 result: below the smallest normal its relative accuracy is gone (subnormals, or flushed).
+    case Exp::approx_f16:
+      return {.rel = Budgets::kExpApproxF16Rel, .abs = 0, .argument = Dtype::f16, .flush = min_normal(Dtype::f16)};
+    case Exp::approx_bf16:  // .ftz: results below bfloat16's smallest normal (float32's) are flushed
+      return {.rel = Budgets::kExpApproxBf16Rel, .abs = 0, .argument = Dtype::bf16, .flush = min_normal(Dtype::bf16)};
+  }
+  return {};
+}
 
 double gamma_n(double n, double u) {
   const double nu = n * u;
@@ -261,7 +320,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         const double gs = c.gamma_sum(n);
         const double comb = c.combine_error(n, lse, r.max_abs_s);
         // Flushed-to-zero or underflowed terms: each p̂ ≤ tiny is lost, against a row sum l ≥ 1.
-        const double underflow = static_cast<double>(n) * c.tiny_a;
+        const double underflow = static_cast<double>(n) * c.exp_tiny;
         // Row sum from the rounded P: Σ_j p̃_j = (1 + E)·Σ_j p̂_j with |E| ≤ u_s + n·η_s/2 (l ≥ 1).
         // The filler's weights round with an error at most their value (round to nearest): δ(1 + ρ) in all.
         const double filler_round = f ? delta * (1 + r.rho.back()) : 0;
@@ -415,10 +474,11 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           e_dP[t] = c.overflows(dp_mag) ? kInf
                                         : r.z[t] * g_dv * dp_mag + (r.z[t] != 1 ? Budgets::kDropoutUlps * c.ua * std::fabs(dP[t]) : 0) +
                                               row_unbounded;
-          // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding.
-          const double phi = r.theta[t] + e_lse + c.ua * (std::fabs(r.s[t]) + std::fabs(lse));
+          // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding (and the
+          // argument's, to a declared exp approximation's dtype).
+          const double phi = r.theta[t] + e_lse + (c.ua + c.exp_arg_u) * (std::fabs(r.s[t]) + std::fabs(lse));
           // A recomputed P̂ whose argument may pass exp's range can be +Inf: nothing downstream is bounded then.
-          e_P[t] = c.exp_overflows(r.s[t] - lse + phi) ? kInf : r.P[t] * std::expm1(phi) + c.tiny_a;
+          e_P[t] = c.exp_overflows(r.s[t] - lse + phi) ? kInf : r.P[t] * std::expm1(phi) + c.exp_tiny;
           e_Pv[t] = prof.round_p ? c.store(r.P[t], e_P[t]) : e_P[t];
           eD_from_p += e_P[t] * std::fabs(dp) + (r.P[t] + e_P[t]) * e_dP[t];
           D_p_mag += (r.P[t] + e_P[t]) * (std::fabs(dp) + e_dP[t]);
@@ -433,16 +493,25 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           dS[t] = r.P[t] * x;
           double e = e_P[t] * std::fabs(x) + Pm * e_x;
           e += c.ua * (Pm * (std::fabs(x) + e_x));
-          if (prof.round_p) e = c.overflows_storage(std::fabs(dS[t]) + e) ? kInf : c.store(std::fabs(dS[t]), e);
+          // dS rounded to storage (round_p): |dS| + e may round to ±Inf near the largest value.
+          auto stored = [&](double mag, double err) {
+            return c.overflows_storage(mag + err) ? kInf : c.store(mag, err);
+          };
           if (cap > 0) {
             // Softcap's chain rule: dS·(1 − t²), t = tanh(x/c) recomputed from an x off by e_x and a tanh off by
-            // kTanhUlps; 1 − t² itself rounds (three operations).
+            // kTanhUlps (and a declared approximation's error); 1 − t² itself rounds (three operations).
             const double tt = r.t[t], fac = 1 - tt * tt;
-            const double e_t = fac * (r.e_x[t] + c.ua * std::fabs(r.s[t])) / cap + Budgets::kTanhUlps * c.ua * std::fabs(tt);
+            const double e_t = fac * (r.e_x[t] + c.ua * std::fabs(r.s[t])) / cap +
+                               Budgets::kTanhUlps * c.ua * std::fabs(tt) + r.e_t[t];
             const double e_fac = 2 * std::fabs(tt) * e_t + e_t * e_t + 3 * c.ua;
             const double ads = std::fabs(dS[t]);
-            e = e * (fac + e_fac) + ads * e_fac + c.ua * (ads + e) * (fac + e_fac);
+            auto chained = [&](double err) { return err * (fac + e_fac) + ads * e_fac + c.ua * (ads + err) * (fac + e_fac); };
+            // With round_p a kernel may round dS before the chain factor, or after it (FlashAttention-2): the
+            // storage's absolute η_s/2 is then not scaled by 1 − t². The bound is the larger path.
+            e = prof.round_p ? std::max(chained(stored(ads, e)), stored(ads * fac, chained(e))) : chained(e);
             dS[t] *= fac;
+          } else if (prof.round_p) {
+            e = stored(std::fabs(dS[t]), e);
           }
           e_dS[t] = e;
         }

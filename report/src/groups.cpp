@@ -206,7 +206,8 @@ std::string short_text(const Signature &sig) {
   return s;
 }
 
-std::string caption_of(const Signature &sig, const Counterexample &first, double worst_ratio) {
+/// `explained`: a declaration explains the group, so no guess at the defect is added.
+std::string caption_of(const Signature &sig, const Counterexample &first, double worst_ratio, bool explained) {
   const std::string step = "step " + std::string(sig.step ? step_id(*sig.step) : "?") + ": ";
   const std::string element = sig.element.empty() ? sig.tensor : sig.element;
   const std::string detail = first_line(first.outcome.detail);
@@ -235,7 +236,7 @@ std::string caption_of(const Signature &sig, const Counterexample &first, double
   if (sig.kind == "out of bound") {
     std::string s = step + sig.tensor + " elements out of bound by up to " + ratio_short(worst_ratio) + "× (" +
                     element + ": got " + got + ", exact " + exact + ")";
-    if ((sig.tensor == "O" || sig.tensor == "LSE") && worst_ratio >= kFormulaRatio)
+    if ((sig.tensor == "O" || sig.tensor == "LSE") && worst_ratio >= kFormulaRatio && !explained)
       s += " — a wrong scale, or a lost rescale?";
     return s;
   }
@@ -285,15 +286,19 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
     const Counterexample &first = *r.properties[pi].counterexample;
     double worst = 0;
     std::string ids, what = first.outcome.failing_what;
+    std::vector<Explanation> explained = first.explained_by;  // what explains every member
     for (const auto &[mr, mp] : g.members) {
       const PropertyReport &p = doc.runs[mr].report.properties[mp];
       const double w = p.counterexample->outcome.worst_ratio;
       if (!(w <= worst)) worst = w;  // NaN and +∞ win
       ids += (ids.empty() ? "" : ", ") + p.id;
       if (p.counterexample->outcome.failing_what != what) what.clear();
+      if (p.counterexample->explained_by != explained) explained.clear();
     }
-    g.caption = caption_of(b.sig, first, worst);
+    g.caption = caption_of(b.sig, first, worst, !explained.empty());
     if (!what.empty()) g.caption += " — on the modified problem: " + what;
+    for (const Explanation &e : explained)
+      g.caption += " — explained by the declaration " + e.declaration + ": if " + e.meaning + ", declare it";
     std::string numbers;
     for (const std::size_t n : b.numbers) numbers += (numbers.empty() ? "" : ", ") + std::to_string(n);
     g.headline = r.kernel + " (" + std::string(dtype_name(r.dtype)) + ")" + (g.warning ? " · warning" : "") + " · " +

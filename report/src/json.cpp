@@ -36,7 +36,7 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
     if (name(static_cast<E>(x)) == s) return *out = static_cast<E>(x), true;
   return false;
 }
-constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
+constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3, kApprox = 4;
 static_assert(static_cast<int>(Verdict::warn) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
               static_cast<int>(Mask::causal_top_left) == kMasks - 1);
 
@@ -133,6 +133,11 @@ ojson counterexample_json(const Counterexample &c, std::size_t number, const Evi
   j["shrinks_tried"] = c.shrinks_tried;
   j["seed"] = std::to_string(c.seed);
   j["reproduce"] = c.reproduce;
+  if (!c.explained_by.empty()) {  // only then: reports of failures no declaration explains stay as they were
+    ojson ex = ojson::array();
+    for (const Explanation &e : c.explained_by) ex.push_back({{"declaration", e.declaration}, {"meaning", e.meaning}});
+    j["explained_by"] = std::move(ex);
+  }
   if (ev) j["evidence"] = evidence_json(*ev);
   return j;
 }
@@ -144,7 +149,9 @@ ojson profile_json(const PrecisionProfile &p) {
                {"round_p", p.round_p},
                {"rowsum_rounded_p", p.rowsum_rounded_p},
                {"grad_per_head", p.grad_per_head},
-               {"lse", dtype_name(p.lse)}};
+               {"lse", dtype_name(p.lse)},
+               {"tanh", approximation_name(p.tanh)},
+               {"exp", approximation_name(p.exp)}};
 }
 
 ojson property_json(const PropertyReport &p) {
@@ -402,6 +409,11 @@ Counterexample read_counterexample(const Obj &o, std::size_t number, std::option
   c.shrinks_tried = o.count("shrinks_tried");
   c.seed = o.seed("seed");
   c.reproduce = o.str("reproduce");
+  const json &explained = o.array("explained_by");
+  for (std::size_t n = 0; n < explained.size(); ++n) {
+    const Obj e(explained[n], o.path() + ".explained_by[" + std::to_string(n) + "]");
+    c.explained_by.push_back({e.str("declaration"), e.str("meaning")});
+  }
   if (o.has("evidence")) *evidence = read_evidence(o.obj("evidence"));
   return c;
 }
@@ -419,6 +431,9 @@ PrecisionProfile read_profile(const Obj &prof, std::int64_t version) {
   p.rowsum_rounded_p = prof.boolean("rowsum_rounded_p");
   p.grad_per_head = prof.boolean("grad_per_head");
   p.lse = prof.name<Dtype, kDtypes>("lse", dtype_name);
+  // Added in version 2 without a version change: absent means accurate.
+  if (prof.has("tanh")) p.tanh = prof.name<Tanh, kApprox>("tanh", [](Tanh t) { return approximation_name(t); });
+  if (prof.has("exp")) p.exp = prof.name<Exp, kApprox>("exp", [](Exp e) { return approximation_name(e); });
   return p;
 }
 

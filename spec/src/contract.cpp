@@ -14,7 +14,7 @@ namespace {
 /// One key of the text form: its name, its values' names (in enum order) and where it lives in the contract.
 struct Key {
   std::string_view name;
-  std::array<std::string_view, 3> values;  ///< "" past the last value
+  std::array<std::string_view, 4> values;  ///< "" past the last value
   int (*get)(const KernelContract &);
   void (*set)(KernelContract &, int);
 };
@@ -31,12 +31,14 @@ constexpr std::string_view kFeaturesKey = "features";
 constexpr std::string_view kDefaults = "defaults";
 
 /// Dtype values in the text: accumulation dtypes.
-constexpr std::array<std::string_view, 3> kDtypes{"f32", "f16", "bf16"};
-constexpr std::array<std::string_view, 3> kDeterminism{"bitwise", "within-bound", ""};
-constexpr std::array<std::string_view, 3> kAllow{"auto", "yes", "no"};
+constexpr std::array<std::string_view, 4> kDtypes{"f32", "f16", "bf16"};
+constexpr std::array<std::string_view, 4> kDeterminism{"bitwise", "within-bound"};
+constexpr std::array<std::string_view, 4> kAllow{"auto", "yes", "no"};
+/// Accuracies of a transcendental function: a few ulps, or the hardware approximation of float32, float16, bfloat16.
+constexpr std::array<std::string_view, 4> kApprox{"accurate", "approx", "approx-f16", "approx-bf16"};
 
 // The order of describe(); `accumulate` and `determinism` are shorthands that set two keys and are not listed.
-const std::array<Key, 11> kKeys{{
+const std::array<Key, 13> kKeys{{
     {"causal", {"bottom-right", "top-left", ""}, [](const KernelContract &c) { return as_int(c.causal); },
      [](KernelContract &c, int v) { c.causal = static_cast<CausalAlign>(v); }},
     {"lse", {"f32", "storage", "none"}, [](const KernelContract &c) { return as_int(c.lse); },
@@ -59,6 +61,10 @@ const std::array<Key, 11> kKeys{{
      [](KernelContract &c, int v) { c.rowsum_rounded_p = static_cast<Allow>(v); }},
     {"grad-sum", {"auto", "per-head", "exact"}, [](const KernelContract &c) { return as_int(c.grad_per_head); },
      [](KernelContract &c, int v) { c.grad_per_head = static_cast<Allow>(v); }},
+    {"tanh", kApprox, [](const KernelContract &c) { return as_int(c.tanh); },
+     [](KernelContract &c, int v) { c.tanh = static_cast<Tanh>(v); }},
+    {"exp", kApprox, [](const KernelContract &c) { return as_int(c.exp); },
+     [](KernelContract &c, int v) { c.exp = static_cast<Exp>(v); }},
 }};
 
 /// Shorthands: one key that sets several.
@@ -123,6 +129,26 @@ std::string describe_keys(const KernelContract &c, bool only_changes) {
 
 }  // namespace
 
+std::string_view approximation_name(Tanh t) {
+  switch (t) {
+    case Tanh::accurate: return "accurate";
+    case Tanh::approx: return "tanh.approx.f32";
+    case Tanh::approx_f16: return "tanh.approx.f16";
+    case Tanh::approx_bf16: return "tanh.approx.bf16";
+  }
+  return "?";
+}
+
+std::string_view approximation_name(Exp e) {
+  switch (e) {
+    case Exp::accurate: return "accurate";
+    case Exp::approx: return "ex2.approx.f32";
+    case Exp::approx_f16: return "ex2.approx.f16";
+    case Exp::approx_bf16: return "ex2.approx.ftz.bf16";
+  }
+  return "?";
+}
+
 PrecisionProfile PrecisionProfile::for_storage(Dtype storage) { return KernelContract{}.profile(storage); }
 
 std::string PrecisionProfile::describe() const {
@@ -135,6 +161,8 @@ std::string PrecisionProfile::describe() const {
   if (rowsum_rounded_p) s += ", row sum from rounded P allowed";
   if (grad_per_head) s += ", per-head GQA gradients allowed";
   if (lse != Dtype::f32) s += ", LSE in " + std::string(dtype_name(lse));
+  if (tanh != Tanh::accurate) s += ", tanh " + std::string(approximation_name(tanh));
+  if (exp != Exp::accurate) s += ", exp " + std::string(approximation_name(exp));
   return s;
 }
 
@@ -148,6 +176,8 @@ PrecisionProfile KernelContract::profile(Dtype storage) const {
   p.rowsum_rounded_p = p.round_p && resolve(rowsum_rounded_p, false);
   p.grad_per_head = resolve(grad_per_head, narrow);
   p.lse = lse == LseOutput::storage ? storage : Dtype::f32;
+  p.tanh = tanh;
+  p.exp = exp;
   return p;
 }
 

@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <type_traits>
+#include <vector>
 #include <string>
 
 using namespace attncheck;
@@ -121,4 +123,86 @@ TEST_CASE("contracts: float16 arithmetic declared as such warns where an interme
   CHECK(r.verdict() == Verdict::warn);
   CHECK(r.verdict(/*strict=*/true) == Verdict::fail);
   REQUIRE(counterexample(r, "nonfinite_output"));
+}
+
+namespace {
+/// The approximation variant (support::approximation_variants) whose tanh or exp is `pick`.
+template <class E>
+Variant approximating(E pick) {
+  for (const Variant &v : support::approximation_variants()) {
+    if constexpr (std::is_same_v<E, Tanh>) {
+      if (v.tanh == pick) return v;
+    } else {
+      if (v.exp == pick) return v;
+    }
+  }
+  FAIL("no approximation variant uses it");
+  return {};
+}
+
+/// The declarations that explain `id`'s counterexample in `r`, as contract text.
+std::vector<std::string> explanations(const Report &r, std::string_view id) {
+  std::vector<std::string> out;
+  if (const Counterexample *c = counterexample(r, id))
+    for (const Explanation &e : c->explained_by) out.push_back(e.declaration);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("contracts: softcap through tanh.approx.f32 fails under the defaults, explained by tanh=approx, and passes "
+          "every property when it declares it") {
+  const Variant v = approximating(Tanh::approx);
+  KernelContract undeclared = support::contract_of(v);
+  undeclared.tanh = Tanh::accurate;
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    CheckOptions o = options(dt);
+    o.contract = undeclared;
+    o.properties = {"softcap"};
+    const Report r = check(support::variant_kernel(v), o);
+    INFO(r.text());
+    CHECK(r.verdict() == Verdict::fail);
+    CHECK(explanations(r, "softcap") == std::vector<std::string>{"tanh=approx"});
+    passes(v, support::contract_of(v), dt);
+  }
+}
+
+TEST_CASE("contracts: float16 and bfloat16 tanh and exp instructions pass every property when declared") {
+  for (const Variant &v : {approximating(Tanh::approx_f16), approximating(Tanh::approx_bf16),
+                           approximating(Exp::approx_f16), approximating(Exp::approx_bf16)})
+    passes(v, support::contract_of(v), Dtype::bf16);
+  // ex2.approx.f32 is within the default budget: declared or not, the same bound.
+  const Variant f32_exp = approximating(Exp::approx);
+  KernelContract undeclared = support::contract_of(f32_exp);
+  undeclared.exp = Exp::accurate;
+  passes(f32_exp, undeclared, Dtype::f32);
+}
+
+TEST_CASE("contracts: an undeclared float16 exp fails, and no declaration is offered for it") {
+  const Variant v = approximating(Exp::approx_f16);
+  KernelContract undeclared = support::contract_of(v);
+  undeclared.exp = Exp::accurate;
+  CheckOptions o = options(Dtype::f16);
+  o.contract = undeclared;
+  o.properties = {"accuracy"};
+  const Report r = check(support::variant_kernel(v), o);
+  INFO(r.text());
+  CHECK(r.verdict() == Verdict::fail);
+  CHECK(explanations(r, "accuracy").empty());  // only narrow declarations explain: a loose exp would excuse bugs
+}
+
+TEST_CASE("contracts: softcap on the unscaled logit or without its derivative is caught under tanh=approx, and no "
+          "declaration explains it") {
+  for (support::Bug b : support::softcap_bugs()) {
+    const Variant v = support::bug_variant(b);
+    REQUIRE(support::contract_of(v).tanh == Tanh::approx);
+    for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+      CheckOptions o = options(dt);
+      o.contract = support::contract_of(v);
+      o.properties = {"softcap"};
+      const Report r = check(support::variant_kernel(v), o);
+      INFO(support::bug_name(b) << " " << dtype_name(dt) << "\n" << r.text());
+      CHECK(r.verdict() == Verdict::fail);
+      CHECK(explanations(r, "softcap").empty());
+    }
+  }
 }

@@ -32,7 +32,8 @@ TEST_CASE("a contract that declares nothing is what FlashAttention-2 promises", 
 TEST_CASE("every key parses, and describe() parses back to the same contract", "[contract]") {
   const KernelContract c = parse_contract(
       "causal=top-left, lse=storage empty-rows=unspecified,hidden-keys=any forward-determinism=within-bound "
-      "backward-determinism=bitwise accumulate-qk=f16 accumulate-pv=bf16 round-p=no rowsum=exact grad-sum=per-head");
+      "backward-determinism=bitwise accumulate-qk=f16 accumulate-pv=bf16 round-p=no rowsum=exact grad-sum=per-head "
+      "tanh=approx exp=approx-bf16");
   CHECK(c.causal == CausalAlign::top_left);
   CHECK(c.lse == LseOutput::storage);
   CHECK(c.empty_rows == EmptyRows::unspecified);
@@ -44,6 +45,8 @@ TEST_CASE("every key parses, and describe() parses back to the same contract", "
   CHECK(c.round_p == Allow::no);
   CHECK(c.rowsum_rounded_p == Allow::no);
   CHECK(c.grad_per_head == Allow::yes);
+  CHECK(c.tanh == Tanh::approx);
+  CHECK(c.exp == Exp::approx_bf16);
   CHECK(parse_contract(c.describe()) == c);
   CHECK(parse_contract(c.describe_changes()) == c);
   const PrecisionProfile p = c.profile(Dtype::f16);
@@ -53,6 +56,20 @@ TEST_CASE("every key parses, and describe() parses back to the same contract", "
   CHECK_FALSE(p.rowsum_rounded_p);  // only with round_p
   CHECK(p.grad_per_head);
   CHECK(p.lse == Dtype::f16);
+  CHECK(p.tanh == Tanh::approx);
+  CHECK(p.exp == Exp::approx_bf16);
+  CHECK(p.describe().find("tanh tanh.approx.f32, exp ex2.approx.ftz.bf16") != std::string::npos);
+}
+
+TEST_CASE("the transcendental keys default to accurate and take each approximation", "[contract]") {
+  CHECK(KernelContract{}.describe().find("grad-sum=auto tanh=accurate exp=accurate features=none") !=
+        std::string::npos);
+  CHECK(PrecisionProfile::for_storage(Dtype::bf16).tanh == Tanh::accurate);
+  CHECK(parse_contract("tanh=approx-f16").tanh == Tanh::approx_f16);
+  CHECK(parse_contract("tanh=approx-bf16").describe_changes() == "tanh=approx-bf16");
+  CHECK(parse_contract("exp=approx,exp=approx-f16").exp == Exp::approx_f16);
+  CHECK_THROWS_WITH(parse_contract("tanh=fast"),
+                    Catch::Matchers::Contains("tanh is one of accurate|approx|approx-f16|approx-bf16"));
 }
 
 TEST_CASE("shorthands set both of their keys, and later tokens override earlier ones", "[contract]") {

@@ -169,6 +169,53 @@ struct Arith {
   float log(float x) const { return r(std::log(x)); }
 };
 
+/// x chopped toward zero to `bits` significant bits, with the grid's spacing fixed below 2^min_exp (a dtype's
+/// subnormals): how the approximation emulations err at their worst, always in one direction.
+double chop(double x, int bits, int min_exp) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int e = 0;
+  std::frexp(x, &e);  // |x| ∈ [2^(e−1), 2^e)
+  const double spacing = std::ldexp(1.0, std::max(e - 1, min_exp) - (bits - 1));
+  return std::trunc(x / spacing) * spacing;
+}
+
+/// Significant bits and smallest normal exponent of float32, float16 and bfloat16.
+struct Grid {
+  int bits, min_exp;
+};
+Grid grid_of(Dtype dt) {
+  switch (dt) {
+    case Dtype::f32: return {24, -126};
+    case Dtype::f16: return {11, -14};
+    case Dtype::bf16: return {8, -126};
+  }
+  return {24, -126};
+}
+
+/// tanh as Variant::tanh evaluates it (see there).
+float tanh_of(Tanh t, float a) {
+  constexpr int kApproxBits = 12;  // tanh.approx.f32: relative error 2^-10.987 ≈ chopping to 12 bits
+  switch (t) {
+    case Tanh::accurate: return std::tanh(a);
+    case Tanh::approx: return static_cast<float>(chop(std::tanh(a), kApproxBits, grid_of(Dtype::f32).min_exp));
+    case Tanh::approx_f16:
+    case Tanh::approx_bf16: {
+      const Dtype dt = t == Tanh::approx_f16 ? Dtype::f16 : Dtype::bf16;
+      const Grid g = grid_of(dt);
+      return static_cast<float>(chop(std::tanh(round_to(dt, a)), g.bits, g.min_exp));
+    }
+  }
+  return std::tanh(a);
+}
+
+/// 2^a as Variant::exp evaluates it for the float16/bfloat16 instructions (see there).
+float exp2_approx(Exp e, float a) {
+  const Dtype dt = e == Exp::approx_f16 ? Dtype::f16 : Dtype::bf16;
+  const Grid g = grid_of(dt);
+  const double r = chop(std::exp2(round_to(dt, a)), g.bits, g.min_exp);
+  return r < std::ldexp(1.0, g.min_exp) ? 0.f : static_cast<float>(r);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // One call's context: the variant, the problem's shape and inputs, and the helpers every pass shares.
 
@@ -196,6 +243,7 @@ struct Ctx {
   std::int64_t splits = 1;     ///< var.splits, or ⌈Lk / kSplitKeys⌉ under Bug::split_combine_over_two
   std::int64_t split_len = 0;  ///< ⌈key_end / splits⌉
   bool drop_tail = false;      ///< forward under Bug::decode_drops_tail_block on a long decode row: skip partial blocks
+  float cap = 0;               ///< softcap's c when the call sets ATTNCHECK_FEATURE_SOFTCAP, else 0
   View q, k, v;
 
   bool has(Bug b) const { return var.bug == b; }
@@ -244,13 +292,30 @@ struct Ctx {
   }
 
   /// u_j = (q·k_j) · score_mul, the exponent's argument before the max is subtracted (log₂ domain with exp2_fold).
-  float score(const float *qrow, std::int64_t b, std::int64_t hk, std::int64_t j) const {
+  /// With softcap: u_j = c·tanh(scale·q·k_j / c) (× log₂e with exp2_fold), and *chain = 1 − tanh² (when given).
+  float score(const float *qrow, std::int64_t b, std::int64_t hk, std::int64_t j, float *chain = nullptr) const {
     float d = 0;
     for (std::int64_t x = 0; x < s.D; ++x) d = dot.add(d, dot.mul(qrow[x], key_elem(k, b, hk, j, x)));
-    return logit.mul(d, score_mul);
+    if (cap == 0) return logit.mul(d, score_mul);
+    const bool unscaled = has(Bug::softcap_unscaled);
+    const float t = acc.r(tanh_of(var.tanh, acc.div(unscaled ? d : logit.mul(d, scale), cap)));
+    if (chain) *chain = has(Bug::softcap_no_chain) ? 1.f : acc.sub(1.f, acc.mul(t, t));
+    float sv = acc.mul(cap, t);
+    if (unscaled) sv = acc.mul(sv, scale);
+    return var.exp2_fold ? acc.mul(sv, kLog2e) : sv;
   }
   /// e^x, or 2^x with exp2_fold.
-  float expo(float x) const { return var.exp2_fold ? acc.exp2(x) : acc.exp(x); }
+  float expo(float x) const {
+    if (var.exp == Exp::approx_f16 || var.exp == Exp::approx_bf16)
+      return acc.r(exp2_approx(var.exp, var.exp2_fold ? x : acc.mul(x, kLog2e)));
+    return var.exp2_fold ? acc.exp2(x) : acc.exp(x);
+  }
+  /// e^x in the natural domain (split-KV's combination weights), approximated as expo is.
+  float expn(float x) const {
+    if (var.exp == Exp::approx_f16 || var.exp == Exp::approx_bf16)
+      return acc.r(exp2_approx(var.exp, acc.mul(x, kLog2e)));
+    return acc.exp(x);
+  }
   /// A max in the score domain as a natural logarithm (× ln 2 with exp2_fold), and back.
   float to_natural(float m) const { return var.exp2_fold ? acc.mul(m, kLn2) : m; }
   float from_natural(float l) const { return var.exp2_fold ? acc.mul(l, kLog2e) : l; }
@@ -294,6 +359,14 @@ int make_ctx(const Variant &var, const attncheck_params *params, const DLTensor 
   const bool auto_splits = var.bug == Bug::split_combine_over_two;  // ⌈Lk / kSplitKeys⌉ splits (Lk ≥ 1)
   c->splits = auto_splits ? (c->s.Lk + kSplitKeys - 1) / kSplitKeys : var.splits;
   c->split_len = (c->key_end + c->splits - 1) / c->splits;
+  const std::uint32_t implemented = var.softcap ? std::uint32_t{ATTNCHECK_FEATURE_SOFTCAP} : 0u;
+  if (params->features & ~implemented) return fail(ATTNCHECK_UNSUPPORTED, "unsupported features");
+  if (params->features & ATTNCHECK_FEATURE_SOFTCAP) {
+    const attncheck_args *a = params->args;
+    if (!a || a->size < sizeof(attncheck_args)) return fail(ATTNCHECK_ERROR, "softcap needs params->args (ABI 1.2)");
+    if (!(a->softcap > 0) || std::isinf(a->softcap)) return fail(ATTNCHECK_ERROR, "softcap must be finite and > 0");
+    c->cap = c->acc.r(a->softcap);
+  }
   return ATTNCHECK_OK;
 }
 
@@ -454,7 +527,7 @@ float forward_row(const Ctx &c, Scratch &w, std::int64_t b, std::int64_t h, std:
   float sum = 0;
   for (std::size_t t = 0; t < nsplit; ++t) {
     const std::size_t sp = split_at(t);
-    if (w.part_seen[sp] > 0 && counted(sp)) sum = c.acc.add(sum, c.acc.exp(c.acc.sub(w.part_lse[sp], M)));
+    if (w.part_seen[sp] > 0 && counted(sp)) sum = c.acc.add(sum, c.expn(c.acc.sub(w.part_lse[sp], M)));
   }
   const float lse = c.acc.add(M, c.acc.log(sum));
   std::fill(w.o.begin(), w.o.end(), 0.f);
@@ -462,7 +535,7 @@ float forward_row(const Ctx &c, Scratch &w, std::int64_t b, std::int64_t h, std:
     const std::size_t sp = split_at(t);
     if (w.part_seen[sp] == 0) continue;
     normalize(c, w, sp, w.os.data());
-    const float weight = c.acc.exp(c.acc.sub(w.part_lse[sp], lse));
+    const float weight = c.expn(c.acc.sub(w.part_lse[sp], lse));
     for (std::size_t x = 0; x < w.o.size(); ++x) w.o[x] = c.acc.add(w.o[x], c.acc.mul(weight, w.os[x]));
   }
   return lse;
@@ -520,7 +593,7 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
   const std::size_t D = static_cast<std::size_t>(s.D), Dv = static_cast<std::size_t>(s.Dv);
   const std::size_t nkeys = static_cast<std::size_t>(c.key_end);
   const std::size_t nk = static_cast<std::size_t>(s.Lk) * D, nv = static_cast<std::size_t>(s.Lk) * Dv;
-  std::vector<float> qrow(D), dorow(Dv), orow(Dv), P(nkeys), dP(nkeys), dS(nkeys), dq_acc(D);
+  std::vector<float> qrow(D), dorow(Dv), orow(Dv), P(nkeys), dP(nkeys), dS(nkeys), chain(nkeys, 1.f), dq_acc(D);
   // dK, dV of the kv head: the sum over its query heads — of every term, or (grad_per_head) of each head's part,
   // accumulated in dk_part, dv_part and rounded to storage.
   const bool per_head = c.var.grad_per_head;
@@ -577,7 +650,7 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
             const std::size_t j = key_at(t);
             if (!used[j]) continue;
             const auto jj = static_cast<std::int64_t>(j);
-            P[j] = live[j] ? c.expo(c.acc.sub(c.score(qrow.data(), b, hk, jj), lse_u)) : 0.f;
+            P[j] = live[j] ? c.expo(c.acc.sub(c.score(qrow.data(), b, hk, jj, &chain[j]), lse_u)) : 0.f;
             float d = 0;
             for (std::size_t x = 0; x < Dv; ++x)
               d = c.acc.add(d, c.acc.mul(dorow[x], c.key_elem(c.v, b, hk, jj, static_cast<std::int64_t>(x))));
@@ -596,8 +669,9 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
             const std::size_t j = key_at(t);
             if (!used[j]) continue;
             const auto jj = static_cast<std::int64_t>(j);
-            const float dSj =
+            float dSj =
                 c.has(Bug::ds_without_d_term) ? c.acc.mul(P[j], dP[j]) : c.acc.mul(P[j], c.acc.sub(dP[j], Di));
+            if (c.cap != 0) dSj = c.acc.mul(dSj, chain[j]);  // softcap's chain rule, before dS is rounded
             const float ps = c.stored_p(P[j]), dss = c.stored_p(dSj);
             dS[j] = dss;
             if (jj >= s.Lk) continue;  // the read-past key has no dK, dV
@@ -701,6 +775,17 @@ constexpr std::array<BackwardFn, sizeof...(I)> backward_table(std::index_sequenc
 constexpr auto kForwardSlots = forward_table(std::make_index_sequence<kMaxVariantKernels>{});
 constexpr auto kBackwardSlots = backward_table(std::make_index_sequence<kMaxVariantKernels>{});
 
+/// "Approx", "ApproxF16", "ApproxBf16": a Tanh or Exp approximation in a variant's name.
+template <class E>
+std::string approximation_suffix(E e) {
+  switch (static_cast<int>(e)) {
+    case 1: return "Approx";
+    case 2: return "ApproxF16";
+    case 3: return "ApproxBf16";
+  }
+  return "";
+}
+
 /// "online_b7_rev_split5_exp2_roundp_recip_dfromp_f32acc" (only the options that are on).
 std::string config_name(const Variant &v) {
   std::string n = v.key_block == 0 ? "twopass" : "online_b" + std::to_string(v.key_block);
@@ -719,6 +804,9 @@ std::string config_name(const Variant &v) {
   if (v.dense_pv) n += "_densePV";
   if (v.empty_rows_mean) n += "_emptyMean";
   if (v.nondeterministic_backward) n += "_nondetBwd";
+  if (v.softcap) n += "_softcap";
+  if (v.tanh != Tanh::accurate) n += "_tanh" + approximation_suffix(v.tanh);
+  if (v.exp != Exp::accurate) n += "_exp" + approximation_suffix(v.exp);
   return n;
 }
 
@@ -746,6 +834,8 @@ std::string_view bug_name(Bug b) {
     case Bug::split_combine_over_two: return "split_combine_over_two";
     case Bug::decode_drops_tail_block: return "decode_drops_tail_block";
     case Bug::offsets_int32: return "offsets_int32";
+    case Bug::softcap_unscaled: return "softcap_unscaled";
+    case Bug::softcap_no_chain: return "softcap_no_chain";
   }
   return "unknown";
 }
@@ -772,9 +862,15 @@ std::vector<Bug> scale_bugs() {
   return {Bug::block_counter_8bit, Bug::split_combine_over_two, Bug::decode_drops_tail_block, Bug::offsets_int32};
 }
 
+std::vector<Bug> softcap_bugs() { return {Bug::softcap_unscaled, Bug::softcap_no_chain}; }
+
 Variant bug_variant(Bug b) {
   Variant v;
   v.bug = b;
+  if (b == Bug::softcap_unscaled || b == Bug::softcap_no_chain) {
+    v.softcap = true;
+    v.tanh = Tanh::approx;
+  }
   if (b == Bug::drop_last_partial_block || b == Bug::split_combine_over_two) v.key_block = kCanonicalBugBlock;
   if (b == Bug::block_counter_8bit) v.key_block = kCounterBugBlock;
   if (b == Bug::decode_drops_tail_block) v.key_block = kDecodeBugBlock;
@@ -862,6 +958,23 @@ std::vector<Variant> contract_variants() {
   return out;
 }
 
+std::vector<Variant> approximation_variants() {
+  constexpr int kTile = 16;
+  Variant base;  // FlashAttention-like, with softcap
+  base.key_block = kTile;
+  base.exp2_fold = true;
+  base.round_p = true;
+  base.softcap = true;
+  std::vector<Variant> out(6, base);
+  out[0].tanh = Tanh::approx;
+  out[1].tanh = Tanh::approx_f16;
+  out[2].tanh = Tanh::approx_bf16;
+  out[3].exp = Exp::approx_f16;
+  out[4].exp = Exp::approx_bf16;
+  out[5].exp = Exp::approx;
+  return out;
+}
+
 KernelContract contract_of(const Variant &v) {
   KernelContract c;
   c.accumulate_pv = v.accumulate;
@@ -871,6 +984,9 @@ KernelContract contract_of(const Variant &v) {
   if (v.lse_storage) c.lse = LseOutput::storage;
   if (v.causal_top_left) c.causal = CausalAlign::top_left;
   if (v.empty_rows_mean) c.empty_rows = EmptyRows::unspecified;
+  if (v.softcap) c.features |= ATTNCHECK_FEATURE_SOFTCAP;
+  c.tanh = v.tanh;
+  c.exp = v.exp;
   // dense_pv: hidden-keys=finite and nondeterministic_backward: backward-determinism=within-bound are the defaults.
   return c;
 }

@@ -94,6 +94,13 @@ enum class Bug : std::uint8_t {
                             ///< ≤ 2³¹ − 1; past that the wrapped offset addresses another element — or, like the
                             ///< real bug, memory outside the tensor's storage (a caller must map it). Canonical:
                             ///< the default configuration.
+
+  // Softcap bugs (softcap_bugs(), not in all_bugs()): their kernels implement softcap and declare features=softcap.
+
+  softcap_unscaled,         ///< both: the cap is applied to q·k before the scale: s = scale·c·tanh(q·k/c) (the
+                            ///< scale folded in after the tanh). Visible with softcap when scale ≠ 1.
+  softcap_no_chain,         ///< backward: dS without softcap's chain factor 1 − t² (forward correct). Visible
+                            ///< with softcap where the logits are not ≪ c.
 };
 
 /// Keys per split of Bug::split_combine_over_two: splits = ⌈Lk / kSplitKeys⌉.
@@ -109,6 +116,9 @@ std::vector<Bug> all_bugs();
 /// The bugs that show only on long rows or huge tensors; all_bugs() leaves them out: block_counter_8bit,
 /// split_combine_over_two, decode_drops_tail_block, offsets_int32 (in declaration order).
 std::vector<Bug> scale_bugs();
+/// The softcap bugs: softcap_unscaled, softcap_no_chain. Their bug_variant implements softcap with the hardware's
+/// approximate tanh (tanh.approx.f32), so that a check declaring tanh=approx still has something to catch.
+std::vector<Bug> softcap_bugs();
 
 /// A kernel configuration. Default: per-key online softmax in float32 arithmetic, keys in order, no split.
 struct Variant {
@@ -174,10 +184,28 @@ struct Variant {
   /// (the default).
   bool nondeterministic_backward = false;
 
+  // Softcap and the transcendental functions (contract: features=softcap, tanh=…, exp=…).
+
+  /// Implement ATTNCHECK_FEATURE_SOFTCAP as FlashAttention-2 does: s = c·tanh(x/c) on x = scale·q·k (then × log₂e
+  /// with exp2_fold), and backward's dS multiplied by the chain factor 1 − t² before it is rounded. Without it (and
+  /// for every other feature) a call with features set is declined. Contract: features=softcap.
+  bool softcap = false;
+  /// Softcap's tanh: accurate (float tanh), or an emulation of the hardware approximation the contract names
+  /// (tanh=approx, approx-f16, approx-bf16) at its worst: approx chops float tanh toward zero to 12 significant bits
+  /// (relative error < 2⁻¹¹, every logit shrunk); approx_f16/bf16 round the argument to that dtype and chop the
+  /// result toward zero to its grid (absolute error < 2⁻¹¹, 2⁻⁸).
+  Tanh tanh = Tanh::accurate;
+  /// Every exp (p, the rescale factors, split-KV's weights, backward's P): accurate, or an emulation of
+  /// ex2.approx.f16 / ex2.approx.ftz.bf16 (exp=approx-f16, approx-bf16): 2^a of the log₂-domain argument rounded
+  /// to that dtype, chopped toward zero to its significand (relative error < 2⁻¹⁰, 2⁻⁷) and flushed to 0 below its
+  /// smallest normal. Exp::approx (ex2.approx.f32) computes as accurate does.
+  Exp exp = Exp::accurate;
+
   Bug bug = Bug::none;
 
   /// Unique description: e.g. "online_b7_rev_exp2_f32acc", "twopass_split5_roundp_f16acc"; the contract options
-  /// append "_qkf16acc", "_rowsumP", "_gradPerHead", "_lseS", "_topleft", "_densePV", "_emptyMean", "_nondetBwd".
+  /// append "_qkf16acc", "_rowsumP", "_gradPerHead", "_lseS", "_topleft", "_densePV", "_emptyMean", "_nondetBwd",
+  /// "_softcap", "_tanh" + the approximation ("_tanhApprox", "_tanhApproxF16", …) and "_exp" + it.
   /// A bug variant is "bug:<bug_name>" when its configuration is bug_variant(bug)'s, else
   /// "bug:<bug_name>/<configuration>".
   std::string name() const;
@@ -207,9 +235,15 @@ std::vector<Variant> correct_variants();
 /// FlashAttention-like base (key_block 16, exp2_fold, round_p). Each is correct under contract_of(v).
 std::vector<Variant> contract_variants();
 
+/// Correct variants that use a hardware approximation, each on the FlashAttention-like base with softcap: tanh
+/// approx, approx_f16 and approx_bf16; exp approx_f16 and approx_bf16 (with an accurate tanh); exp approx (the
+/// float32 instruction, computed as accurate). Each is correct under contract_of(v), and only under a contract that
+/// declares its approximation (but exp approx, which the defaults cover).
+std::vector<Variant> approximation_variants();
+
 /// The contract under which `v` is a correct kernel: the defaults, changed only where v needs it —
 /// accumulate-qk/-pv from accumulate and accumulate_qk, rowsum=rounded-p, grad-sum=per-head, lse=storage,
-/// causal=top-left, empty-rows=unspecified (dense_pv needs hidden-keys=finite and nondeterministic_backward
+/// causal=top-left, empty-rows=unspecified, features=softcap, tanh=…, exp=… (dense_pv needs hidden-keys=finite and nondeterministic_backward
 /// backward-determinism=within-bound: both defaults). For a bug variant: the contract of its configuration.
 KernelContract contract_of(const Variant &v);
 

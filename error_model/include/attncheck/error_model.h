@@ -10,6 +10,8 @@
 // [rowsum_rounded_p] the P-rounding term may instead be centered, Σ_j (u_s P_ij + η_s/2)|v_jc − O_ic| (the bound
 // takes the larger path), and the LSE gains −ln(1 − u_s − n·η_s/2); [lse = storage] the LSE one more storage
 // rounding; [grad_per_head, G > 1] dK, dV may be G per-head parts rounded to storage, then summed.
+// [tanh, exp approximations] softcap's tanh and the softmax's exp each carry their declared accuracy
+// (approximation()): a relative and absolute error, the argument rounded to float16/bfloat16, results flushed.
 // LSE, dQ, dK and dV follow by the same running-error propagation (SPEC.md §4.3–4.4).
 // The bound holds whatever the summation order: naive, blocked, online softmax, split-KV.
 //
@@ -25,6 +27,7 @@
 #include "attncheck/reference.h"
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +43,28 @@ struct Budgets {
   static constexpr double kBiasUlps = 2;   ///< adding ALiBi and an additive mask to the logit
   static constexpr double kDropoutUlps = 2;  ///< dropout's factor 1/(1 − p) rounded, and its product
   static constexpr double kDescaleUlps = 2;  ///< FP8 descales folded into the scale (q, k) or applied to v or O
+  // The hardware approximations a contract may declare (tanh=…, exp=…; PTX ISA's stated maxima), each on top of the
+  // accurate budget above (which also covers converting the result into the accumulation dtype):
+  static constexpr double kTanhApproxRel = 4.9271e-4;      ///< tanh.approx.f32: relative 2^-10.987
+  static constexpr double kTanhApproxF16Abs = 4.9271e-4;   ///< tanh.approx.f16: absolute 2^-10.987
+  static constexpr double kTanhApproxBf16Abs = 0x1p-8;     ///< tanh.approx.bf16: absolute 2^-8
+  static constexpr double kExpApproxF16Rel = 1.0467e-3;    ///< ex2.approx.f16: relative 2^-9.9
+  static constexpr double kExpApproxBf16Rel = 0x1p-7;      ///< ex2.approx.ftz.bf16: relative 2^-7
 };
+
+/// The accuracy of one evaluation of a transcendental function beyond its accurate budget (kTanhUlps, kExpUlps),
+/// as a contract declares it (SPEC.md §4.1): |f̃ − f| ≤ rel·|f| + abs, where the argument is first rounded to
+/// `argument` when set (the float16/bfloat16 instructions), and results below `flush` may be flushed to zero or
+/// lose their relative accuracy (a float16 result's subnormals).
+struct Approximation {
+  double rel = 0, abs = 0;
+  std::optional<Dtype> argument;
+  double flush = 0;
+};
+/// Softcap's tanh: nothing beyond kTanhUlps for Tanh::accurate.
+Approximation approximation(Tanh t);
+/// The softmax's exp: nothing beyond kExpUlps for Exp::accurate and Exp::approx (ex2.approx.f32's 2 ulps).
+Approximation approximation(Exp e);
 
 /// γ_n(u) = n·u / (1 − n·u); +∞ when n·u ≥ 1.
 double gamma_n(double n, double u);

@@ -128,6 +128,13 @@ struct CheckOptions {
   static constexpr int kDefaultMaxShrinks = 3000;
 };
 
+/// The declarations that explain `c` failing property `def` with outcome `o` under env's contract
+/// (Counterexample::explained_by): each candidate re-judges the case under the contract it changes, and is kept
+/// when the case then passes. The candidates are practices of production kernels that look like a wrong formula
+/// when undeclared — tanh=approx (FlashAttention-2's softcap) for a case with softcap under an accurate tanh.
+/// A failure before the sums step (a failed call, NaN, a value the contract fixes) is explained by none.
+std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const Case &c, const Outcome &o);
+
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.
 Report check(const attncheck_kernel &kernel, const CheckOptions &options);

@@ -17,6 +17,14 @@
 
 namespace attncheck {
 
+/// A declaration the contract can make (SPEC.md §3.1) under which a counterexample's minimal case passes: a
+/// documented practice the kernel may follow — then it is no bug, and the kernel should declare it.
+struct Explanation {
+  std::string declaration;  ///< contract tokens: "tanh=approx"
+  std::string meaning;      ///< what the kernel then does: "softcap's tanh is the hardware approximation (…)"
+  friend bool operator==(const Explanation &, const Explanation &) = default;
+};
+
 /// A failure, shrunk: the minimal case found, what it fails, and how to get it back.
 struct Counterexample {
   Case minimal;              ///< exact inputs of the minimal failing case
@@ -29,6 +37,8 @@ struct Counterexample {
   /// RapidCheck configuration string that replays this exact case: pass it as CheckOptions::reproduce (with the
   /// same dtype and options) to get the same minimal counterexample back without searching or shrinking.
   std::string reproduce;
+  /// The declarations under which the minimal case passes (explain_failure, check.h); empty when none does.
+  std::vector<Explanation> explained_by;
 };
 
 /// One property's line of the report.

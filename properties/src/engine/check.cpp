@@ -419,7 +419,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                          .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
                                          .shrinks_tried = 0,
                                          .seed = pr.seed,
-                                         .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce)};
+                                         .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
+                                         .explained_by = explain_failure(def, env, *st.last, st.last_outcome)};
       pr.note = "reproduced";
     } else if (st.last) {
       pr.verdict = st.last_outcome.verdict;
@@ -464,7 +465,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                        .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
                                        .shrinks_tried = st.shrinks_tried,
                                        .seed = pr.seed,
-                                       .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce)};
+                                       .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
+                                       .explained_by = explain_failure(def, env, st.best, st.best_outcome)};
     return pr;
   }
   if (result.match(error)) {

@@ -66,6 +66,8 @@ std::string Report::text() const {
              " candidates tried) from " + c.original.describe() + "\n";
     out += "  failing step: " + std::string(c.outcome.step ? step_id(*c.outcome.step) : "?") + " — " +
            c.outcome.detail + "\n";
+    for (const Explanation &e : c.explained_by)
+      out += "  explained by the declaration " + e.declaration + ": " + e.meaning + "\n";
     out += "  inputs: " + c.minimal.describe();
     out += "  seed: " + std::to_string(c.seed) + "\n";
     out += "  reproduce: " + c.reproduce + "   (CheckOptions::reproduce, dtype " + std::string(dtype_name(dtype)) +

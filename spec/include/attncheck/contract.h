@@ -24,6 +24,12 @@
 //   grad-sum        auto | exact | per-head          GQA dK, dV: summed over query heads before one store, or each
 //                                                    head's part stored in the storage dtype first (auto: per-head
 //                                                    allowed for float16/bfloat16 storage)
+//   tanh            accurate | approx | approx-f16 | approx-bf16
+//                                                    softcap's tanh: to a few ulps (libm, vector polynomials), or
+//                                                    the hardware's approximation (PTX tanh.approx.f32, .f16, .bf16)
+//   exp             accurate | approx | approx-f16 | approx-bf16
+//                                                    the softmax's exp/exp2: to a few ulps (ex2.approx.f32 included:
+//                                                    `approx` names it), or PTX ex2.approx.f16 / ex2.approx.ftz.bf16
 //   features        none | window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8
 //                                                    the ABI 1.2 features the kernel implements (SPEC.md §2.7):
 //                                                    only these reach it; the others' properties are off (declined)
@@ -46,6 +52,19 @@
 
 namespace attncheck {
 
+/// How accurately a kernel evaluates softcap's tanh (SPEC.md §3.1, §4.1): within Budgets::kTanhUlps of the
+/// accumulation dtype, or one of the hardware's approximations (PTX ISA): tanh.approx.f32 (relative error 2^-10.987,
+/// FlashAttention-2's softcap), tanh.approx.f16 and .bf16 (the argument rounded to that dtype; absolute error
+/// 2^-10.987 and 2^-8).
+enum class Tanh : std::uint8_t { accurate, approx, approx_f16, approx_bf16 };
+/// How accurately a kernel evaluates the softmax's exp (or exp2): within Budgets::kExpUlps (libm, vector
+/// polynomials, and PTX ex2.approx.f32's 2 ulps, which `approx` names), or ex2.approx.f16 / ex2.approx.ftz.bf16 (the
+/// argument and the result in that dtype; relative error 2^-9.9 and 2^-7).
+enum class Exp : std::uint8_t { accurate, approx, approx_f16, approx_bf16 };
+/// What an approximation is called where kernels meet it: "accurate", "tanh.approx.f32", "ex2.approx.f16", …
+std::string_view approximation_name(Tanh t);
+std::string_view approximation_name(Exp e);
+
 /// What a kernel declares about its arithmetic (SPEC.md §4): the error model's input.
 struct PrecisionProfile {
   Dtype storage = Dtype::f32;        ///< dtype of q, k, v, out (and dq, dk, dv)
@@ -55,6 +74,8 @@ struct PrecisionProfile {
   bool rowsum_rounded_p = false;     ///< the row sum l may be Σ of the rounded P (only with round_p)
   bool grad_per_head = false;        ///< GQA dK, dV may be each query head's part rounded to storage, then summed
   Dtype lse = Dtype::f32;            ///< dtype the LSE is returned in (float32, or the storage dtype)
+  Tanh tanh = Tanh::accurate;        ///< softcap's tanh
+  Exp exp = Exp::accurate;           ///< the softmax's exp, its rescale factors and backward's recomputed P
   /// FlashAttention-2's practice: float32 accumulation; for float16/bfloat16 P rounded to storage (its row sum
   /// from the unrounded P) and GQA gradients summed from per-head parts rounded to storage.
   static PrecisionProfile for_storage(Dtype storage);
@@ -83,6 +104,8 @@ struct KernelContract {
   Allow round_p = Allow::automatic;
   Allow rowsum_rounded_p = Allow::automatic;
   Allow grad_per_head = Allow::automatic;
+  Tanh tanh = Tanh::accurate;
+  Exp exp = Exp::accurate;
   std::uint32_t features = 0;  ///< ATTNCHECK_FEATURE_* bits the kernel implements (ABI 1.2)
 
   /// The precision profile for one storage dtype.
