@@ -47,6 +47,9 @@ class Counterexample:
     causal: bool = False
     shrink_steps: int = 0
     found_after: int = 0
+    #: declarations under which the case passes ([{"declaration": "tanh=approx", "meaning": ...}]): a practice the
+    #: function may follow, to declare in `contract=` if it does
+    explained_by: list = field(default_factory=list)
 
     def describe(self):
         s = self.spec
@@ -56,6 +59,8 @@ class Counterexample:
                  f"  case: {shape} mask={s['mask']} layout={s['layout']} family={s['family']} "
                  f"(found after {self.found_after} cases, {self.shrink_steps} shrinks)",
                  "  " + self.detail.replace("\n", "\n  ")]
+        lines += [f"  explained by the declaration {e['declaration']}: if {e['meaning']}, declare it"
+                  for e in self.explained_by]
         for name in ("q", "k", "v", "dout"):
             if name in self.inputs and self.inputs[name].size <= 64:
                 body = np.array2string(self.inputs[name], precision=6, separator=", ", threshold=64)
@@ -198,4 +203,4 @@ def _counterexample(run, p, number):
     scale = case.get("scale", "0x0p+0")
     return Counterexample(number, run["kernel"], run["dtype"], p["id"], out["verdict"], cx.get("step"),
                           out.get("detail", ""), spec, inputs, float.fromhex(scale), spec["mask"] != "none",
-                          cx.get("shrink_steps", 0), cx.get("found_after", 0))
+                          cx.get("shrink_steps", 0), cx.get("found_after", 0), cx.get("explained_by", []))

@@ -87,8 +87,14 @@ def attention_backward_no_dk_scale(q, k, v, out, lse, dout, *, scale, causal):
 FEATURES = {"features": ["window", "softcap", "alibi", "sinks", "mask"]}
 
 
+def _chop_to_12_bits(x):
+    """x toward zero to 12 significant bits: tanh.approx.f32's relative error (2^-10.987) at its worst."""
+    mantissa, exponent = np.frexp(x)
+    return np.ldexp(np.trunc(mantissa * 2.0**12) / 2.0**12, exponent)
+
+
 def attention_with_features(q, k, v, *, scale, causal, window=(-1, -1), softcap=0.0, alibi_slopes=None,
-                            sinks=None, attn_mask=None):
+                            sinks=None, attn_mask=None, tanh=np.tanh):
     """`attention` with the features a Python function may declare, as spec/SPEC.md §2.7 defines them."""
     with np.errstate(all="ignore"):
         dtype = q.dtype
@@ -107,7 +113,7 @@ def attention_with_features(q, k, v, *, scale, causal, window=(-1, -1), softcap=
         if window[1] >= 0:
             visible &= j <= aligned + window[1]
         if softcap > 0:
-            s = softcap * np.tanh(s / softcap)
+            s = softcap * tanh(s / softcap)
         if alibi_slopes is not None:
             s = s - np.asarray(alibi_slopes, dtype=np.float64)[None, :, None, None] * np.abs(aligned - j)
         visible = np.broadcast_to(visible, s.shape)
@@ -131,3 +137,9 @@ def attention_with_features(q, k, v, *, scale, causal, window=(-1, -1), softcap=
 
 def attention_ignores_softcap(q, k, v, *, scale, causal, softcap=0.0, **features):
     return attention_with_features(q, k, v, scale=scale, causal=causal, **features)
+
+
+def attention_approximate_tanh(q, k, v, *, scale, causal, **features):
+    """Softcap through an emulated tanh.approx.f32, as FlashAttention-2 computes it (contract tanh=approx)."""
+    return attention_with_features(q, k, v, scale=scale, causal=causal,
+                                   tanh=lambda x: _chop_to_12_bits(np.tanh(x)), **features)

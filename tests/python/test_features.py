@@ -24,6 +24,18 @@ def test_a_function_ignoring_its_softcap_fails_the_softcap_property():
     assert report.verdict == "fail", report.summary()
 
 
+def test_an_approximate_tanh_fails_explained_by_its_declaration_and_passes_when_declared():
+    undeclared = attncheck.check(kernels.attention_approximate_tanh, dtypes=["f32"], properties=["softcap"],
+                                 contract=kernels.FEATURES, **FAST)
+    assert undeclared.verdict == "fail", undeclared.summary()
+    assert [e["declaration"] for e in undeclared.counterexamples[0].explained_by] == ["tanh=approx"]
+    assert "explained by the declaration tanh=approx" in undeclared.counterexamples[0].describe()
+    declared = attncheck.check(kernels.attention_approximate_tanh, dtypes=["f32", "bf16"],
+                               properties=["softcap", "accuracy"], contract={**kernels.FEATURES, "tanh": "approx"},
+                               **FAST)
+    assert declared.passed, declared.summary()
+
+
 def test_undeclared_features_are_never_sent():
     report = attncheck.check(kernels.attention, dtypes=["f32"], properties=FEATURE_PROPERTIES, **FAST)
     assert all(p.verdict == "unsupported" for p in report.properties)

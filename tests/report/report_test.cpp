@@ -777,3 +777,31 @@ TEST_CASE("a long-row counterexample keeps its stretch, its core inputs and its 
   CHECK(e.exact.size() == e.got.size());
   CHECK(!e.got.empty());
 }
+
+TEST_CASE("a declaration that explains a failure replaces the guess in its caption and round-trips report.json") {
+  const Case c = empty_row_case();
+  const std::string lse = "LSE[0,0,1]: got 0x1p+2 (4), exact 0x1.8p+1 (3), bound 0x1p-20 (9.5e-07), error ÷ bound 1e+06";
+  Document doc = hand_document({failing("softcap", c, Step::values, lse), failing("lse", c, Step::values, lse)});
+  const Explanation tanh{"tanh=approx", "softcap's tanh is the hardware approximation"};
+  {
+    const std::vector<FailureGroup> unexplained = group_failures(doc);
+    REQUIRE(unexplained.size() == 1);
+    CHECK(unexplained[0].caption.find("a wrong scale, or a lost rescale?") != std::string::npos);
+    CHECK(unexplained[0].caption.find("explained by") == std::string::npos);
+  }
+  for (PropertyReport &p : doc.runs[0].report.properties) p.counterexample->explained_by = {tanh};
+  const std::vector<FailureGroup> groups = group_failures(doc);
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].caption.find("a wrong scale") == std::string::npos);
+  CHECK(groups[0].caption.find(" — explained by the declaration tanh=approx: if softcap's tanh is the hardware "
+                               "approximation, declare it") != std::string::npos);
+  CHECK(to_markdown(doc).find("explained by the declaration tanh=approx") != std::string::npos);
+  const std::string json = to_json(doc);
+  CHECK(json.find("\"explained_by\"") != std::string::npos);
+  const Document back = from_json(json);
+  CHECK(back.runs[0].report.properties[0].counterexample->explained_by == std::vector<Explanation>{tanh});
+  CHECK(to_json(back) == json);
+  // Explained for one member only: the group's caption claims nothing.
+  doc.runs[0].report.properties[1].counterexample->explained_by.clear();
+  CHECK(group_failures(doc)[0].caption.find("explained by") == std::string::npos);
+}
