@@ -9,6 +9,8 @@ using namespace cli_test;
 namespace {
 constexpr int kExitPass = 0, kExitCounterexample = 1;
 constexpr const char *kQuick = " --dtype f32 --profile quick --quiet";
+/// A time budget no correct kernel reaches on a loaded machine: the verdict asserted depends on the kernel alone.
+constexpr const char *kNeverBinds = " --time-budget 600";
 
 std::string bug_check(const std::string &kernel, const std::string &properties, const std::string &extra = "") {
   return attncheck("check --plugin " BUG_PLUGIN " --kernel " + kernel + " --properties " + properties + kQuick +
@@ -68,7 +70,7 @@ TEST_CASE("an SDPA-style exec kernel (top-left causal, no LSE) passes every prop
     WARN("no python3 with NumPy (ATTNCHECK_NUMPY_PYTHON): not run");
     return;
   }
-  const Run r = run(numpy_check("--contract 'causal=top-left lse=none'"));
+  const Run r = run(numpy_check("--contract 'causal=top-left lse=none'", kNeverBinds));
   INFO(r.out << r.err);
   CHECK(r.status == kExitPass);
   CHECK(r.out.find("causal=top-left lse=none") != std::string::npos);

@@ -41,7 +41,7 @@ TEST_CASE("the example third-party plugin builds with its own CMakeLists and pas
   const std::string build = std::string(CMAKE_COMMAND) + " -S " EXAMPLE_PLUGIN_SOURCE " -B " EXAMPLE_PLUGIN_BUILD +
                             " >/dev/null && " + CMAKE_COMMAND + " --build " EXAMPLE_PLUGIN_BUILD " >/dev/null";
   REQUIRE(run(build).status == 0);
-  const Run r = run(attncheck("check --plugin " EXAMPLE_PLUGIN_BUILD "/libexample_attention.so --cases 40 --quiet"));
+  const Run r = run(attncheck("check --plugin " EXAMPLE_PLUGIN_BUILD "/libexample_attention.so --cases 40 --quiet --time-budget 600"));
   INFO(r.out << r.err);
   REQUIRE(r.status == 0);
   REQUIRE(r.out.find("example_f32") != std::string::npos);

@@ -28,29 +28,6 @@ constexpr std::uint64_t kSeed = 20261201;
 constexpr std::int64_t kSmallWork = 4000;  ///< keeps the MPFR reference fast for hundreds of problems per dtype
 constexpr int kProblemsPerDtype = 120;
 
-double log_uniform(std::mt19937_64 &rng, double lo, double hi) {
-  return std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * uniform01(rng));
-}
-
-/// Scales q so that the largest |scale·q·k| of the problem is `target` (values rounded to the storage dtype).
-void rescale_logits(Problem &p, double target) {
-  const Shape &s = p.shape;
-  double mx = 0, qmax = 0;
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t h = 0; h < s.Hq; ++h)
-      for (std::int64_t i = 0; i < s.Lq; ++i) {
-        for (std::int64_t d = 0; d < s.D; ++d) qmax = std::max(qmax, std::fabs(p.q.get({b, h, i, d})));
-        for (std::int64_t j = 0; j < s.Lk; ++j) {
-          double x = 0;
-          for (std::int64_t d = 0; d < s.D; ++d) x += p.q.get({b, h, i, d}) * p.k.get({b, s.kv_head(h), j, d});
-          mx = std::max(mx, std::fabs(p.params.scale * x));
-        }
-      }
-  if (mx == 0 || qmax == 0) return;
-  const double factor = std::min(target / mx, max_finite(p.dtype()) / 8 / qmax);
-  for_each_index(p.q.shape(), [&](std::span<const std::int64_t> idx) { p.q.set(idx, factor * p.q.get(idx)); });
-}
-
 /// A random small problem with softcap c ∈ [0.5, 100] and logits reaching 10⁻¹…10³ (saturated and not).
 Problem softcap_problem(std::mt19937_64 &rng, Dtype dt) {
   constexpr double kCaps[] = {0.5, 1, 2.5, 5, 10, 30, 50, 100};

@@ -51,9 +51,6 @@ T pick(std::mt19937_64 &rng, const T (&values)[N]) {
   return values[rng() % N];
 }
 double as_float(double x) { return static_cast<double>(static_cast<float>(x)); }
-double log_uniform(std::mt19937_64 &rng, double lo, double hi) {
-  return std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * uniform01(rng));
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The correct kernels and the profiles of their contracts.
@@ -168,24 +165,6 @@ Shape random_shape(std::mt19937_64 &rng, Tier tier, std::int64_t max_batch) {
   return s;
 }
 
-/// Multiplies q by a factor that brings max |scale·q·k| to `target` (capped by the dtype's range).
-void rescale_logits(Problem &p, double target) {
-  const Shape &s = p.shape;
-  double mx = 0, qmax = 0;
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t h = 0; h < s.Hq; ++h)
-      for (std::int64_t i = 0; i < s.Lq; ++i) {
-        for (std::int64_t d = 0; d < s.D; ++d) qmax = std::max(qmax, std::fabs(p.q.get({b, h, i, d})));
-        for (std::int64_t j = 0; j < s.Lk; ++j) {
-          double x = 0;
-          for (std::int64_t d = 0; d < s.D; ++d) x += p.q.get({b, h, i, d}) * p.k.get({b, s.kv_head(h), j, d});
-          mx = std::max(mx, std::fabs(p.params.scale * x));
-        }
-      }
-  if (mx == 0 || qmax == 0) return;
-  const double factor = std::min(target / mx, max_finite(p.dtype()) / 8 / qmax);
-  for_each_index(p.q.shape(), [&](std::span<const std::int64_t> idx) { p.q.set(idx, factor * p.q.get(idx)); });
-}
 
 void add_window(std::mt19937_64 &rng, Features &f) {
   do {

@@ -32,7 +32,7 @@ def test_a_segfault_in_the_function_is_a_failing_call_and_this_process_lives():
 
 def test_a_hang_in_the_function_is_a_failing_call_within_the_timeout():
     report = attncheck.check(kernels.attention_hangs_on_long_rows, dtypes=["f32"], properties=["accuracy"],
-                             isolate=True, timeout=2.0, first_call_timeout=2.0, **FAST)
+                             isolate=True, timeout=2.0, first_call_timeout=2.0, **{**FAST, "time_budget": 20})
     assert report.verdict == "fail"
     assert "timeout" in report.counterexamples[0].detail or "did not answer" in report.counterexamples[0].detail
 

@@ -53,7 +53,8 @@ def _exec_verdicts(dtype, seed):
     start = time.monotonic()
     with_reports = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"attncheck-torch-exec-{os.getpid()}")
     proc = subprocess.run([cli, "check", "--exec", f"{sys.executable} {kernel}", "--dtype", dtype, "--properties",
-                           ",".join(PROPERTIES), "--cases", str(FAST["cases"]), "--profile", "quick", "--seed",
+                           ",".join(PROPERTIES), "--cases", str(FAST["cases"]), "--profile", "quick",
+                           "--time-budget", str(FAST["time_budget"]), "--seed",
                            str(seed), "--jobs", "1", "--quiet", "--report-dir", with_reports],
                           capture_output=True, text=True)
     elapsed = time.monotonic() - start

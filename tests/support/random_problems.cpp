@@ -1,8 +1,10 @@
 #include "random_problems.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <numbers>
+#include <span>
 
 namespace attncheck {
 
@@ -34,6 +36,28 @@ std::string_view values_name(Values v) {
 }
 
 double uniform01(std::mt19937_64 &rng) { return static_cast<double>(rng() >> 11) * 0x1p-53; }
+
+double log_uniform(std::mt19937_64 &rng, double lo, double hi) {
+  return std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * uniform01(rng));
+}
+
+void rescale_logits(Problem &p, double target) {
+  const Shape &s = p.shape;
+  double mx = 0, qmax = 0;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        for (std::int64_t d = 0; d < s.D; ++d) qmax = std::max(qmax, std::fabs(p.q.get({b, h, i, d})));
+        for (std::int64_t j = 0; j < s.Lk; ++j) {
+          double x = 0;
+          for (std::int64_t d = 0; d < s.D; ++d) x += p.q.get({b, h, i, d}) * p.k.get({b, s.kv_head(h), j, d});
+          mx = std::max(mx, std::fabs(p.params.scale * x));
+        }
+      }
+  if (mx == 0 || qmax == 0) return;
+  const double factor = std::min(target / mx, max_finite(p.dtype()) / 8 / qmax);
+  for_each_index(p.q.shape(), [&](std::span<const std::int64_t> idx) { p.q.set(idx, factor * p.q.get(idx)); });
+}
 
 double standard_normal(std::mt19937_64 &rng) {
   const double u1 = 1.0 - uniform01(rng);  // (0, 1]: log is finite

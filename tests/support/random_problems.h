@@ -43,5 +43,10 @@ Problem make_problem(std::mt19937_64 &rng, const Shape &s, Dtype dt, Values valu
 double standard_normal(std::mt19937_64 &rng);
 /// Uniform in [0, 1) with 53 random bits.
 double uniform01(std::mt19937_64 &rng);
+/// Log-uniform in [lo, hi].
+double log_uniform(std::mt19937_64 &rng, double lo, double hi);
+/// Multiplies q by a factor that brings max |scale·q·k| to `target` (capped by the dtype's range; values rounded to
+/// it): softcap's saturated and unsaturated regimes on demand.
+void rescale_logits(Problem &p, double target);
 
 }  // namespace attncheck

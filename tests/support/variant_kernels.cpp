@@ -304,18 +304,15 @@ struct Ctx {
     if (unscaled) sv = acc.mul(sv, scale);
     return var.exp2_fold ? acc.mul(sv, kLog2e) : sv;
   }
+  /// Every exp goes through a float16/bfloat16 instruction's emulation (Variant::exp).
+  bool narrow_exp() const { return var.exp == Exp::approx_f16 || var.exp == Exp::approx_bf16; }
   /// e^x, or 2^x with exp2_fold.
   float expo(float x) const {
-    if (var.exp == Exp::approx_f16 || var.exp == Exp::approx_bf16)
-      return acc.r(exp2_approx(var.exp, var.exp2_fold ? x : acc.mul(x, kLog2e)));
+    if (narrow_exp()) return acc.r(exp2_approx(var.exp, var.exp2_fold ? x : acc.mul(x, kLog2e)));
     return var.exp2_fold ? acc.exp2(x) : acc.exp(x);
   }
   /// e^x in the natural domain (split-KV's combination weights), approximated as expo is.
-  float expn(float x) const {
-    if (var.exp == Exp::approx_f16 || var.exp == Exp::approx_bf16)
-      return acc.r(exp2_approx(var.exp, acc.mul(x, kLog2e)));
-    return acc.exp(x);
-  }
+  float expn(float x) const { return narrow_exp() ? acc.r(exp2_approx(var.exp, acc.mul(x, kLog2e))) : acc.exp(x); }
   /// A max in the score domain as a natural logarithm (× ln 2 with exp2_fold), and back.
   float to_natural(float m) const { return var.exp2_fold ? acc.mul(m, kLn2) : m; }
   float from_natural(float l) const { return var.exp2_fold ? acc.mul(l, kLog2e) : l; }
@@ -775,7 +772,8 @@ constexpr std::array<BackwardFn, sizeof...(I)> backward_table(std::index_sequenc
 constexpr auto kForwardSlots = forward_table(std::make_index_sequence<kMaxVariantKernels>{});
 constexpr auto kBackwardSlots = backward_table(std::make_index_sequence<kMaxVariantKernels>{});
 
-/// "Approx", "ApproxF16", "ApproxBf16": a Tanh or Exp approximation in a variant's name.
+/// "Approx", "ApproxF16", "ApproxBf16": a Tanh or Exp approximation in a variant's name (both enums list accurate,
+/// approx, approx_f16, approx_bf16 in that order).
 template <class E>
 std::string approximation_suffix(E e) {
   switch (static_cast<int>(e)) {

@@ -1148,3 +1148,86 @@ TEST_CASE("offsets_int32 reads the wrong keys once an element offset exceeds INT
     }
   }
 }
+
+namespace {
+/// A single-key problem per row: LSE_i = s_i1 exactly, so the LSE shows the kernel's logit. q row i has its first
+/// element spread over [−spread, spread] (D = 1, k = 1): x_i = scale·q_i.
+Problem single_key_rows(double spread, double softcap, Dtype dt) {
+  constexpr std::int64_t kRows = 257;
+  Problem p = make_problem(Shape{1, 1, 1, kRows, 1, 1, 1}, Mask::none, dt, kSeed);
+  for (std::int64_t i = 0; i < kRows; ++i)
+    p.q.set({0, 0, i, 0}, spread * (2.0 * static_cast<double>(i) / (kRows - 1) - 1));
+  p.k.set({0, 0, 0, 0}, 1.0);
+  p.v.set({0, 0, 0, 0}, 1.0);
+  p.params.scale = 1;
+  p.features.softcap = softcap;
+  return p;
+}
+
+/// max_i |LSE_i − c·tanh(x_i/c)| relative to c·tanh(x_i/c) (relative) or absolute over c (absolute).
+double softcap_error(const Variant &v, const Problem &p, bool relative) {
+  Tensor out = Tensor::contiguous(p.dtype(), {1, 1, p.shape.Lq, 1}), lse = Tensor::contiguous(Dtype::f32, {1, 1, p.shape.Lq});
+  REQUIRE(call_forward(variant_kernel(v), p, out, &lse).ok());
+  const double c = p.features.softcap;
+  double worst = 0;
+  for (std::int64_t i = 0; i < p.shape.Lq; ++i) {
+    const double want = c * std::tanh(p.q.get({0, 0, i, 0}) / c), got = lse.get({0, 0, i});
+    if (want == 0) continue;
+    worst = std::max(worst, std::fabs(got - want) / (relative ? std::fabs(want) : c));
+  }
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("softcap variants compute c·tanh(x/c), and the tanh approximations err up to their stated maxima",
+          "[variants][softcap]") {
+  const Problem p = single_key_rows(40, 5, Dtype::f32);
+  Variant v;
+  v.softcap = true;
+  CHECK(softcap_error(v, p, true) < 1e-6);  // float tanh: a few ulps
+  v.tanh = Tanh::approx;                     // chopped to 12 bits: within 2^-11 relative, and near it
+  const double rel = softcap_error(v, p, true);
+  CHECK(rel < std::exp2(-11) + 1e-6);
+  CHECK(rel > std::exp2(-12));
+  v.tanh = Tanh::approx_f16;                 // float16 grid: within 2^-11 absolute on t
+  CHECK(softcap_error(v, p, false) < std::exp2(-11) + 1e-6);
+  CHECK(softcap_error(v, p, false) > std::exp2(-13));
+  v.tanh = Tanh::approx_bf16;                // bfloat16 grid: within 2^-8 absolute on t
+  CHECK(softcap_error(v, p, false) < std::exp2(-8) + 1e-6);
+  CHECK(softcap_error(v, p, false) > std::exp2(-10));
+}
+
+TEST_CASE("a variant without softcap declines every feature; with it, declines the others", "[variants][softcap]") {
+  Problem p = single_key_rows(1, 2, Dtype::f32);
+  Tensor out = Tensor::contiguous(Dtype::f32, {1, 1, p.shape.Lq, 1});
+  CHECK(call_forward(variant_kernel(Variant{}), p, out, nullptr).status == ATTNCHECK_UNSUPPORTED);
+  Variant capped;
+  capped.softcap = true;
+  CHECK(call_forward(variant_kernel(capped), p, out, nullptr).ok());
+  p.features.sinks = {0.5};
+  CHECK(call_forward(variant_kernel(capped), p, out, nullptr).status == ATTNCHECK_UNSUPPORTED);
+}
+
+TEST_CASE("the softcap bugs: the cap before the scale, and a backward without the chain factor",
+          "[variants][softcap][bugs]") {
+  REQUIRE(softcap_bugs() == std::vector<Bug>{Bug::softcap_unscaled, Bug::softcap_no_chain});
+  const std::vector<Bug> ordinary = all_bugs();
+  for (Bug b : softcap_bugs()) {
+    const Variant v = bug_variant(b);
+    CHECK(v.softcap);
+    CHECK(contract_of(v).describe_changes() == "tanh=approx features=softcap");
+    CHECK(std::find(ordinary.begin(), ordinary.end(), b) == ordinary.end());
+  }
+  // Forward: only softcap_unscaled changes the logits (when scale ≠ 1).
+  Problem p = single_key_rows(40, 5, Dtype::f32);
+  p.params.scale = 0.25;
+  Variant good = bug_variant(Bug::softcap_unscaled);
+  good.bug = Bug::none;
+  Tensor o1 = Tensor::contiguous(Dtype::f32, {1, 1, p.shape.Lq, 1}), l1 = Tensor::contiguous(Dtype::f32, {1, 1, p.shape.Lq});
+  Tensor o2 = o1, l2 = l1, l3 = l1;
+  REQUIRE(call_forward(variant_kernel(good), p, o1, &l1).ok());
+  REQUIRE(call_forward(variant_kernel(bug_variant(Bug::softcap_unscaled)), p, o2, &l2).ok());
+  REQUIRE(call_forward(variant_kernel(bug_variant(Bug::softcap_no_chain)), p, o2, &l3).ok());
+  CHECK(l1.get({0, 0, 0}) != l2.get({0, 0, 0}));
+  CHECK(l1.get({0, 0, 0}) == l3.get({0, 0, 0}));
+}
