@@ -410,7 +410,7 @@ void register_check_command(CLI::App &app, Action &action) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--memory-limit", args->memory_limit_mib,
-                  "MiB of address space a kernel's process may add (sandboxed plugins, exec kernels)")
+                  "MiB of memory a kernel's process may write (its data segment: heap and anonymous mappings, not mapped libraries; sandboxed plugins, exec kernels)")
       ->check(CLI::Range(std::uint64_t{64}, std::uint64_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("--report-dir", args->report_dir, "Write report.json, summary.md and report.html here");

@@ -22,7 +22,7 @@ struct SourceError : std::runtime_error {
 struct SourceOptions {
   std::chrono::milliseconds call_timeout{10'000};  ///< per kernel call (sandbox) or per request (exec)
   std::chrono::milliseconds first_call_timeout{60'000};  ///< exec: the first call of each shape (JIT compilation)
-  std::uint64_t memory_limit_mib = 4096;           ///< address space a kernel's process may use
+  std::uint64_t memory_limit_mib = 4096;           ///< memory (data segment) a kernel's process may write
 };
 
 /// Path of the bundled kernels' plugin (libattncheck_builtin.so).

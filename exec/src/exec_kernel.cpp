@@ -175,7 +175,7 @@ struct ExecKernel::State {
   }
 };
 
-/// ulimit -v counts KiB.
+/// ulimit -d counts KiB.
 constexpr std::uint64_t kKiBPerMiB = 1024;
 /// The child's $TMPDIR, a directory in the exchange directory.
 constexpr std::string_view kPrivateTmp = "tmp";
@@ -189,7 +189,7 @@ void ExecKernel::State::start() {
     // Its $TMPDIR is private (inside the exchange directory): what the kernel leaves there goes with the ExecKernel.
     std::string limited = "export TMPDIR=" + shell_quote(dir + "/" + std::string(kPrivateTmp)) + "; ";
     if (options.memory_limit_mib != 0)
-      limited += "ulimit -v " + std::to_string(options.memory_limit_mib * kKiBPerMiB) + " || exit 126; ";
+      limited += "ulimit -d " + std::to_string(options.memory_limit_mib * kKiBPerMiB) + " || exit 126; ";
     limited += command;
     child = std::make_unique<ChildProcess>(limited, sink);
   } catch (const std::system_error &e) {

@@ -99,21 +99,25 @@ void close_other_fds(int a, int b) {
   close_range(ub + 1, ~0U, 0);
 }
 
-/// The process's mapped address space in bytes (VmSize).
-std::uint64_t address_space_bytes() {
-  FILE *f = std::fopen("/proc/self/statm", "r");
+/// The process's data segment in bytes (VmData: its private writable mappings, which RLIMIT_DATA counts).
+std::uint64_t data_segment_bytes() {
+  FILE *f = std::fopen("/proc/self/status", "r");
   if (!f) return 0;
-  unsigned long long pages = 0;
-  if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmData: %llu kB", &kib) == 1) break;
   std::fclose(f);
-  return pages * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  return kib * 1024;
 }
 
-void set_soft_as_limit(rlim_t soft) {
+/// The memory a call may add is what it may write (RLIMIT_DATA), not what it maps: mapped libraries and PROT_NONE
+/// reservations do not count.
+void set_soft_data_limit(rlim_t soft) {
   rlimit lim{};
-  getrlimit(RLIMIT_AS, &lim);
+  getrlimit(RLIMIT_DATA, &lim);
   lim.rlim_cur = std::min(soft, lim.rlim_max);
-  setrlimit(RLIMIT_AS, &lim);
+  setrlimit(RLIMIT_DATA, &lim);
 }
 
 /// The child's view of one tensor of the shared memory, its guard pages made PROT_NONE.
@@ -145,7 +149,7 @@ wire::Reply serve_call(const wire::Request &req, const wire::Args *extra, const 
   std::memset(&rep, 0, sizeof rep);
   rep.magic = wire::kMagic;
   rep.type = wire::kReturned;
-  set_soft_as_limit(RLIM_INFINITY);  // the previous call's limit must not stop this mapping
+  set_soft_data_limit(RLIM_INFINITY);  // the previous call's limit must not stop this call's own allocations
   void *mem = mmap(nullptr, req.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (mem == MAP_FAILED) {
     rep.status = ATTNCHECK_ERROR;
@@ -170,7 +174,7 @@ wire::Reply serve_call(const wire::Request &req, const wire::Args *extra, const 
   }
   g_shm_base = reinterpret_cast<std::uintptr_t>(base);
   g_shm_bytes = req.shm_bytes;
-  set_soft_as_limit(static_cast<rlim_t>(address_space_bytes() + req.memory_limit_bytes));
+  set_soft_data_limit(static_cast<rlim_t>(data_segment_bytes() + req.memory_limit_bytes));
   errno = 0;  // so that ENOMEM afterwards means an allocation of this call failed
   if (req.op == wire::kForward)
     rep.status = k.forward(&params, arg[0], arg[1], arg[2], arg[3], arg[4]);
@@ -178,7 +182,7 @@ wire::Reply serve_call(const wire::Request &req, const wire::Args *extra, const 
     rep.status = k.backward(&params, arg[0], arg[1], arg[2], arg[3], arg[4], arg[5], arg[6], arg[7], arg[8]);
   rep.enomem = errno == ENOMEM;
   if (rep.status != ATTNCHECK_OK && k.last_error) copy_message(rep.message, k.last_error());
-  set_soft_as_limit(RLIM_INFINITY);
+  set_soft_data_limit(RLIM_INFINITY);
   g_shm_base = 0;
   munmap(mem, req.shm_bytes);
   std::fflush(nullptr);  // the kernel's prints, before the parent goes on

@@ -26,7 +26,7 @@ namespace {
 std::string start_error(const std::string &command, std::chrono::milliseconds timeout = kShortTimeout) {
   Quiet q;
   try {
-    ExecKernel k(command, q.options(timeout));
+    ExecKernel k(command, q.options(timeout, timeout));  // the start timeout binds on purpose
   } catch (const ExecError &e) {
     return e.what();
   }
@@ -349,6 +349,20 @@ TEST_CASE("call: the child runs under the memory limit, so a huge allocation fai
   // Without the limit the same allocation succeeds: the limit, not the machine, stopped it.
   ExecKernel unlimited(peer("hog", std::to_string(kHogMiB)), q.options());
   CHECK_THAT(small_forward(unlimited.find("peer")).message, Contains("hog: allocated"));
+}
+
+TEST_CASE("call: the memory limit counts what the child writes, not the address space it reserves") {
+  // 2 GiB of PROT_NONE reservations under a 256 MiB limit, as a CUDA build of torch maps on the CPU; the same
+  // child still cannot allocate 1 GiB it would write.
+  constexpr std::uint64_t kLimitMiB = 256, kReserveMiB = 1024;
+  Quiet q;
+  ExecOptions limited = q.options();
+  limited.memory_limit_mib = kLimitMiB;
+  ExecKernel exec(peer("reserve", std::to_string(kReserveMiB)), limited);
+  CHECK(small_forward(exec.find("peer")).message == "reserved 1024 MiB");
+  CHECK(small_forward(exec.find("peer")).message == "reserved 2048 MiB");
+  ExecKernel hog(peer("hog", std::to_string(kReserveMiB)), limited);
+  CHECK_THAT(small_forward(hog.find("peer")).message, Contains("hit the memory limit of 256 MiB"));
 }
 
 TEST_CASE("call: an allocation failure, answered or fatal, counts as the memory limit: other errors do not") {

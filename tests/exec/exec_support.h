@@ -7,12 +7,14 @@
 #include "attncheck/problem.h"
 #include "kernel_testkit.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <iterator>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -48,9 +50,14 @@ inline constexpr std::chrono::milliseconds kShortTimeout{1000};
 struct Quiet {
   std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
   std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
-  ExecOptions options(std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000)) const {
+  /// `timeout` for every call; the start (a Python interpreter importing NumPy: seconds on a loaded machine) gets
+  /// `start_timeout`, by default never less than kStartTimeout, so that only a test that means it sees it bind.
+  static constexpr std::chrono::milliseconds kStartTimeout{30'000};
+  ExecOptions options(std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000),
+                      std::optional<std::chrono::milliseconds> start_timeout = std::nullopt) const {
     ExecOptions o;
-    o.start_timeout = o.call_timeout = o.first_call_timeout = timeout;
+    o.call_timeout = o.first_call_timeout = timeout;
+    o.start_timeout = start_timeout.value_or(std::max(timeout, kStartTimeout));
     o.on_stderr = [l = lines, m = mu](std::string_view s) {
       std::lock_guard lock(*m);
       l->emplace_back(s);

@@ -20,6 +20,7 @@
                   q, k, v to dq, dk, dv
 """
 import ast
+import mmap
 import shutil
 import os
 import struct
@@ -121,6 +122,7 @@ def main():
     if mode == "crash_once" and os.path.exists(arg):
         mode = "again"
     hello(" features=window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8" if mode == "features" else "")
+    reserved = []  # mode reserve: the mappings it keeps
     for raw in sys.stdin:
         fields = raw.rstrip("\n").split(" ", 5)
         if fields[0] == "quit":
@@ -155,6 +157,14 @@ def main():
                 send("error hog: allocated %d bytes" % len(block))
             except MemoryError:
                 send("error hog: out of memory")
+        elif mode == "reserve":
+            # Reserves `arg` MiB of address space it never writes (PROT_NONE), as CUDA builds of frameworks do: no
+            # memory, so no limit should see it.
+            try:
+                reserved.append(mmap.mmap(-1, int(arg) << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0))
+                send("unsupported reserved %d MiB" % (len(reserved) * int(arg)))
+            except OSError as e:
+                send("error reserve: %s" % e)
         elif mode == "oom_death":  # dies as a Python kernel does when an allocation fails outside a try
             sys.stderr.write("MemoryError: Unable to allocate 8.00 GiB for an array\n")
             sys.stderr.flush()

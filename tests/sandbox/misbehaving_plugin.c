@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,6 +317,20 @@ FORWARD(chatty_forward) { /* writes to stdout and stderr */
   return naive_forward(p, q, k, v, out, lse);
 }
 
+/* Reserves 64 GiB of address space it never writes (PROT_NONE, as CUDA builds of frameworks do), then computes:
+ * no memory, so the memory limit must not see it. */
+FORWARD(reserve_address_space_forward) {
+  const size_t n = (size_t)64 << 30;
+  void *reserved = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) {
+    g_error = "reserve_address_space: mmap of 64 GiB failed";
+    return ATTNCHECK_ERROR;
+  }
+  const int status = naive_forward(p, q, k, v, out, lse);
+  munmap(reserved, n);
+  return status;
+}
+
 FORWARD(leak_memory_forward) { /* allocates and never frees */
   char *volatile leak = malloc(kLeakedBytes);
   if (leak) memset(leak, 1, kLeakedBytes);
@@ -447,6 +462,7 @@ static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "nan", nan_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "huge_alloc", huge_alloc_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "alloc_loop", alloc_loop_forward, NULL, last_error},
+    {ATTNCHECK_ABI_VERSION, "reserve_address_space", reserve_address_space_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "leak_fds", leak_fds_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "spawn_child", spawn_child_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "fill_tmp", fill_tmp_forward, NULL, last_error},

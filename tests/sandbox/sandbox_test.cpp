@@ -130,7 +130,7 @@ void next_call_works() {
 
 TEST_CASE("a sandboxed plugin presents its kernels as ordinary ABI kernels", "[sandbox]") {
   const auto ks = plugin().kernels();
-  REQUIRE(ks.size() == 24);
+  REQUIRE(ks.size() == 25);
   for (const attncheck_kernel &k : ks) {
     INFO(k.name);
     CHECK(k.abi_version == ATTNCHECK_ABI_VERSION);
@@ -321,6 +321,18 @@ TEST_CASE("a loop of allocations is reported as exceeding the memory limit, with
   CHECK(f.message == "exceeded the memory limit of 128 MiB (an allocation failed; the kernel returned "
                      "ATTNCHECK_ERROR: alloc_loop: out of memory)");
   next_call_works();
+}
+
+TEST_CASE("the memory limit counts what a kernel writes, not the address space it reserves", "[sandbox]") {
+  std::mt19937_64 rng(1);
+  const Problem p = problem(rng, Layout::bhld);
+  Outputs o(rng, p, Layout::bhld);
+  const CallResult r = forward(sandboxed("reserve_address_space"), p, o);  // 64 GiB reserved under 128 MiB
+  INFO(r.message);
+  CHECK(r.ok());
+  const CallFault *f = last_fault(sandboxed("reserve_address_space"));
+  CHECK((f == nullptr || f->kind == CallFault::none));
+  CHECK_FALSE(all_nan(o.out));
 }
 
 TEST_CASE("a tensor the sandbox cannot carry is a failing call, not a crash", "[sandbox]") {

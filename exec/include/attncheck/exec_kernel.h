@@ -47,8 +47,10 @@ struct ExecOptions {
   std::function<void(std::string_view line)> on_stderr;
   /// Parent of the exchange directory; empty: $TMPDIR, else /tmp.
   std::string temp_root;
-  /// Address space the child (and what it starts) may use, in MiB (RLIMIT_AS, set by the shell's `ulimit -v` before
-  /// the command runs); 0 = no limit. A kernel past it sees its allocations fail.
+  /// Memory the child (and each process it starts) may write, in MiB: its data segment (RLIMIT_DATA, set by the
+  /// shell's `ulimit -d` before the command runs — the heap, anonymous and other private writable mappings, thread
+  /// stacks), not its address space: a framework's mapped libraries and PROT_NONE reservations (a CUDA build of
+  /// torch maps gigabytes even on the CPU) do not count. 0 = no limit. A kernel past it sees its allocations fail.
   std::uint64_t memory_limit_mib = 0;
 };
 

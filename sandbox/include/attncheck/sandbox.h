@@ -30,8 +30,9 @@ namespace attncheck::sandbox {
 struct SandboxOptions {
   /// Wall-clock limit of one call (and of starting the server); the child is killed when it passes.
   std::chrono::milliseconds timeout{10'000};
-  /// Address space the kernel may add to the child during a call, above what the child maps for the tensors.
-  /// Counted as RLIMIT_AS, so thread stacks and malloc arenas a kernel creates count too.
+  /// Memory the kernel may add to the child during a call, above what the child holds for the tensors: its data
+  /// segment (RLIMIT_DATA: the heap, anonymous and private writable mappings, so thread stacks and malloc arenas a
+  /// kernel creates count too), not its address space (PROT_NONE reservations and mapped files do not).
   std::uint64_t memory_limit_mib = 4096;
   /// The server executable (attncheck-sandbox-server) the forked child exec()s, so that each server is a fresh
   /// process; "" looks in $ATTNCHECK_SANDBOX_SERVER, beside the running executable, then in the build. When none is
