@@ -36,9 +36,11 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
     if (name(static_cast<E>(x)) == s) return *out = static_cast<E>(x), true;
   return false;
 }
-constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3, kApprox = 4;
+constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
+constexpr int kApprox = 4;  ///< Tanh and Exp values
 static_assert(static_cast<int>(Verdict::warn) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
               static_cast<int>(Mask::causal_top_left) == kMasks - 1);
+static_assert(static_cast<int>(Tanh::approx_bf16) == kApprox - 1 && static_cast<int>(Exp::approx_bf16) == kApprox - 1);
 
 // ---- writer ----
 
