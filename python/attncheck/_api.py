@@ -68,6 +68,10 @@ class _Isolated:
             pass
 
 
+#: check()'s arguments that make the kernel (make_kernel's), which Report.replay also takes.
+KERNEL_ARGUMENTS = ("backward", "framework", "device", "name", "isolate")
+
+
 def make_kernel(fn, backward=None, framework=None, device="cpu", name=None, contract=None, isolate=False):
     """The kernel tuple attncheck._core takes, or an _Isolated one."""
     kernel = Kernel(fn, backward, framework, device, name)
@@ -166,8 +170,8 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     finally:
         if isinstance(kernel, _Isolated):
             kernel.close()
-    report = Report(text, exit_code,
-                    lambda: make_kernel(fn, backward, framework, device, name, contract, isolate) if isolate else kernel)
+    report = Report(text, exit_code, dict(fn=fn, backward=backward, framework=framework, device=device, name=name,
+                                          contract=contract, isolate=isolate))
     if junit is not None:
         report.write_junit(junit)
     if interrupted:
@@ -175,14 +179,15 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     return report
 
 
-def replay(report_json, failure, kernel, timeout=10.0) -> Replay:
+def replay(report_json, failure, kernel, timeout=10.0, contract=None, strict=False) -> Replay:
+    """Counterexample `failure` of the report run on `kernel`, judged under `contract` (text; None: the report's)."""
     specs, command = _kernels_and_command(kernel)
     try:
-        verdict, step, detail = _core.replay(report_json, failure, specs, command, timeout)
+        verdict, step, detail = _core.replay(report_json, failure, specs, command, timeout, contract)
     finally:
         if isinstance(kernel, _Isolated):
             kernel.close()
-    return Replay(verdict, step, detail)
+    return Replay(verdict, step, detail, strict)
 
 
 def properties():

@@ -262,10 +262,13 @@ const Counterexample &counterexample(const reporting::Document &doc, std::size_t
   return *doc.runs[r].report.properties[p].counterexample;
 }
 
-/// Replays counterexample `failure` on the given kernel; returns (verdict, step id or "", detail).
+/// Replays counterexample `failure` on the given kernel, judged under `contract` (declared text, read as check()
+/// reads a declaration; none: the report's own); returns (verdict, step id or "", detail). The verdict mirrors the
+/// report's tiers: a fail of a property the contract makes advisory is "warn", one it turns off is "off" (not run).
 std::tuple<std::string, std::string, std::string> replay(const std::string &json, std::size_t failure,
                                                          const std::vector<PyKernelSpec> &specs,
-                                                         const std::string &exec_command, double timeout) {
+                                                         const std::string &exec_command, double timeout,
+                                                         const std::optional<std::string> &contract) {
   const reporting::Document doc = parse(json);
   std::size_t r = 0;
   const Counterexample &cx = counterexample(doc, failure, &r);
@@ -274,6 +277,11 @@ std::tuple<std::string, std::string, std::string> replay(const std::string &json
                                              [&](const PropertyReport &p) { return p.counterexample && &*p.counterexample == &cx; });
   const PropertyDef *def = find_property(prop.id);
   if (!def) throw nb::value_error(("the report names property '" + prop.id + "', which this attncheck does not have").c_str());
+  const KernelContract judged = contract ? contract_of(*contract, "") : run.report.contract;
+  const PrecisionProfile profile = contract ? judged.profile(run.report.dtype) : run.report.profile;
+  const Tier tier = contract ? tier_of(*def, judged) : prop.tier;
+  if (tier == Tier::off)
+    return {"off", "", "the contract given leaves " + prop.id + " nothing to check: " + judged.describe_changes()};
   std::optional<Kernels> kernels;
   try {
     kernels.emplace(specs, exec_command, timeout, timeout, 4096);
@@ -287,9 +295,10 @@ std::tuple<std::string, std::string, std::string> replay(const std::string &json
   Outcome o;
   {
     nb::gil_scoped_release release;
-    const Env env{*k, run.report.profile, run.report.contract};
+    const Env env{*k, profile, judged};
     o = def->run(env, cx.minimal);
   }
+  if (o.verdict == Verdict::fail && tier == Tier::advisory) o.verdict = Verdict::warn;
   std::string verdict(verdict_name(o.verdict));  // "FAIL": report.json's spelling is lower case
   std::transform(verdict.begin(), verdict.end(), verdict.begin(), [](unsigned char ch) { return std::tolower(ch); });
   return {verdict, o.step ? std::string(step_id(*o.step)) : "", o.detail};
@@ -326,7 +335,7 @@ NB_MODULE(_core, m) {
   m.def("check", &run_check, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
         "Runs the gate; returns (report.json text, exit code, interrupted).");
   m.def("replay", &replay, nb::arg("report_json"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
-        nb::arg("timeout"));
+        nb::arg("timeout"), nb::arg("contract").none());
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
   m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
   m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });
