@@ -14,6 +14,7 @@
 #include "attncheck/check.h"
 
 #include "attncheck/gen.h"
+#include "attncheck/hand_over.h"
 #include "attncheck/property.h"
 
 #include <rapidcheck/Check.h>
@@ -41,6 +42,9 @@ constexpr int kMaxDiscardRatio = 5;
 /// A pass needs its decided cases on at least this many distinct shapes, or on every shape the plan has when it
 /// has fewer (a shape pool's size; without a pool, the target cases): a pass on two shapes says almost nothing.
 constexpr std::size_t kMinPassShapes = 3;
+/// Advisory properties whose counterexample the required ladder may decide (hand_over.h): nonfinite_output's cases
+/// are accuracy's, drawn from the extremes more often; a NaN there with a finite bound is accuracy's failure.
+constexpr std::string_view kHandsOver[] = {"nonfinite_output"};
 /// A compile-friendly pool grows past a shape the kernel declines: at most this many draws per shape asked for.
 constexpr int kPoolDrawsPerShape = 8;
 
@@ -324,6 +328,26 @@ std::string reproduce_string(std::uint64_t seed, const std::string &id, const rc
   return rc::detail::configToMinimalString(cfg);
 }
 
+/// An advisory property's counterexample `pr` that the required property judging its case fails at step finite —
+/// NaN or ±Inf where the exact value and its bound are finite — is a required failure (hand_over.h): the line is
+/// escalated, with the required ladder's outcome, until settle_hand_overs gives it to that property's line.
+void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env &env) {
+  if (std::find(std::begin(kHandsOver), std::end(kHandsOver), def.id) == std::end(kHandsOver)) return;
+  Counterexample &cx = *pr.counterexample;
+  const PropertyDef *judge = required_judge(cx.minimal, env.contract);
+  if (!judge) return;
+  RunState st;
+  st.def = judge;
+  st.env = &env;
+  const Outcome o = evaluate(st, cx.minimal);
+  if (o.verdict != Verdict::fail || o.step != Step::finite) return;
+  pr.tier = Tier::required;
+  pr.verdict = Verdict::fail;
+  cx.outcome = o;
+  cx.explained_by.clear();
+  add_note(pr, std::string(judge->id) + " fails this case: NaN or ±Inf where the exact value and its bound are finite");
+}
+
 /// Which shapes the kernel declined, when one trait tells them apart from every shape it ran ("every shape with
 /// Dv ≠ D"), else how many; "" when it declined none.
 std::string declined_shapes_text(const RunState &st) {
@@ -506,6 +530,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                          .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
                                          .explained_by = explain_failure(def, env, *st.last, st.last_outcome)};
       pr.note = "reproduced";
+      if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     } else if (st.last) {
       pr.verdict = st.last_outcome.verdict;
       pr.worst_ratio = st.last_outcome.worst_ratio;
@@ -551,6 +576,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                        .seed = pr.seed,
                                        .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
                                        .explained_by = explain_failure(def, env, st.best, st.best_outcome)};
+    if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     return pr;
   }
   if (result.match(error)) {
@@ -770,6 +796,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
                                        hung, check_start, accepted, trails);
     }
   }
+  settle_hand_overs(rep);
   return rep;
 }
 
