@@ -87,3 +87,18 @@ TEST_CASE("the same kernel, seed and pool give the same verdict and note") {
   CHECK(a.find("accuracy")->note == b.find("accuracy")->note);
   CHECK(a.text() == b.text());
 }
+
+TEST_CASE("the report's text shows decided / planned cases where they differ, and why") {
+  const Report r = check(kOneKeyOnly, pooled(0));  // without a pool, RapidCheck gives up on the declined draws
+  const std::string text = r.text();
+  INFO(text);
+  const PropertyReport &p = *r.find("accuracy");
+  REQUIRE(p.cases < 100);
+  std::string counted = "[";  // appended, not "[" + string&&: GCC 12 warns falsely there (-Wrestrict, PR 105329)
+  counted += std::to_string(p.cases - p.undecided);
+  counted += " / 100 decided]";
+  CHECK_THAT(text, Catch::Contains(counted));
+  CHECK_THAT(text, Catch::Contains(p.note));
+  CHECK_THAT(p.note, Catch::Contains("the kernel declined"));
+  CHECK_THAT(check(correct(), pooled(0)).text(), !Catch::Contains(" decided]"));
+}
