@@ -132,6 +132,11 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     boolean or float32 additive). With `isolate=True` fn runs in a separate Python process, so that a crash
     or hang in native code is a failing call and not the end of this process (fn must pickle).
 
+    In process, the time budget holds for fn too: a call still running at the check's end (its budget per dtype,
+    plus half a second) is abandoned — the check starts no more calls and returns its report, whose note names the
+    call — and Ctrl-C during a call does the same before KeyboardInterrupt is raised. (Each call gets copies of its
+    inputs, so that an abandoned one may go on reading them; what it writes into them still reaches the gate.)
+
     `shape_pool` draws case shapes from a pool of N so that a function compiled per shape (jax.jit, torch.compile,
     Triton autotuning) compiles a few: "auto" (on when a first call of a shape is much slower than a repeat), 0 (off)
     or N; by default "auto", and the CLI's pool size for JAX, which compiles every new shape, eager or jitted. `timeout` (seconds per call; `first_call_timeout` for the first call of each shape, when a JIT compiles)
