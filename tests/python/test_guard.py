@@ -1,7 +1,11 @@
 """The guard in process: the time budget holds for an in-process function too — a call still running at its end is
 abandoned, the check returns with what it decided, and the report names the call."""
+import os
+import signal
 import threading
 import time
+
+import pytest
 
 import attncheck
 import kernels
@@ -47,3 +51,18 @@ def test_a_function_whose_calls_all_return_is_not_cut_by_the_guard(fast):
     [accuracy] = report.properties
     assert "left running" not in accuracy.note
     assert accuracy.verdict == "pass", report.summary()
+
+
+def test_ctrl_c_during_a_blocked_call_leaves_the_report(tmp_path):
+    release = threading.Event()
+    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            attncheck.check(blocking_on_call(5, release), dtypes=["f32"], properties=["accuracy"], time_budget=60,
+                            framework="numpy", shape_pool=0, quiet=True, report_dir=tmp_path / "r")
+    finally:
+        release.set()
+    report = attncheck.Report.load(tmp_path / "r")
+    [accuracy] = report.properties
+    assert accuracy.verdict == "undecided"
+    assert "forward (call 5)" in accuracy.note and "interrupted (Ctrl-C) while it was still running" in accuracy.note
