@@ -8,6 +8,7 @@
 
 #include "attncheck/check.h"
 #include "attncheck/containment.h"
+#include "attncheck/hand_over.h"
 #include "attncheck/property.h"
 #include "attncheck/report_io.h"
 
@@ -189,6 +190,8 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
         }
         ++i;
       }
+      // A worker's escalated counterexample goes to its required property's line, with its evidence.
+      for (const HandOver &h : settle_hand_overs(r)) run.evidence[h.to] = run.evidence[h.from];
       if (!a.quiet) fmt::print(stderr, "{}\n", run_line(r, a.strict));
       runs.push_back(std::move(run));
     }

@@ -90,6 +90,18 @@ void print_table(const reporting::Document &doc) {
       fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12.3g}\n", run.report.kernel, width,
                  dtype_name(run.report.dtype), p.id, tier_name(p.tier), p.tier == Tier::off ? "-" : verdict_name(p.verdict),
                  p.cases, p.unsupported, p.undecided, p.worst_ratio_overall());
+  // What was cut: each property that decided fewer cases than planned, or is undecided, with its reason.
+  bool cut_header = false;
+  for (const reporting::Run &run : doc.runs)
+    for (const PropertyReport &p : run.report.properties) {
+      const int decided = p.cases - p.undecided;
+      if (p.counterexample || p.tier == Tier::off || p.verdict == Verdict::unsupported) continue;
+      if (p.verdict == Verdict::pass && decided >= run.report.cases && !p.budget_exhausted) continue;
+      if (!cut_header) fmt::print("cut short:\n");
+      cut_header = true;
+      fmt::print("  {} {} {}: {}, {} / {} cases decided{}\n", run.report.kernel, dtype_name(run.report.dtype), p.id,
+                 verdict_name(p.verdict), decided, run.report.cases, p.note.empty() ? "" : " — " + p.note);
+    }
   // The contract each kernel was checked against, once per kernel (the same for every dtype).
   for (std::size_t n = 0; n < doc.runs.size(); ++n) {
     const Report &r = doc.runs[n].report;

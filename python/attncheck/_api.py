@@ -68,6 +68,10 @@ class _Isolated:
             pass
 
 
+#: check()'s arguments that make the kernel (make_kernel's), which Report.replay also takes.
+KERNEL_ARGUMENTS = ("backward", "framework", "device", "name", "isolate")
+
+
 def make_kernel(fn, backward=None, framework=None, device="cpu", name=None, contract=None, isolate=False):
     """The kernel tuple attncheck._core takes, or an _Isolated one."""
     kernel = Kernel(fn, backward, framework, device, name)
@@ -128,6 +132,11 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     boolean or float32 additive). With `isolate=True` fn runs in a separate Python process, so that a crash
     or hang in native code is a failing call and not the end of this process (fn must pickle).
 
+    In process, the time budget holds for fn too: a call still running at the check's end (its budget per dtype,
+    plus half a second) is abandoned — the check starts no more calls and returns its report, whose note names the
+    call — and Ctrl-C during a call does the same before KeyboardInterrupt is raised. (Each call gets copies of its
+    inputs, so that an abandoned one may go on reading them; what it writes into them still reaches the gate.)
+
     `shape_pool` draws case shapes from a pool of N so that a function compiled per shape (jax.jit, torch.compile,
     Triton autotuning) compiles a few: "auto" (on when a first call of a shape is much slower than a repeat), 0 (off)
     or N; by default "auto", and the CLI's pool size for JAX, which compiles every new shape, eager or jitted. `timeout` (seconds per call; `first_call_timeout` for the first call of each shape, when a JIT compiles)
@@ -166,8 +175,8 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     finally:
         if isinstance(kernel, _Isolated):
             kernel.close()
-    report = Report(text, exit_code,
-                    lambda: make_kernel(fn, backward, framework, device, name, contract, isolate) if isolate else kernel)
+    report = Report(text, exit_code, dict(fn=fn, backward=backward, framework=framework, device=device, name=name,
+                                          contract=contract, isolate=isolate))
     if junit is not None:
         report.write_junit(junit)
     if interrupted:
@@ -175,14 +184,15 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     return report
 
 
-def replay(report_json, failure, kernel, timeout=10.0) -> Replay:
+def replay(report_json, failure, kernel, timeout=10.0, contract=None, strict=False) -> Replay:
+    """Counterexample `failure` of the report run on `kernel`, judged under `contract` (text; None: the report's)."""
     specs, command = _kernels_and_command(kernel)
     try:
-        verdict, step, detail = _core.replay(report_json, failure, specs, command, timeout)
+        verdict, step, detail = _core.replay(report_json, failure, specs, command, timeout, contract)
     finally:
         if isinstance(kernel, _Isolated):
             kernel.close()
-    return Replay(verdict, step, detail)
+    return Replay(verdict, step, detail, strict)
 
 
 def properties():

@@ -11,6 +11,7 @@ import numpy as np
 from . import _core
 
 _VERDICT_OF_EXIT = {0: "pass", 1: "fail", 3: "undecided"}
+_RECORDED = object()  # replay(contract=…) not given: the report's own contract judges
 
 
 def _hex_array(values, shape):
@@ -20,14 +21,18 @@ def _hex_array(values, shape):
 
 @dataclass
 class Replay:
-    """A counterexample run again: its verdict now, the ladder step that failed and what it found."""
+    """A counterexample run again: its verdict now — "pass", "fail", "warn" (it fails a property the contract makes
+    advisory), "undecided", or "off" (the contract leaves the property nothing to check) — the ladder step that
+    failed and what it found."""
     verdict: str
     step: str
     detail: str
+    strict: bool = False  #: the check was strict: a warning fails
 
     @property
     def passed(self):
-        return self.verdict == "pass"
+        """The gate's view: a pass, nothing to check, or a warning of a check that was not strict."""
+        return self.verdict in ("pass", "off") or (self.verdict == "warn" and not self.strict)
 
 
 @dataclass
@@ -38,7 +43,7 @@ class Counterexample:
     kernel: str
     dtype: str
     property: str
-    verdict: str         #: "fail", or "warn" for a property beyond the declared contract
+    verdict: str         #: "fail", or "warn" for an advisory property (beyond the declared contract)
     step: Optional[str]  #: the ladder step that failed: shape, finite, mask, sums or values
     detail: str          #: what and where (for an exception of the function: its traceback)
     spec: dict           #: shape, mask, layout, value family (report.json's Spec)
@@ -87,13 +92,15 @@ class PropertyResult:
 
 
 class Report:
-    """What attncheck.check found. `passed` is the gate's verdict (exit code 0); `verdict` is "pass", "fail" or
-    "undecided"; `counterexamples` are the shrunk failures with their inputs; `replay(n)` runs one again."""
+    """What attncheck.check found. `passed` is the gate's verdict (exit code 0); `verdict` is "pass", "warn" (a
+    pass with warnings), "fail" or "undecided"; `counterexamples` are the shrunk failures and warnings with their
+    inputs, `failures` and `warnings` each tier's; `replay(n)` runs one again."""
 
-    def __init__(self, report_json, exit_code=None, kernel_factory=None):
+    def __init__(self, report_json, exit_code=None, check_arguments=None):
         self.json = report_json
         self.document = json.loads(report_json)
-        self._kernel_factory = kernel_factory  # how to reach the checked function again (replay)
+        # check()'s kernel arguments (fn, backward, framework, device, name, contract, isolate): replay's defaults
+        self._check_arguments = check_arguments
         if exit_code is None:
             exit_code = _exit_code_of(self.document)
         self.exit_code = exit_code
@@ -114,20 +121,27 @@ class Report:
 
     @property
     def verdict(self):
-        return _VERDICT_OF_EXIT.get(self.exit_code, "undecided")
+        verdict = _VERDICT_OF_EXIT.get(self.exit_code, "undecided")
+        return "warn" if verdict == "pass" and self.warnings else verdict
 
     @property
     def passed(self):
         return self.exit_code == 0
 
     @property
+    def strict(self):
+        """Whether warnings fail the gate (check(strict=True)); they stay in `warnings` either way."""
+        return self.document.get("strict", False)
+
+    @property
     def failures(self):
-        """The counterexamples that fail the gate (warnings left out, unless the check was strict)."""
-        strict = self.document.get("strict", False)
-        return [c for c in self.counterexamples if c.verdict == "fail" or strict]
+        """The counterexamples of required properties: each fails the gate."""
+        return [c for c in self.counterexamples if c.verdict == "fail"]
 
     @property
     def warnings(self):
+        """The counterexamples of advisory properties (behaviour beyond the contract): they fail the gate only when
+        the check was strict."""
         return [c for c in self.counterexamples if c.verdict == "warn"]
 
     def summary_markdown(self):
@@ -135,7 +149,9 @@ class Report:
         return _core.markdown(self.json)
 
     def summary(self):
-        """A plain-text summary: one line per (kernel, dtype), then each counterexample with its minimal inputs."""
+        """A plain-text summary: one line per (kernel, dtype); under it each property that did not pass on its
+        planned cases (decided / planned, and why); the failures and warnings counted apart; then each
+        counterexample, failures first, with its minimal inputs."""
         lines = []
         for run in self.document["runs"]:
             counts = {}
@@ -143,7 +159,13 @@ class Report:
                 counts[p["verdict"]] = counts.get(p["verdict"], 0) + 1
             lines.append(f"{run['kernel']} {run['dtype']}: {run['verdict']} — " +
                          ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
-        for c in self.counterexamples:
+            for p in run["properties"]:
+                line = _property_line(p, run["cases"])
+                if line:
+                    lines.append("  " + line)
+        lines.append(f"{len(self.failures)} failure(s), {len(self.warnings)} warning(s)" +
+                     (" (strict: warnings fail the gate)" if self.strict and self.warnings else ""))
+        for c in self.failures + self.warnings:
             lines.append("")
             lines.append(c.describe())
         return "\n".join(lines)
@@ -161,17 +183,27 @@ class Report:
         with open(path, "w", encoding="utf-8") as f:
             f.write(_core.junit(self.json))
 
-    def replay(self, failure=1, fn=None, **kwargs):
-        """Runs counterexample `failure` (1-based) again on the checked function — or on `fn` (a fixed version,
-        with check()'s backward, framework, device arguments) — and returns a Replay."""
+    def replay(self, failure=1, fn=None, *, contract=_RECORDED, timeout=10.0, **kwargs):
+        """Runs counterexample `failure` (1-based) again and returns a Replay: on the checked function, or on `fn` (a
+        fixed version); check()'s backward, framework, device, name and isolate arguments replace the check's.
+        `contract` judges the case as check(fn, contract=contract) would — its causal alignment, LSE, precision and
+        tiers — instead of under the contract the report records."""
         from . import _api
+        arguments = dict(self._check_arguments or {})
         if fn is not None:
-            kernel = _api.make_kernel(fn, **kwargs)
-        elif self._kernel_factory is not None:
-            kernel = self._kernel_factory()
-        else:
+            arguments["fn"] = fn
+        if "fn" not in arguments:
             raise ValueError("this report was loaded from a file: pass fn, the function to replay it on")
-        return _api.replay(self.json, failure, kernel)
+        unknown = sorted(set(kwargs) - set(_api.KERNEL_ARGUMENTS))
+        if unknown:
+            raise TypeError(f"replay() takes fn, contract, timeout and check()'s {', '.join(_api.KERNEL_ARGUMENTS)}, "
+                            f"not {', '.join(unknown)}")
+        arguments.update(kwargs)
+        if contract is not _RECORDED:
+            arguments["contract"] = contract
+        kernel = _api.make_kernel(**arguments)
+        judged_under = None if contract is _RECORDED else _api.contract_text(contract)
+        return _api.replay(self.json, failure, kernel, timeout=timeout, contract=judged_under, strict=self.strict)
 
     @classmethod
     def load(cls, path):
@@ -180,6 +212,23 @@ class Report:
             text = f.read()
         _core.failures(text)  # validates, with the CLI's one-line message
         return cls(text)
+
+
+def _property_line(p, planned):
+    """A property's line when it did not simply pass on its planned cases: its verdict, decided / planned cases,
+    and why (its note). None for a plain pass, a property not run, or one with a counterexample (shown below: a
+    counterexample ends the search by design)."""
+    decided = p["cases"] - p["undecided"]
+    if "counterexample" in p or p.get("tier") == "off" or p["verdict"] == "unsupported":
+        return None
+    if p["verdict"] == "pass" and decided >= planned and not p["budget_exhausted"]:
+        return None
+    why = p.get("note") or "; ".join(
+        r for r in ("the time budget ran out" if p["budget_exhausted"] else "",
+                    "interrupted" if p["interrupted"] else "",
+                    f"{p['unsupported']} declined by the function" if p["unsupported"] else "",
+                    f"{p['undecided']} undecided" if p["undecided"] else "") if r)
+    return f"{p['id']}: {p['verdict']}, {decided} / {planned} cases decided" + (f" — {why}" if why else "")
 
 
 def _ratio(x):
@@ -201,6 +250,8 @@ def _counterexample(run, p, number):
     inputs = {n: _hex_array(case[n], shapes[n]) for n in ("q", "k", "v", "dout") if case.get(n)}
     out = cx["outcome"]
     scale = case.get("scale", "0x0p+0")
-    return Counterexample(number, run["kernel"], run["dtype"], p["id"], out["verdict"], cx.get("step"),
+    # The outcome of a warning's case is a fail; its property's verdict says which tier it counts in.
+    verdict = "warn" if p["verdict"] == "warn" else out["verdict"]
+    return Counterexample(number, run["kernel"], run["dtype"], p["id"], verdict, cx.get("step"),
                           out.get("detail", ""), spec, inputs, float.fromhex(scale), spec["mask"] != "none",
                           cx.get("shrink_steps", 0), cx.get("found_after", 0), cx.get("explained_by", []))

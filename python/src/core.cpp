@@ -22,6 +22,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
 #include <cctype>
 #include <cstring>
 #include <memory>
@@ -89,17 +94,27 @@ nb::dict feature_arguments(const attncheck_params &p) {
 /// Set when the caller pressed Ctrl-C during a call: the check stops and reports what it decided.
 std::atomic<bool> g_cancel{false};
 
-/// One call of a Python kernel: `kernel.call(backward, scale, causal, ins, outs, features)` returns (status, payload) — for
-/// ATTNCHECK_OK a tuple of arrays (out, lse | None) or (dq, dk, dv), else the message (a traceback for an exception).
-KernelAnswer call_python(const nb::object &kernel, const KernelCall &c) {
-  nb::gil_scoped_acquire gil;
+/// Set when the caller pressed Ctrl-C (KeyboardInterrupt): the check stops, and check() raises once it reported.
+std::atomic<bool> g_interrupted{false};
+
+/// The arguments of `kernel.call(backward, scale, causal, ins, outs, features)` for call `c`: views of its tensors,
+/// or (`copies`) arrays of their own, which a call left running past the check may go on reading. Needs the GIL.
+nb::tuple call_arguments(const KernelCall &c, bool copies) {
+  const auto arg = [copies](nb::object view) { return copies && nb::hasattr(view, "copy") ? view.attr("copy")() : view; };
+  nb::list ins, outs;
+  for (const DLTensor *t : c.in) ins.append(arg(view_of(t)));
+  for (const DLTensor *t : c.out) outs.append(arg(view_of(t)));  // their dtypes and shapes; None for an unwanted LSE
+  nb::dict features;
+  for (auto [key, value] : feature_arguments(c.params)) features[key] = arg(nb::borrow(value));
+  return nb::make_tuple(c.backward, c.params.scale, c.params.mask == ATTNCHECK_MASK_CAUSAL, nb::tuple(ins),
+                        nb::tuple(outs), features);
+}
+
+/// What `kernel.call` returned — (status, payload): for ATTNCHECK_OK a tuple of arrays (out, lse | None) or (dq,
+/// dk, dv), else the message (a traceback for an exception) — stored into `c`'s outputs. Needs the GIL.
+KernelAnswer store_answer(const nb::object &returned, const KernelCall &c) {
   try {
-    nb::list ins, outs;
-    for (const DLTensor *t : c.in) ins.append(view_of(t));
-    for (const DLTensor *t : c.out) outs.append(view_of(t));  // their dtypes and shapes; None for an unwanted LSE
-    const nb::tuple answer = nb::cast<nb::tuple>(
-        kernel.attr("call")(c.backward, c.params.scale, c.params.mask == ATTNCHECK_MASK_CAUSAL, nb::tuple(ins),
-                            nb::tuple(outs), feature_arguments(c.params)));
+    const nb::tuple answer = nb::cast<nb::tuple>(returned);
     const int status = nb::cast<int>(answer[0]);
     if (status != ATTNCHECK_OK) return {status, nb::cast<std::string>(answer[1])};
     const nb::tuple arrays = nb::cast<nb::tuple>(answer[1]);
@@ -112,10 +127,6 @@ KernelAnswer call_python(const nb::object &kernel, const KernelCall &c) {
     }
     return {ATTNCHECK_OK, ""};
   } catch (nb::python_error &e) {
-    if (e.matches(PyExc_KeyboardInterrupt)) {
-      g_cancel.store(true);
-      return {ATTNCHECK_ERROR, "interrupted (Ctrl-C)"};
-    }
     return {ATTNCHECK_ERROR, e.what()};
   } catch (const nb::cast_error &) {
     return {ATTNCHECK_ERROR, "returned something that is not an array (expected out, or (out, lse))"};
@@ -123,6 +134,176 @@ KernelAnswer call_python(const nb::object &kernel, const KernelCall &c) {
     return {ATTNCHECK_ERROR, e.what()};
   }
 }
+
+/// One call of a Python kernel on this thread (replay: no budget to guard).
+KernelAnswer call_python(const nb::object &kernel, const KernelCall &c) {
+  nb::gil_scoped_acquire gil;
+  try {
+    return store_answer(kernel.attr("call")(*call_arguments(c, false)), c);
+  } catch (nb::python_error &e) {
+    if (e.matches(PyExc_KeyboardInterrupt)) {
+      g_cancel.store(true);
+      g_interrupted.store(true);
+      return {ATTNCHECK_ERROR, "interrupted (Ctrl-C)"};
+    }
+    return {ATTNCHECK_ERROR, e.what()};
+  } catch (const std::exception &e) {
+    return {ATTNCHECK_ERROR, e.what()};
+  }
+}
+
+/// The in-process guard: the time budget holds for a Python function too. Each call runs on the guard's thread
+/// while the check's thread waits until the check's end (its budget plus kGrace), looking for Ctrl-C every kPoll.
+/// A call still running then is abandoned — the check stops starting calls (the case is not counted), the report
+/// names the call (running()) — and left to finish on its own: its inputs are copies, its results dropped. Ctrl-C
+/// while a call runs abandons it the same way, and the report keeps what was decided.
+class Guard {
+ public:
+  static constexpr std::chrono::milliseconds kGrace{500}, kPoll{100};
+
+  explicit Guard(std::chrono::steady_clock::time_point end) : end_(end), worker_(std::make_shared<Worker>()) {
+    std::thread([w = worker_] { w->serve(); }).detach();  // ends once stop() sees it idle, or after the call it runs
+  }
+  ~Guard() { worker_->stop(); }
+  Guard(const Guard &) = delete;
+  Guard &operator=(const Guard &) = delete;
+
+  /// Calls `kernel` (a Python object, whose reference the caller's GIL-holding code keeps alive) for `c`.
+  KernelAnswer call(const nb::object &kernel, const KernelCall &c) {
+    if (!running_.empty()) return {ATTNCHECK_ERROR, "not run: " + running_};
+    auto job = std::make_shared<Job>();
+    {
+      nb::gil_scoped_acquire gil;
+      try {
+        job->kernel = kernel;
+        job->arguments = call_arguments(c, true);
+      } catch (const std::exception &e) {
+        job->kernel.reset();  // with the GIL
+        return {ATTNCHECK_ERROR, e.what()};
+      }
+    }
+    ++calls_;
+    const auto started = std::chrono::steady_clock::now();
+    const auto end = std::max(end_, started + kGrace);  // a call started at or past the end still gets the grace
+    worker_->post(job);
+    std::unique_lock lock(job->m);
+    while (!job->done) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= end) return abandon(*job, lock, c, started, "the time budget ran out while it was still running");
+      job->cv.wait_for(lock, std::min<std::chrono::steady_clock::duration>(kPoll, end - now));
+      if (job->done) break;
+      lock.unlock();
+      const bool ctrl_c = [] {  // Python's signal handlers run on the main thread only: this one, waiting
+        nb::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() == 0) return false;
+        const bool interrupt = PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0;
+        if (!interrupt) PyErr_WriteUnraisable(nullptr);
+        PyErr_Clear();
+        return interrupt;
+      }();
+      lock.lock();
+      if (ctrl_c && !job->done) {
+        g_interrupted.store(true);
+        return abandon(*job, lock, c, started, "interrupted (Ctrl-C) while it was still running");
+      }
+    }
+    lock.unlock();
+    nb::gil_scoped_acquire gil;
+    // The function got copies: what it wrote into them reaches the gate's inputs, as a write into a view would
+    // (input_integrity).
+    try {
+      const nb::tuple ins = nb::cast<nb::tuple>(job->arguments[3]);
+      const nb::object copyto = nb::module_::import_("numpy").attr("copyto");
+      for (std::size_t i = 0; i < c.in.size(); ++i)
+        if (c.in[i]) copyto(view_of(c.in[i]), ins[i]);
+    } catch (const std::exception &) {
+      // the inputs as they were: nothing to copy back
+    }
+    job->arguments.reset();
+    KernelAnswer answer = job->error ? KernelAnswer{ATTNCHECK_ERROR, *job->error} : store_answer(job->returned, c);
+    job->returned.reset();
+    return answer;
+  }
+
+  /// The call abandoned ("forward call 5 on B=1 … (running for 2.1 s): the time budget ran out …"), or "".
+  const std::string &running() const { return running_; }
+
+ private:
+  struct Job {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false, abandoned = false;
+    nb::object kernel, returned;  // set and reset with the GIL held
+    nb::tuple arguments;
+    std::optional<std::string> error;
+  };
+  /// The thread the calls run on; it outlives the Guard while it runs an abandoned call.
+  struct Worker {
+    std::mutex m;
+    std::condition_variable cv;
+    std::shared_ptr<Job> next;
+    bool stopping = false;
+
+    void post(std::shared_ptr<Job> job) {
+      const std::lock_guard lock(m);
+      next = std::move(job);
+      cv.notify_one();
+    }
+    void stop() {
+      const std::lock_guard lock(m);
+      stopping = true;
+      cv.notify_one();
+    }
+    void serve() {
+      for (;;) {
+        std::shared_ptr<Job> job;
+        {
+          std::unique_lock lock(m);
+          cv.wait(lock, [&] { return next || stopping; });
+          if (!next) return;
+          job = std::move(next);
+        }
+        nb::gil_scoped_acquire gil;
+        nb::object returned;
+        std::optional<std::string> error;
+        try {
+          returned = job->kernel.attr("call")(*job->arguments);
+        } catch (nb::python_error &e) {
+          error = e.what();
+        } catch (const std::exception &e) {
+          error = e.what();
+        }
+        const std::lock_guard lock(job->m);
+        if (!job->abandoned) job->returned = std::move(returned), job->error = std::move(error);
+        job->kernel.reset();
+        if (job->abandoned) job->arguments.reset();  // else the caller copies the inputs back first
+        job->done = true;
+        job->cv.notify_one();
+      }
+    }
+  };
+
+  KernelAnswer abandon(Job &job, std::unique_lock<std::mutex> &lock, const KernelCall &c,
+                       std::chrono::steady_clock::time_point started, const std::string &why) {
+    job.abandoned = true;
+    lock.unlock();
+    g_cancel.store(true);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const DLTensor &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
+    const Shape s{.B = q.shape[0], .Hq = q.shape[1], .Hkv = k.shape[1], .Lq = q.shape[2], .Lk = k.shape[2],
+                  .D = q.shape[3], .Dv = v.shape[3]};
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f", seconds);
+    running_ = std::string(c.backward ? "backward" : "forward") + " (call " + std::to_string(calls_) + ")" +
+               " on " + s.describe() + " (running for " + took + " s): " + why;
+    return {ATTNCHECK_ERROR, "abandoned: " + running_};
+  }
+
+  std::chrono::steady_clock::time_point end_;
+  std::shared_ptr<Worker> worker_;
+  std::string running_;
+  int calls_ = 0;  // the calls made, the abandoned one included
+};
 
 /// The kernels of one check: the caller's Python kernels, or an exec command's.
 struct Kernels {
@@ -132,8 +313,9 @@ struct Kernels {
   std::vector<std::string> declared;  // each one's declared contract
   reporting::KernelSource source;
 
+  /// `guard`: the in-process calls run under it (nullptr: on the calling thread).
   Kernels(const std::vector<PyKernelSpec> &specs, const std::string &exec_command, double timeout,
-          double first_call_timeout, std::uint64_t memory_limit_mib) {
+          double first_call_timeout, std::uint64_t memory_limit_mib, Guard *guard = nullptr) {
     if (!exec_command.empty()) {
       ExecOptions eo;
       eo.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout * 1000));
@@ -154,7 +336,8 @@ struct Kernels {
     for (const auto &[name, kernel, has_backward, contract, location] : specs) {
       nb::object k = kernel;
       bound.push_back(std::make_unique<BoundKernel>(
-          name, [k](const KernelCall &c) { return call_python(k, c); }, has_backward));
+          name, [k, guard](const KernelCall &c) { return guard ? guard->call(k, c) : call_python(k, c); },
+          has_backward));
       list.push_back(&bound.back()->kernel());
       declared.push_back(contract);
       source = {reporting::KernelSource::Kind::python, location};
@@ -192,6 +375,21 @@ struct CheckRequest {
   std::string shape_pool = "auto";
 };
 
+/// The report names the call the guard abandoned: on the first property it cut short (else the last one run); the
+/// later ones say why they stopped.
+void name_the_call_left_running(reporting::Document &doc, const std::string &running) {
+  PropertyReport *at = nullptr;
+  for (reporting::Run &run : doc.runs)
+    for (PropertyReport &p : run.report.properties) {
+      if (!p.interrupted) continue;
+      if (at) p.note += (p.note.empty() ? "" : "; ") + std::string("the check stopped: a call was left running");
+      else at = &p;
+    }
+  if (!at && !doc.runs.empty() && !doc.runs.back().report.properties.empty())
+    at = &doc.runs.back().report.properties.back();
+  if (at) at->note += (at->note.empty() ? "" : "; ") + std::string("a call was left running: ") + running;
+}
+
 /// Runs the check; returns (report.json text, exit code, interrupted). Raises ValueError for a bad request.
 std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &specs, const std::string &exec_command,
                                              const CheckRequest &rq) {
@@ -212,9 +410,19 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
       throw nb::value_error(("unknown dtype '" + d + "': f32, f16 or bf16").c_str());
     dtypes.push_back(parse_dtype(d));
   }
+  // An in-process function is guarded by the whole check's budget (each dtype's, one after another); an exec
+  // command's calls have their own timeouts.
+  std::optional<Guard> guard;
+  if (exec_command.empty()) {
+    const double per_run = request.time_budget.value_or(static_cast<double>(request.profile->budget.count()));
+    const auto total = std::chrono::duration<double>(per_run * static_cast<double>(dtypes.size() * specs.size()));
+    guard.emplace(std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(total) + Guard::kGrace);
+  }
   std::optional<Kernels> kernels;
   try {
-    kernels.emplace(specs, exec_command, rq.timeout, rq.first_call_timeout, rq.memory_limit_mib);
+    kernels.emplace(specs, exec_command, rq.timeout, rq.first_call_timeout, rq.memory_limit_mib,
+                    guard ? &*guard : nullptr);
   } catch (const std::runtime_error &e) {
     throw nb::value_error(e.what());
   }
@@ -227,6 +435,7 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
   }
   std::vector<cli::KernelRunState> states(kernels->list.size());
   g_cancel.store(false);
+  g_interrupted.store(false);
   reporting::Document doc;
   doc.tool_version = ATTNCHECK_VERSION;
   doc.strict = rq.strict;
@@ -238,8 +447,9 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
         kernels->source, request.profile->name, rq.quiet, rq.strict, !rq.report_dir.empty() || rq.evidence,
         &g_cancel);
   }
+  if (guard && !guard->running().empty()) name_the_call_left_running(doc, guard->running());
   if (!rq.report_dir.empty()) reporting::write_reports(doc, rq.report_dir);
-  return {reporting::to_json(doc), cli::exit_code(doc, rq.strict, g_cancel.load()), g_cancel.load()};
+  return {reporting::to_json(doc), cli::exit_code(doc, rq.strict, g_cancel.load()), g_interrupted.load()};
 }
 
 reporting::Document parse(const std::string &json) {
@@ -262,10 +472,13 @@ const Counterexample &counterexample(const reporting::Document &doc, std::size_t
   return *doc.runs[r].report.properties[p].counterexample;
 }
 
-/// Replays counterexample `failure` on the given kernel; returns (verdict, step id or "", detail).
+/// Replays counterexample `failure` on the given kernel, judged under `contract` (declared text, read as check()
+/// reads a declaration; none: the report's own); returns (verdict, step id or "", detail). The verdict mirrors the
+/// report's tiers: a fail of a property the contract makes advisory is "warn", one it turns off is "off" (not run).
 std::tuple<std::string, std::string, std::string> replay(const std::string &json, std::size_t failure,
                                                          const std::vector<PyKernelSpec> &specs,
-                                                         const std::string &exec_command, double timeout) {
+                                                         const std::string &exec_command, double timeout,
+                                                         const std::optional<std::string> &contract) {
   const reporting::Document doc = parse(json);
   std::size_t r = 0;
   const Counterexample &cx = counterexample(doc, failure, &r);
@@ -274,6 +487,11 @@ std::tuple<std::string, std::string, std::string> replay(const std::string &json
                                              [&](const PropertyReport &p) { return p.counterexample && &*p.counterexample == &cx; });
   const PropertyDef *def = find_property(prop.id);
   if (!def) throw nb::value_error(("the report names property '" + prop.id + "', which this attncheck does not have").c_str());
+  const KernelContract judged = contract ? contract_of(*contract, "") : run.report.contract;
+  const PrecisionProfile profile = contract ? judged.profile(run.report.dtype) : run.report.profile;
+  const Tier tier = contract ? tier_of(*def, judged) : prop.tier;
+  if (tier == Tier::off)
+    return {"off", "", "the contract given leaves " + prop.id + " nothing to check: " + judged.describe_changes()};
   std::optional<Kernels> kernels;
   try {
     kernels.emplace(specs, exec_command, timeout, timeout, 4096);
@@ -287,9 +505,10 @@ std::tuple<std::string, std::string, std::string> replay(const std::string &json
   Outcome o;
   {
     nb::gil_scoped_release release;
-    const Env env{*k, run.report.profile, run.report.contract};
+    const Env env{*k, profile, judged};
     o = def->run(env, cx.minimal);
   }
+  if (o.verdict == Verdict::fail && tier == Tier::advisory) o.verdict = Verdict::warn;
   std::string verdict(verdict_name(o.verdict));  // "FAIL": report.json's spelling is lower case
   std::transform(verdict.begin(), verdict.end(), verdict.begin(), [](unsigned char ch) { return std::tolower(ch); });
   return {verdict, o.step ? std::string(step_id(*o.step)) : "", o.detail};
@@ -326,7 +545,7 @@ NB_MODULE(_core, m) {
   m.def("check", &run_check, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
         "Runs the gate; returns (report.json text, exit code, interrupted).");
   m.def("replay", &replay, nb::arg("report_json"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
-        nb::arg("timeout"));
+        nb::arg("timeout"), nb::arg("contract").none());
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
   m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
   m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });

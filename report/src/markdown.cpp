@@ -61,6 +61,16 @@ std::string properties_cell(const Report &r) {
   return out.empty() ? "none" : out;
 }
 
+/// A property's "cut short" line: `id`: verdict, decided / planned cases — its note; "" for one that decided
+/// every planned case, found a counterexample (which ends a search by design), or was not run.
+std::string cut_line(const PropertyReport &p, int planned) {
+  const int decided = p.cases - p.undecided;
+  if (p.counterexample || p.tier == Tier::off || p.verdict == Verdict::unsupported) return "";
+  if (p.verdict == Verdict::pass && decided >= planned && !p.budget_exhausted) return "";
+  return "`" + md_escape(p.id) + "`: " + std::string(verdict_name(p.verdict)) + ", " + std::to_string(decided) +
+         " / " + std::to_string(planned) + " cases decided" + (p.note.empty() ? "" : " — " + md_escape(p.note));
+}
+
 std::string worst_element(const Evidence &e, std::size_t x) {
   const auto w = static_cast<std::int64_t>(x);
   std::string s(1, '`');  // not "`" + string&&: GCC 12 warns falsely there (-Wrestrict, PR 105329)
@@ -160,6 +170,15 @@ std::string to_markdown(const Document &doc) {
       features += "- " + md_escape(run.report.kernel) + " " + std::string(dtype_name(run.report.dtype)) + ": " + line + "\n";
   }
   if (!features.empty()) out += "\n**Features**\n\n" + features;
+  // What was cut: each property that decided fewer cases than planned, or none it could decide on, and why.
+  std::string cut;
+  for (const Run &run : doc.runs)
+    for (const PropertyReport &p : run.report.properties) {
+      const std::string line = cut_line(p, run.report.cases);
+      if (!line.empty())
+        cut += "- " + md_escape(run.report.kernel) + " " + std::string(dtype_name(run.report.dtype)) + " " + line + "\n";
+    }
+  if (!cut.empty()) out += "\n**Cut short**\n\n" + cut;
   if (failures.empty()) return out;
 
   // Failure numbers (document order) of each (run, property).

@@ -1,6 +1,8 @@
 // attncheck merge: the partial reports of a campaign's shards joined into the unsharded check's document.
 #include "attncheck/report_io.h"
 
+#include "attncheck/hand_over.h"
+
 #include <string>
 
 namespace attncheck::reporting {
@@ -71,6 +73,8 @@ Document merge_shards(const std::vector<Document> &shards) {
       run.report.properties.push_back(*p);
       run.evidence.push_back(at < from.evidence.size() ? from.evidence[at] : std::nullopt);
     }
+    // A shard's escalated counterexample goes to its required property's line (another shard's), with its evidence.
+    for (const HandOver &h : settle_hand_overs(run.report)) run.evidence[h.to] = run.evidence[h.from];
     out.runs.push_back(std::move(run));
   }
   return out;

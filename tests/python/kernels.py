@@ -143,3 +143,34 @@ def attention_approximate_tanh(q, k, v, *, scale, causal, **features):
     """Softcap through an emulated tanh.approx.f32, as FlashAttention-2 computes it (contract tanh=approx)."""
     return attention_with_features(q, k, v, scale=scale, causal=causal,
                                    tanh=lambda x: _chop_to_12_bits(np.tanh(x)), **features)
+
+
+def attention_nan_empty_rows(q, k, v, *, scale, causal):
+    """A row that sees no key (bottom-right causal, Lq > Lk) comes out NaN, as a naive softmax of −∞ logits does:
+    a failure under the default contract (empty-rows=zero), a warning under empty-rows=unspecified."""
+    out, lse = attention(q, k, v, scale=scale, causal=causal)
+    empty = q.shape[2] - k.shape[2]
+    if causal and empty > 0:
+        out, lse = out.copy(), lse.copy()
+        out[:, :, :empty] = np.nan
+        lse[:, :, :empty] = np.nan
+    return out, lse
+
+
+#: The shapes attention_declines_dv ran: (B, Hq, Hkv, Lq, Lk, D, Dv).
+RAN_SHAPES = set()
+
+
+def attention_declines_dv(q, k, v, *, scale, causal):
+    """Implements Dv = D only, as jax.nn.dot_product_attention does."""
+    if v.shape[3] != q.shape[3]:
+        raise attncheck.Unsupported("Dv != D is not implemented")
+    RAN_SHAPES.add((*q.shape[:2], k.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]))
+    return attention(q, k, v, scale=scale, causal=causal)
+
+
+def attention_one_key_only(q, k, v, *, scale, causal):
+    """Implements a single key of head dimension 1: no shape pool can give it three shapes."""
+    if k.shape[2] != 1 or q.shape[3] != 1 or v.shape[3] != 1 or q.shape[0] != 1 or q.shape[1] != 1:
+        raise attncheck.Unsupported("one key of dimension 1 only")
+    return attention(q, k, v, scale=scale, causal=causal)

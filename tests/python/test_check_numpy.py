@@ -13,8 +13,9 @@ from conftest import CORE_PROPERTIES, NEVER_BINDS
 def test_a_correct_numpy_attention_passes_every_property_in_every_dtype():
     report = attncheck.check(kernels.attention, backward=kernels.attention_backward, profile="quick", quiet=True,
                              time_budget=NEVER_BINDS)
-    assert report.passed, report.summary()
-    assert report.verdict == "pass"
+    assert report.passed and not report.failures, report.summary()
+    # The example leaks a NaN from a hidden key's value (0·NaN in its einsum): a warning, beyond the contract.
+    assert report.verdict == ("warn" if report.warnings else "pass")
     assert {p.dtype for p in report.properties} == {"f32", "f16", "bf16"}
     ran = {p.id for p in report.properties if p.verdict == "pass" and p.cases > 0}
     assert {"accuracy", "gradient_accuracy", "causal", "empty_rows", "variance_normalization"} <= ran

@@ -245,6 +245,21 @@ TEST_CASE("summary.md has the verdict table, the counterexample and its replay c
   CHECK(md.find("worst element: `") != std::string::npos);
 }
 
+TEST_CASE("summary.md lists each property cut short with decided / planned cases and its reason") {
+  Document doc = document();
+  PropertyReport &p = doc.runs[1].report.properties[1];  // the correct kernel's lse
+  p.verdict = Verdict::undecided;
+  p.cases = 12;
+  p.undecided = 0;
+  p.note = "12 decided cases on only 2 distinct shapes (at least 3 needed)";
+  const std::string md = to_markdown(doc);
+  const std::string planned = std::to_string(doc.runs[1].report.cases);
+  CHECK(md.find("**Cut short**") != std::string::npos);
+  CHECK(md.find("`" + p.id + "`: undecided, 12 / " + planned + " cases decided — 12 decided cases on only 2") !=
+        std::string::npos);
+  CHECK(to_markdown(document()).find("**Cut short**") == std::string::npos);  // every property decided its plan
+}
+
 TEST_CASE("report.html is self-contained, draws the evidence and escapes a hostile kernel name") {
   Document doc = document();
   doc.runs[0].report.kernel = kHostile;

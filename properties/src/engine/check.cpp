@@ -14,6 +14,7 @@
 #include "attncheck/check.h"
 
 #include "attncheck/gen.h"
+#include "attncheck/hand_over.h"
 #include "attncheck/property.h"
 
 #include <rapidcheck/Check.h>
@@ -38,6 +39,14 @@ using rc::detail::CaseResult;
 
 /// RapidCheck's discard limit per target case: a kernel that declines most cases ends the search early.
 constexpr int kMaxDiscardRatio = 5;
+/// A pass needs its decided cases on at least this many distinct shapes, or on every shape the plan has when it
+/// has fewer (a shape pool's size; without a pool, the target cases): a pass on two shapes says almost nothing.
+constexpr std::size_t kMinPassShapes = 3;
+/// Advisory properties whose counterexample the required ladder may decide (hand_over.h): nonfinite_output's cases
+/// are accuracy's, drawn from the extremes more often; a NaN there with a finite bound is accuracy's failure.
+constexpr std::string_view kHandsOver[] = {"nonfinite_output"};
+/// A compile-friendly pool grows past a shape the kernel declines: at most this many draws per shape asked for.
+constexpr int kPoolDrawsPerShape = 8;
 
 enum class Phase { search, shrink, reproduce };
 
@@ -63,6 +72,13 @@ std::uint64_t property_seed(std::uint64_t seed, std::string_view id, Dtype dt) {
 /// RapidCheck test id of a property run: the key of its reproduce map.
 std::string run_id(std::string_view id, Dtype dt) { return std::string(id) + "/" + std::string(dtype_name(dt)); }
 
+/// The compile-friendly pool a check draws its cases' shapes from (none: `shapes` null).
+struct ShapePool {
+  std::shared_ptr<const std::vector<Shape>> shapes;
+  int plan = 0;                 ///< the shapes asked for (CheckOptions::shape_pool, kAutoShapePool)
+  std::vector<Shape> declined;  ///< shapes the kernel declined while the pool was drawn (accepted_pool)
+};
+
 /// What the body of one RapidCheck run records.
 struct RunState {
   const PropertyDef *def = nullptr;
@@ -86,6 +102,10 @@ struct RunState {
   // Of the problems whose calls returned: the longest row, the largest square (Lq = Lk), the most elements in one
   // tensor (long_rows reports them).
   std::int64_t longest_row = 0, largest_square = 0, most_elements = 0;
+  // The distinct shapes of the decided cases and of the declined ones (the minimum evidence of a pass, and why it
+  // is missing), and what left the first undecided case undecided.
+  std::vector<Shape> decided_shapes, declined_shapes;
+  std::string first_undecided;
 
   // The failure: the current minimal case and its outcome.
   bool failed = false;
@@ -113,6 +133,10 @@ Outcome evaluate(const RunState &st, const Case &c) {
     o.detail = std::string("the check threw: ") + e.what();
     return o;
   }
+}
+
+void remember_shape(std::vector<Shape> &shapes, const Shape &s) {
+  if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
 }
 
 /// Bytes of memory available to this process: MemAvailable of /proc/meminfo, else the free pages.
@@ -193,8 +217,10 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
 CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   using T = CaseResult::Type;
   if (st.phase == Phase::search && st.resume && st.replayed < st.resume->results.size()) {
-    (void)*gen;  // drawn as before, so that the cases after it are drawn as before too
-    return {st.resume->results[st.replayed++] == SearchTrail::kDiscard ? T::Discard : T::Success, "decided before"};
+    const Case c = *gen;  // drawn as before, so that the cases after it are drawn as before too
+    const bool declined = st.resume->results[st.replayed++] == SearchTrail::kDiscard;
+    remember_shape(declined ? st.declined_shapes : st.decided_shapes, c.spec.shape);  // (an undecided one too)
+    return {declined ? T::Discard : T::Success, "decided before"};
   }
   if (st.phase == Phase::search && must_stop(st)) {
     // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
@@ -225,6 +251,7 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
     case Phase::search:
       if (o.verdict == Verdict::unsupported) {
         ++st.counts.unsupported;
+        remember_shape(st.declined_shapes, c.spec.shape);
         return {T::Discard, o.detail};
       }
       ++st.counts.cases;
@@ -247,7 +274,11 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
         st.phase = Phase::shrink;
         return {T::Failure, o.detail};
       }
-      if (o.verdict == Verdict::undecided) ++st.counts.undecided;
+      if (o.verdict == Verdict::undecided) {
+        ++st.counts.undecided;
+        if (st.first_undecided.empty()) st.first_undecided = o.detail;
+      }
+      if (o.verdict == Verdict::pass) remember_shape(st.decided_shapes, c.spec.shape);
       if (o.verdict == Verdict::pass && (st.counts.worst.empty() || o.worst_ratio > st.counts.worst_ratio)) {
         st.counts.worst_ratio = o.worst_ratio;
         st.counts.worst = "case " + std::to_string(st.counts.cases) + " (" + c.spec.describe() + "): " + o.worst;
@@ -297,22 +328,97 @@ std::string reproduce_string(std::uint64_t seed, const std::string &id, const rc
   return rc::detail::configToMinimalString(cfg);
 }
 
-void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &opt) {
+/// An advisory property's counterexample `pr` that the required property judging its case fails at step finite —
+/// NaN or ±Inf where the exact value and its bound are finite — is a required failure (hand_over.h): the line is
+/// escalated, with the required ladder's outcome, until settle_hand_overs gives it to that property's line.
+void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env &env) {
+  if (std::find(std::begin(kHandsOver), std::end(kHandsOver), def.id) == std::end(kHandsOver)) return;
+  Counterexample &cx = *pr.counterexample;
+  const PropertyDef *judge = required_judge(cx.minimal, env.contract);
+  if (!judge) return;
+  RunState st;
+  st.def = judge;
+  st.env = &env;
+  const Outcome o = evaluate(st, cx.minimal);
+  if (o.verdict != Verdict::fail || o.step != Step::finite) return;
+  pr.tier = Tier::required;
+  pr.verdict = Verdict::fail;
+  cx.outcome = o;
+  cx.explained_by.clear();
+  add_note(pr, std::string(judge->id) + " fails this case: NaN or ±Inf where the exact value and its bound are finite");
+}
+
+/// Which shapes the kernel declined, when one trait tells them apart from every shape it ran ("every shape with
+/// Dv ≠ D"), else how many; "" when it declined none.
+std::string declined_shapes_text(const RunState &st) {
+  if (st.declined_shapes.empty()) return "";
+  struct Trait {
+    const char *name;
+    bool (*has)(const Shape &);
+  };
+  static constexpr Trait kTraits[] = {
+      {"Dv ≠ D", [](const Shape &s) { return s.Dv != s.D; }},
+      {"Hq ≠ Hkv", [](const Shape &s) { return s.Hq != s.Hkv; }},
+      {"Lq ≠ Lk", [](const Shape &s) { return s.Lq != s.Lk; }},
+      {"B > 1", [](const Shape &s) { return s.B > 1; }},
+      {"D > 1", [](const Shape &s) { return s.D > 1; }},
+      {"Lk > 1", [](const Shape &s) { return s.Lk > 1; }},
+  };
+  for (const Trait &t : kTraits)
+    if (std::all_of(st.declined_shapes.begin(), st.declined_shapes.end(), t.has) &&
+        std::none_of(st.decided_shapes.begin(), st.decided_shapes.end(), t.has))
+      return std::string("the kernel declined every shape with ") + t.name;
+  // Declines of cases (a mask, a layout) or of the pool's shapes, which no trait tells apart.
+  return st.counts.unsupported > 0 ? "the kernel declined " + std::to_string(st.counts.unsupported) + " cases"
+                                   : "the kernel declined " + std::to_string(st.declined_shapes.size()) +
+                                         " of the pool's shapes";
+}
+
+/// Why a search decided fewer cases than it planned, in clauses ("the kernel declined …; 3 cases undecided: …").
+std::string shortfall_text(const RunState &st) {
+  std::vector<std::string> why;
+  if (st.unavailable) why.push_back("the kernel's runner gave up on it (its restarts are spent)");
+  if (st.interrupted) why.push_back("interrupted");
+  if (st.budget_exhausted) why.push_back("the time budget ran out");
+  if (const std::string d = declined_shapes_text(st); !d.empty()) why.push_back(d);
+  if (st.counts.undecided > 0)
+    why.push_back(std::to_string(st.counts.undecided) + (st.counts.undecided == 1 ? " case" : " cases") +
+                  " undecided" +
+                  (st.first_undecided.empty() ? "" : " (the first: " + st.first_undecided + ")"));
+  std::string text;
+  for (const std::string &w : why) text += (text.empty() ? "" : "; ") + w;
+  return text;
+}
+
+/// `plan_shapes`: how many distinct shapes the plan offers (the pool's size asked for, whatever the kernel's declines
+/// left of it; without a pool, the target cases).
+void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &opt, std::size_t plan_shapes,
+                    bool pooled) {
   const int decided = st.counts.cases - st.counts.undecided;
   const int needed = std::min(opt.min_cases, opt.cases);
+  const std::size_t needed_shapes = std::min(kMinPassShapes, plan_shapes);
+  const std::string why = shortfall_text(st);
   if (st.counts.cases == 0 && st.counts.unsupported > 0) {
     pr.verdict = Verdict::unsupported;
     pr.note = "the kernel declined all " + std::to_string(st.counts.unsupported) + " cases";
   } else if (decided < needed) {
     pr.verdict = Verdict::undecided;
     pr.note = "only " + std::to_string(decided) + " decided cases (at least " + std::to_string(needed) +
-              " needed)" +
-              (st.unavailable ? ": the kernel's runner gave up on it (its restarts are spent)"
-               : st.interrupted ? ": interrupted"
-               : st.budget_exhausted ? ": the time budget ran out"
-                                     : "");
+              " needed)" + (why.empty() ? "" : ": " + why);
+  } else if (st.decided_shapes.size() < needed_shapes) {
+    // Enough cases, too little variety: a pool the kernel's declines narrowed, or a search stopped early.
+    pr.verdict = Verdict::undecided;
+    pr.note = std::to_string(decided) + " decided cases on only " + std::to_string(st.decided_shapes.size()) +
+              " distinct shapes (at least " + std::to_string(needed_shapes) + " needed)" +
+              (why.empty() ? "" : ": " + why) +
+              (pooled && !st.declined_shapes.empty()
+                   ? ": raise the shape pool (shape_pool=, --shape-pool) or make the kernel accept them"
+                   : "");
   } else {
     pr.verdict = Verdict::pass;
+    // A partial pass says what cut it short.
+    if (decided < opt.cases && !why.empty())
+      pr.note = "cut short: " + why;
   }
   if (st.counts.skipped > 0 && st.hung) {
     std::string shapes;
@@ -327,7 +433,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                             std::size_t count, std::optional<Clock::time_point> deadline,
                             const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce,
                             std::vector<Shape> &hung, Clock::time_point start_of_check,
-                            std::shared_ptr<const std::vector<Shape>> pool, SearchTrails &trails) {
+                            const ShapePool &drawn_from, SearchTrails &trails) {
+  const std::shared_ptr<const std::vector<Shape>> &pool = drawn_from.shapes;
   PropertyReport pr;
   pr.id = std::string(def.id);
   pr.formula = std::string(def.formula);
@@ -371,6 +478,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   st.index = index;
   st.count = count;
   st.hung = &hung;
+  st.declined_shapes = drawn_from.declined;  // the pool's, declined before it was drawn from
   const std::string key = run_id(def.id, opt.dtype);
   std::optional<SearchTrail> resumed;
   if (const auto it = trails.find(key); it != trails.end()) {
@@ -422,6 +530,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                          .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
                                          .explained_by = explain_failure(def, env, *st.last, st.last_outcome)};
       pr.note = "reproduced";
+      if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     } else if (st.last) {
       pr.verdict = st.last_outcome.verdict;
       pr.worst_ratio = st.last_outcome.worst_ratio;
@@ -467,6 +576,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                        .seed = pr.seed,
                                        .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
                                        .explained_by = explain_failure(def, env, st.best, st.best_outcome)};
+    if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     return pr;
   }
   if (result.match(error)) {
@@ -474,7 +584,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     pr.note = "RapidCheck error: " + error.description;
     return pr;
   }
-  settle_verdict(pr, st, opt);  // success, the budget's stop, or gave up after too many declined cases
+  // Success, the budget's stop, or gave up after too many declined cases.
+  settle_verdict(pr, st, opt, static_cast<std::size_t>(pool ? drawn_from.plan : opt.cases), pool != nullptr);
   if (pr.verdict == Verdict::undecided && st.budget_exhausted && !st.interrupted && !st.unavailable) {
     SearchTrail &t = trails[key] = std::move(st.trail);  // time left later continues it
     t.counts = st.counts;
@@ -490,22 +601,41 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   return pr;
 }
 
-/// The compile-friendly pool: the all-ones shape, one with a row that sees no key, and n − 2 shapes drawn as usual
-/// (with Dv = Lk) at sizes spread over the range, from the seed and dtype alone (the same pool for every property,
-/// worker and run of this seed).
-std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, Dtype dt) {
-  // The all-ones shape, and Lq = 2 > Lk = 1: a row that sees no key under bottom-right causal (empty_rows).
-  auto pool = std::make_shared<std::vector<Shape>>(std::vector<Shape>{Shape{}, Shape{.Lq = 2}});
-  CaseOptions co;
-  co.dtype = dt;
-  co.dv_equals_lk = true;  // the properties that set v = I need Dv = Lk: with it, they reuse the pool's shapes too
-  rc::Random random(mix(seed ^ fnv1a("shape_pool") ^ (static_cast<std::uint64_t>(dt) << 56)));
-  for (int k = 2; k < n; ++k) {
-    const Shape s = draw_spec(random.split(), k * rc::kNominalSize / n, co).shape;
-    if (std::find(pool->begin(), pool->end(), s) == pool->end()) pool->push_back(s);
+/// The compile-friendly pool's shapes, drawn from the seed and dtype alone: the all-ones shape, one with a row that
+/// sees no key, then shapes drawn as usual (with Dv = Lk) at sizes spread over the range of `n` — and past n, as
+/// many more as asked for (a pool that grows past declined shapes draws them at those sizes again).
+class PoolDraws {
+ public:
+  PoolDraws(int n, std::uint64_t seed, Dtype dt)
+      : n_(n), random_(mix(seed ^ fnv1a("shape_pool") ^ (static_cast<std::uint64_t>(dt) << 56))) {
+    co_.dtype = dt;
+    co_.dv_equals_lk = true;  // the properties that set v = I need Dv = Lk: with it, they reuse the pool's shapes too
   }
+  Shape next() {
+    const int k = drawn_++;
+    // The all-ones shape, and Lq = 2 > Lk = 1: a row that sees no key under bottom-right causal (empty_rows).
+    if (k == 0) return Shape{};
+    if (k == 1) return Shape{.Lq = 2};
+    const int size = 2 + (k - 2) % std::max(1, n_ - 2);
+    return draw_spec(random_.split(), size * rc::kNominalSize / std::max(n_, 1), co_).shape;
+  }
+
+ private:
+  int n_, drawn_ = 0;
+  rc::Random random_;
+  CaseOptions co_;
+};
+
+/// The compile-friendly pool of n shapes (PoolDraws' first, duplicates dropped): the same pool for every property,
+/// worker and run of this seed.
+std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, Dtype dt) {
+  PoolDraws draws(n, seed, dt);
+  auto pool = std::make_shared<std::vector<Shape>>();
+  for (int k = 0; k < std::max(n, 2); ++k)
+    if (const Shape s = draws.next(); std::find(pool->begin(), pool->end(), s) == pool->end()) pool->push_back(s);
   return pool;
 }
+
 /// The problem of shape `s` with zero values (dout too when `backward`): what the probe and the warm-up call.
 Problem zero_problem(const Shape &s, Dtype dt, bool backward) {
   Case c;
@@ -528,6 +658,42 @@ bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt
   const double other = pool.size() > 1 ? seconds(pool[1]) : first;
   const double compile = std::min(first, other);
   return compile >= CheckOptions::kCompileSeconds && compile >= CheckOptions::kCompileRatio * repeat;
+}
+
+/// The pool `drawn` (of `n` shapes asked for) as the kernel accepts it (a forward on zero values): a declined shape
+/// gives way to itself with Dv = D, with Hkv = Hq, or both (the limits kernels commonly have), else to further
+/// draws, at most kPoolDrawsPerShape per shape asked for — a kernel that declines Dv ≠ D or GQA still gets a pool
+/// of shapes it runs. Deterministic: a function of the kernel's answers, seed and dtype. The drawn pool when the
+/// kernel declines every shape (each property then says so).
+ShapePool accepted_pool(const Env &env, std::shared_ptr<const std::vector<Shape>> drawn, int n, std::uint64_t seed,
+                        Dtype dt) {
+  ShapePool out{.shapes = drawn, .plan = n, .declined = {}};
+  auto pool = std::make_shared<std::vector<Shape>>();
+  std::vector<Shape> tried;
+  // Adds the first of s and its narrowed forms that the kernel accepts and the pool lacks.
+  const auto add_accepted = [&](const Shape &s) {
+    Shape equal_dv = s, equal_heads = s;
+    equal_dv.Dv = s.D;
+    equal_heads.Hkv = s.Hq;
+    Shape both = equal_dv;
+    both.Hkv = s.Hq;
+    for (const Shape &c : {s, equal_dv, equal_heads, both}) {
+      if (std::find(tried.begin(), tried.end(), c) != tried.end()) continue;
+      tried.push_back(c);
+      if (run_forward(env, zero_problem(c, dt, false)).call.status == ATTNCHECK_UNSUPPORTED) {
+        out.declined.push_back(c);
+        continue;
+      }
+      pool->push_back(c);
+      return;
+    }
+  };
+  for (const Shape &s : *drawn) add_accepted(s);
+  if (*pool == *drawn) return out;
+  PoolDraws draws(n, seed, dt);
+  for (int k = 0; k < n * kPoolDrawsPerShape && pool->size() < drawn->size(); ++k) add_accepted(draws.next());
+  if (!pool->empty()) out.shapes = std::move(pool);
+  return out;
 }
 
 /// One forward (and backward) call on every pool shape, so that a JIT kernel compiles them before the properties
@@ -579,15 +745,22 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   std::vector<Shape> &hung = options.hung_shapes ? *options.hung_shapes : local_hung;
   const Clock::time_point check_start = Clock::now();
   std::shared_ptr<const std::vector<Shape>> pool;
+  ShapePool accepted;
+  int pool_size = 0;
   if (options.shape_pool > 0) {
-    pool = shape_pool(options.shape_pool, options.seed, options.dtype);
+    pool_size = options.shape_pool;
   } else if (options.detect_compile && !replay) {
     pool = shape_pool(CheckOptions::kAutoShapePool, options.seed, options.dtype);
     std::optional<bool> local;
     std::optional<bool> &detected = options.compile_detected ? *options.compile_detected : local;
     if (!detected) detected = compiles_per_shape(env, *pool, options.dtype);
-    if (!*detected) pool.reset();
+    if (*detected) pool_size = CheckOptions::kAutoShapePool;
   }
+  // The shapes the kernel accepts (a reproduce run asks the same questions, so it draws from the same pool).
+  if (pool_size > 0)
+    accepted = accepted_pool(env, shape_pool(pool_size, options.seed, options.dtype), pool_size, options.seed,
+                             options.dtype);
+  pool = accepted.shapes;
   if (pool && !replay) warm_up(env, *pool, options.dtype);
   // The properties share what the probe and the warm-up (compilation) left of the budget — or, as part of a larger
   // budget (options.end: a worker's item), the whole share, within that budget's end.
@@ -605,7 +778,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
       deadline = start + budget * static_cast<std::int64_t>(n + 1) / static_cast<std::int64_t>(selected.size());
     if (deadline && options.end) deadline = std::min(*deadline, *options.end);
     rep.properties.push_back(run_property(*selected[n], env, options, n, selected.size(), deadline,
-                                          replay ? &replay->reproduce : nullptr, hung, check_start, pool, trails));
+                                          replay ? &replay->reproduce : nullptr, hung, check_start, accepted, trails));
   }
   // Time the properties left: the searches their shares stopped continue, in order, each with its share of it. (A
   // part of a larger budget leaves that to whoever shares it: cli/jobs.)
@@ -620,9 +793,10 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
       const std::size_t n = starved[k];
       rep.properties[n] = run_property(*selected[n], env, options, n, selected.size(),
                                        now + (end - now) / static_cast<std::int64_t>(starved.size() - k), nullptr,
-                                       hung, check_start, pool, trails);
+                                       hung, check_start, accepted, trails);
     }
   }
+  settle_hand_overs(rep);
   return rep;
 }
 

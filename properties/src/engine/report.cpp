@@ -49,6 +49,9 @@ std::string Report::text() const {
                   p.id.c_str(), std::string(verdict_name(p.verdict)).c_str(), p.cases, p.unsupported, p.undecided,
                   ratio_text(p.worst_ratio).c_str());
     out += line;
+    // Decided / planned, when the search decided fewer than it planned (a counterexample ends it by design).
+    if (!p.counterexample && p.tier != Tier::off && p.verdict != Verdict::unsupported && p.cases - p.undecided != cases)
+      out += " [" + std::to_string(p.cases - p.undecided) + " / " + std::to_string(cases) + " decided]";
     if (p.budget_exhausted) out += " [time budget spent]";
     if (!p.note.empty()) out += " — " + p.note;
     out += "\n";
