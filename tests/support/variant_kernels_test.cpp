@@ -1197,7 +1197,7 @@ TEST_CASE("softcap variants compute c·tanh(x/c), and the tanh approximations er
   CHECK(softcap_error(v, p, false) > std::exp2(-10));
 }
 
-TEST_CASE("a variant without softcap declines every feature; with it, declines the others", "[variants][softcap]") {
+TEST_CASE("a variant without softcap declines every feature, and one with it declines the others", "[variants][softcap]") {
   Problem p = single_key_rows(1, 2, Dtype::f32);
   Tensor out = Tensor::contiguous(Dtype::f32, {1, 1, p.shape.Lq, 1});
   CHECK(call_forward(variant_kernel(Variant{}), p, out, nullptr).status == ATTNCHECK_UNSUPPORTED);
