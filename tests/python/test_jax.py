@@ -39,7 +39,14 @@ def test_a_jax_function_is_recognised_and_gets_jax_arrays():
 def test_jax_attention_passes_forward_and_vjp_backward():
     report = attncheck.check(attention, backward="autograd",
                              properties=["accuracy", "lse", "causal", "empty_rows", "gradient_accuracy"], **FAST)
-    assert report.passed, report.summary()
+    assert not report.failures, report.summary()
+    for p in report.properties:
+        # A pool of 5 compiled shapes holds few with rows that see no key: empty_rows may lack the 3 distinct shapes
+        # a pass needs, and then says so rather than passing on one shape.
+        if p.id == "empty_rows" and p.verdict == "undecided":
+            assert "distinct shape" in p.note, report.summary()
+        else:
+            assert p.verdict == "pass", report.summary()
 
 
 def test_a_causal_mask_off_by_one_fails_with_a_causal_counterexample():
