@@ -130,8 +130,7 @@ bool wants_evidence(const CheckArgs &a) { return !a.report_dir.empty() || !a.jun
 
 
 /// The same runs from `jobs` worker processes (jobs.h), one property at a time, merged in the serial order. Each
-/// (kernel, dtype) run keeps its own budget, ending one after another as in a serial check; a property is handed its
-/// share of what is left of it when a worker starts it.
+/// (kernel, dtype) run keeps its own guard, ending one after another as in a serial check.
 std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vector<const attncheck_kernel *> &kernels,
                                              const std::vector<Dtype> &dtypes, int jobs,
                                              const OptionsFor &options_for, const reporting::KernelSource &src,
@@ -141,13 +140,13 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
   for (const PropertyDef *d : all_properties()) all_ids.push_back(std::string(d->id));
   std::vector<std::vector<std::string>> run_ids;  // per run, the properties it checks (a shard: those it owns)
   std::vector<WorkItem> items;
-  auto end = std::chrono::steady_clock::now();  // the runs' budgets end one after another, as in a serial check
+  auto end = std::chrono::steady_clock::now();  // the runs' guards end one after another, as in a serial check
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
       const CheckOptions opt = options_for(n, dt);
       run_ids.push_back(opt.properties.empty() && !sharded ? all_ids : opt.properties);
       end += opt.time_budget;
-      for (const std::string &id : run_ids.back()) items.push_back({n, dt, id, opt.time_budget, end, {}});
+      for (const std::string &id : run_ids.back()) items.push_back({n, dt, id, end, {}});
     }
   std::vector<std::string> command{"/proc/self/exe"};
   for (const std::string &arg : program_arguments()) command.push_back(arg);
@@ -156,11 +155,10 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
   std::size_t finished = 0;
   const std::vector<reporting::Run> parts = items.empty() ? std::vector<reporting::Run>{} :
       run_on_workers(command, items, jobs, g_cancel, done,
-                     [&](std::size_t i, const reporting::Run &part, bool continued) {
+                     [&](std::size_t i, const reporting::Run &part) {
                        if (a.quiet) return;
-                       const std::string count =
-                           continued ? "continued" : fmt::format("{}/{}", ++finished, items.size());
-                       fmt::print(stderr, "[{}] {} {} {}: {}\n", count, kernels[items[i].kernel]->name,
+                       fmt::print(stderr, "[{}/{}] {} {} {}: {}\n", ++finished, items.size(),
+                                  kernels[items[i].kernel]->name,
                                   dtype_name(items[i].dtype), items[i].property,
                                   verdict_name(part.report.properties.at(0).verdict));
                      },
@@ -296,28 +294,23 @@ int run_check(const CheckArgs &a) {
   const CancelOnSignal cancel_on_signal;
   auto options_for = [&](std::size_t n, Dtype dt) {
     CheckOptions opt = gate_options(request, dt, contracts[n], states[n], &g_cancel);
-    if (shard) {  // this shard's properties of the run, and their share of its budget
+    if (shard) {  // this shard's properties of the run, under the run's whole guard (a guard, not a share)
       const std::size_t run = n * dtypes.size() + static_cast<std::size_t>(
                                   std::find(dtypes.begin(), dtypes.end(), dt) - dtypes.begin());
       const reporting::Shard s{shard->index, shard->count, {}};
       opt.properties.clear();
       for (std::size_t p = 0; p < shard_ids.size(); ++p)
         if (s.owns(run * shard_ids.size() + p)) opt.properties.push_back(shard_ids[p]);
-      opt.time_budget = opt.time_budget * static_cast<std::int64_t>(opt.properties.size()) /
-                        static_cast<std::int64_t>(shard_ids.size());
     }
     return opt;
   };
   // A worker of `--jobs`: one property of one kernel and dtype per item, the report (and evidence) on stdout.
   if (a.worker) {
-    std::vector<SearchTrails> trails(kernels.size());  // searches an item's share stopped: a second item continues
     const int rc = serve_items([&](const WorkItem &it) {
       merge_shapes(states[it.kernel].hung, it.hung);  // other workers' hangs: this worker skips those shapes too
       CheckOptions opt = options_for(it.kernel, it.dtype);
       opt.properties = {it.property};
-      opt.time_budget = it.budget;
       opt.end = it.end;
-      opt.trails = &trails[it.kernel];
       reporting::Run run{src, std::string(prof.name), check(*kernels[it.kernel], opt), {}};
       if (wants_evidence(a) && !g_cancel.load()) reporting::add_evidence(run, *kernels[it.kernel]);
       return ItemResult{std::move(run), states[it.kernel].hung};
@@ -388,14 +381,18 @@ void register_check_command(CLI::App &app, Action &action) {
   cmd->add_option("--dtype", args->dtypes, "Storage dtypes: f32, f16, bf16 (repeatable; default: all three)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--properties", args->properties, "Comma-separated property ids (default: all; see `list`)");
-  cmd->add_option("--profile", args->profile, "quick (seconds), default (≤ 60 s per kernel and dtype), thorough")
+  cmd->add_option("--profile", args->profile,
+                  "The plan: quick (15 cases per property, seconds), default (100 cases, a minute or two per kernel "
+                  "and dtype), thorough (1000 cases)")
       ->check(CLI::IsMember({"quick", "default", "thorough"}))
       ->capture_default_str();
   cmd->add_option("--cases", args->cases, "Cases per property (overrides the profile)")
       ->check(CLI::Range(1, 1'000'000));
   cmd->add_option("--seed", args->seed, "Seed: the same seed gives the same cases, verdicts and report")
       ->capture_default_str();
-  cmd->add_option("--time-budget", args->time_budget, "Seconds per kernel and dtype (overrides the profile)")
+  cmd->add_option("--time-budget", args->time_budget,
+                  "The guard, in seconds per kernel and dtype (profiles: 120, 600, 7200): when it runs out, nothing "
+                  "new starts and the properties it cut are undecided")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--contract", args->contract,
                   "What the kernel promises, overriding what it declares: key=value,... (spec/SPEC.md §3.1), e.g. "

@@ -29,6 +29,7 @@ CheckOptions gate_options(const GateRequest &request, Dtype dt, const KernelCont
   opt.contract = contract;
   opt.cancel = cancel;
   opt.hung_shapes = &state.hung;
+  opt.speed = &state.speed;
   opt.huge_cases = prof.name == "thorough";
   opt.memory_limit_mib = request.memory_limit_mib;
   if (request.shape_pool == "auto") {
@@ -80,6 +81,9 @@ int exit_code(const reporting::Document &doc, bool strict, bool cancelled) {
   return (undecided || !any_ran) ? kExitInconclusive : kExitPass;
 }
 
+/// The terminal summary names this many of a run's slowest properties.
+constexpr std::size_t kSlowestShown = 3;
+
 void print_table(const reporting::Document &doc) {
   std::size_t width = 14;  // the kernel column fits the longest name
   for (const reporting::Run &run : doc.runs) width = std::max(width, run.report.kernel.size());
@@ -107,6 +111,25 @@ void print_table(const reporting::Document &doc) {
     const Report &r = doc.runs[n].report;
     if (n > 0 && doc.runs[n - 1].report.kernel == r.kernel && doc.runs[n - 1].report.contract == r.contract) continue;
     fmt::print("contract of {}: {}\n", r.kernel, r.contract.describe_changes());
+  }
+  // Where the time went (the one part of a run that depends on the machine): each run, its kernel's share, and its
+  // slowest properties.
+  for (const reporting::Run &run : doc.runs) {
+    double seconds = 0, kernel = 0;
+    std::vector<const PropertyReport *> by_time;
+    for (const PropertyReport &p : run.report.properties) {
+      seconds += p.timing.seconds;
+      kernel += p.timing.kernel_seconds;
+      by_time.push_back(&p);
+    }
+    if (by_time.empty()) continue;
+    std::stable_sort(by_time.begin(), by_time.end(),
+                     [](const auto *a, const auto *b) { return a->timing.seconds > b->timing.seconds; });
+    std::string slowest;
+    for (std::size_t n = 0; n < std::min<std::size_t>(kSlowestShown, by_time.size()); ++n)
+      slowest += fmt::format("{}{} {:.1f} s", n ? ", " : "", by_time[n]->id, by_time[n]->timing.seconds);
+    fmt::print("time of {} {}: {:.1f} s, {:.1f} s of it in the kernel; slowest: {}\n", run.report.kernel,
+               dtype_name(run.report.dtype), seconds, kernel, slowest);
   }
   // Counterexamples grouped by root cause, failures before warnings; numbered as `replay --failure N` takes them.
   const auto failures = doc.failures();

@@ -25,17 +25,20 @@ enum ExitCode : int {
   kExitInternal = 4,      ///< internal error of attncheck
 };
 
-/// A profile: how hard to look, per kernel and dtype.
+/// A profile: a plan (what is checked, drawn from the seed) and a guard (the wall-clock limit that bounds what a
+/// misbehaving kernel costs: CheckOptions::time_budget).
 struct ProfileSpec {
   std::string_view name;
   int cases;                    ///< cases per property
-  std::chrono::seconds budget;  ///< wall-clock budget per kernel and dtype
+  std::chrono::seconds budget;  ///< the guard, per kernel and dtype
 };
-/// quick: seconds, for pre-commit; default: at most a minute per kernel and dtype on 2 cores; thorough: minutes.
+/// Each guard is at least 4× what its plan takes the slowest bundled run (naive float32) on a quiet 2-core machine,
+/// with one job: a runner 4× oversubscribed still decides every property (SPEC.md §7, the plan and the guard).
+/// quick: seconds, for pre-commit; default: a minute or two per kernel and dtype; thorough: tens of minutes.
 inline constexpr ProfileSpec kProfiles[] = {
-    {"quick", 15, std::chrono::seconds(20)},
-    {"default", 100, std::chrono::seconds(60)},
-    {"thorough", 1000, std::chrono::seconds(900)},
+    {"quick", 15, std::chrono::seconds(120)},
+    {"default", 100, std::chrono::seconds(600)},
+    {"thorough", 1000, std::chrono::seconds(7200)},
 };
 /// The profile named `name`; nullptr for another name.
 const ProfileSpec *find_profile(std::string_view name);
@@ -51,9 +54,11 @@ struct GateRequest {
   std::uint64_t memory_limit_mib = 4096;
 };
 
-/// What a kernel's runs share across its dtypes and properties: the shapes that hung, whether it compiles per shape.
+/// What a kernel's runs share across its dtypes and properties: the shapes that hung (or were too slow), its
+/// measured speed, whether it compiles per shape.
 struct KernelRunState {
   std::vector<Shape> hung;
+  KernelSpeed speed;
   std::optional<bool> compiles;
 };
 

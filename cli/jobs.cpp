@@ -125,21 +125,10 @@ std::optional<Message> take_message(std::string &buf, ExecKernel::CallTimes &tim
   return m;
 }
 
-/// A property whose time share stopped its search before it decided: time other items leave may continue it.
-bool starved(const reporting::Run &run) {
-  const PropertyReport &p = run.report.properties.at(0);
-  return p.verdict == Verdict::undecided && p.budget_exhausted && !p.interrupted;
-}
-
-/// Shorter than this, a continuation would only replay the draws its search made before.
-constexpr std::chrono::milliseconds kMinContinuation{250};
-
-std::string item_line(std::size_t index, const WorkItem &it, std::chrono::milliseconds budget,
-                      const std::vector<Shape> &hung) {
+std::string item_line(std::size_t index, const WorkItem &it, const std::vector<Shape> &hung) {
   const auto end_ms = std::chrono::duration_cast<std::chrono::milliseconds>(it.end.time_since_epoch()).count();
   std::string line = "item " + std::to_string(index) + " " + std::to_string(it.kernel) + " " +
-                     std::string(dtype_name(it.dtype)) + " " + it.property + " " + std::to_string(budget.count()) +
-                     " " + std::to_string(end_ms);
+                     std::string(dtype_name(it.dtype)) + " " + it.property + " " + std::to_string(end_ms);
   for (const Shape &s : hung) {
     line += ' ';
     line += shape_word(s);
@@ -154,11 +143,8 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
                                            const std::vector<WorkItem> &items, int jobs,
                                            const std::atomic<bool> &cancel, std::vector<bool> &done,
                                            const OnItemDone &on_done, ExecKernel::CallTimes &times) {
-  using Clock = std::chrono::steady_clock;
   std::vector<reporting::Run> runs(items.size());
   done.assign(items.size(), false);
-  std::vector<std::size_t> ran_by(items.size());  // the worker that ran each item: it holds its search trail
-  std::vector<bool> continued(items.size(), false);
   std::map<std::size_t, std::vector<Shape>> hung;  // by kernel: what the workers report
   std::vector<Worker> workers;
   const int n = std::max(1, std::min<int>(jobs, static_cast<int>(items.size())));
@@ -166,44 +152,17 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
   for (int w = 0; w < n; ++w) workers.push_back(spawn(worker_command, threads));
   std::size_t next = 0;
   bool forwarded = false;
-  const auto remaining = [](const WorkItem &it) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(it.end - Clock::now());
-  };
-  // A starved item `w` ran, while its run's budget lasts (as check() continues starved searches: CheckOptions).
-  const auto continuation = [&](std::size_t w) -> std::optional<std::size_t> {
-    for (std::size_t i = 0; i < items.size(); ++i)
-      if (done[i] && ran_by[i] == w && !continued[i] && starved(runs[i]) && remaining(items[i]) >= kMinContinuation)
-        return i;
-    return std::nullopt;
-  };
   auto give = [&](std::size_t k) {
     Worker &w = workers[k];
-    std::optional<std::size_t> i;
-    if (!cancel.load()) i = next < items.size() ? std::optional<std::size_t>(next) : continuation(k);
-    if (!i) {
+    if (cancel.load() || next >= items.size()) {
       if (w.to >= 0) close(w.to);  // no more items: the worker exits
       w.to = -1;
       return;
     }
-    const WorkItem &it = items[*i];
-    // Its share of what is left of its run's budget, as the serial engine carries unused time over: the time to the
-    // run's end spread over the run's items not started (or not continued) yet, `jobs` at a time.
-    std::size_t left = 0;
-    if (*i == next)
-      for (std::size_t j = next; j < items.size() && items[j].end == it.end; ++j) ++left;
-    else
-      for (std::size_t j = 0; j < items.size(); ++j)
-        left += items[j].end == it.end && done[j] && !continued[j] && starved(runs[j]);
-    const auto budget = std::clamp(remaining(it) * n / static_cast<std::int64_t>(left), std::chrono::milliseconds(1),
-                                   std::max(*i == next ? it.budget : remaining(it), std::chrono::milliseconds(1)));
-    if (*i == next) {
-      ran_by[next++] = k;
-    } else {
-      continued[*i] = true;
-    }
-    w.item = *i;
-    if (!write_all(w.to, item_line(*i, it, budget, hung[it.kernel])))
+    w.item = next;
+    if (!write_all(w.to, item_line(next, items[next], hung[items[next].kernel])))
       throw std::runtime_error("--jobs: a worker stopped reading its items");
+    ++next;
   };
   for (std::size_t k = 0; k < workers.size(); ++k) give(k);
 
@@ -248,7 +207,7 @@ std::vector<reporting::Run> run_on_workers(const std::vector<std::string> &worke
         runs[index] = std::move(d.runs[0]);
         done[index] = true;
         w.item.reset();
-        on_done(index, runs[index], continued[index]);
+        on_done(index, runs[index]);
         give(k);
       }
     }
@@ -269,12 +228,11 @@ int serve_items(const std::function<ItemResult(const WorkItem &)> &run_item,
     std::string word, dtype;
     std::size_t index = 0;
     WorkItem it;
-    long long budget_ms = 0, end_ms = 0;
-    if (!(in >> word >> index >> it.kernel >> dtype >> it.property >> budget_ms >> end_ms) || word != "item" ||
+    long long end_ms = 0;
+    if (!(in >> word >> index >> it.kernel >> dtype >> it.property >> end_ms) || word != "item" ||
         !read_shapes(in, it.hung))
       return 2;
     it.dtype = parse_dtype(dtype);
-    it.budget = std::chrono::milliseconds(budget_ms);
     it.end = std::chrono::steady_clock::time_point(std::chrono::milliseconds(end_ms));
     ItemResult r = run_item(it);
     reporting::Document d;

@@ -363,7 +363,7 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
       break;
     }
     case ChildProcess::Read::timeout:
-      ++CallRecord::of_this_thread().timeouts;
+      CallRecord::of_this_thread().note_timeout(limit);
       return broke(who_call + ": no answer within " + seconds_text(limit) + stderr_note(c) +
                    ": the child was stopped and restarts on the next call; raise the exec timeout if the kernel is "
                    "just slow");

@@ -230,6 +230,13 @@ class Obj {
     if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
     fail(where() + "\"" + key + "\" is not a number or \"inf\"");
   }
+  /// A finite number of seconds, ≥ 0.
+  double seconds(const char *key) const {
+    const json &v = at(key);
+    if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+      fail(where() + "\"" + key + "\" is not a number of seconds");
+    return v.get<double>();
+  }
   double value(const char *key) const {
     const json &v = at(key);
     double x = 0;
@@ -488,6 +495,57 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
   return run;
 }
 
+/// Seconds to the millisecond: timing figures are for people, and round-trip exactly in that form.
+double milliseconds(double seconds) { return std::round(seconds * 1000) / 1000; }
+
+/// The top-level `timing` object: where each run's and property's time went. The only part of report.json that
+/// depends on the machine (tools that compare reports leave it out).
+ojson timing_json(const Document &doc) {
+  ojson runs = ojson::array();
+  double seconds = 0, kernel_seconds = 0;
+  for (const Run &run : doc.runs) {
+    ojson props = ojson::array();
+    double run_seconds = 0, run_kernel = 0;
+    for (const PropertyReport &p : run.report.properties) {  // sums of the rounded figures: they read back the same
+      const double wall = milliseconds(p.timing.seconds), kernel = milliseconds(p.timing.kernel_seconds);
+      props.push_back(ojson{{"property", p.id}, {"seconds", wall}, {"kernel_seconds", kernel}});
+      run_seconds += wall;
+      run_kernel += kernel;
+    }
+    runs.push_back(ojson{{"kernel", run.report.kernel},
+                         {"dtype", dtype_name(run.report.dtype)},
+                         {"seconds", milliseconds(run_seconds)},
+                         {"kernel_seconds", milliseconds(run_kernel)},
+                         {"properties", std::move(props)}});
+    seconds += run_seconds;
+    kernel_seconds += run_kernel;
+  }
+  return ojson{{"seconds", milliseconds(seconds)},
+               {"kernel_seconds", milliseconds(kernel_seconds)},
+               {"runs", std::move(runs)}};
+}
+
+/// Reads the `timing` object back into the runs' properties (absent: written before it existed, all zero).
+void read_timing(const Obj &top, Document &doc) {
+  if (!top.has("timing")) return;
+  const Obj timing(top.at("timing"), "timing");
+  const json &runs = timing.array("runs");
+  if (runs.size() != doc.runs.size()) fail("timing.runs has " + std::to_string(runs.size()) + " runs, runs has " +
+                                           std::to_string(doc.runs.size()));
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const std::string path = "timing.runs[" + std::to_string(r) + "]";
+    const Obj run(runs[r], path);
+    const json &props = run.array("properties");
+    std::vector<PropertyReport> &into = doc.runs[r].report.properties;
+    if (props.size() != into.size()) fail(run.where() + "properties do not match the run's");
+    for (std::size_t n = 0; n < props.size(); ++n) {
+      const Obj p(props[n], path + ".properties[" + std::to_string(n) + "]");
+      if (p.str("property") != into[n].id) fail(p.where() + "is not the run's property " + into[n].id);
+      into[n].timing = {.seconds = p.seconds("seconds"), .kernel_seconds = p.seconds("kernel_seconds")};
+    }
+  }
+}
+
 }  // namespace
 
 std::string to_json(const Document &doc) {
@@ -532,7 +590,19 @@ std::string to_json(const Document &doc) {
   j["verdict"] = detail::verdict_id(doc.verdict());
   j["failures"] = std::move(failures);
   j["runs"] = std::move(runs);
+  j["timing"] = timing_json(doc);
   // Invalid UTF-8 in a kernel's strings becomes U+FFFD rather than an exception.
+  return j.dump(kIndent, ' ', false, ojson::error_handler_t::replace) + "\n";
+}
+
+std::string content_of(std::string_view report_json) {
+  ojson j;
+  try {
+    j = ojson::parse(report_json.begin(), report_json.end());
+  } catch (const ojson::exception &e) {
+    fail(std::string("not JSON: ") + e.what());
+  }
+  if (j.is_object()) j.erase("timing");
   return j.dump(kIndent, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
@@ -572,6 +642,7 @@ Document from_json(std::string_view text) {
   std::size_t failures = 0;
   for (std::size_t n = 0; n < runs.size(); ++n)
     doc.runs.push_back(read_run(Obj(runs[n], "runs[" + std::to_string(n) + "]"), version, &failures));
+  read_timing(top, doc);
   return doc;
 }
 

@@ -407,7 +407,7 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
     case Read::timeout:
       kill_group();
       reap(0);
-      ++CallRecord::of_this_thread().timeouts;
+      CallRecord::of_this_thread().note_timeout(limit);
       r.fault.kind = CallFault::timeout;
       r.fault.message = "did not return within " + std::to_string(limit.count()) +
                         " ms (a hang?); the sandbox killed it";

@@ -1,6 +1,7 @@
 #include "attncheck/kernel_call.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -22,6 +23,10 @@ CallRecord &CallRecord::of_this_thread() {
   thread_local CallRecord record;
   return record;
 }
+std::chrono::nanoseconds &CallRecord::kernel_time() {
+  thread_local std::chrono::nanoseconds total{0};
+  return total;
+}
 
 Tensor make_out(const Shape &s, Dtype dt) { return Tensor::contiguous(dt, {s.B, s.Hq, s.Lq, s.Dv}); }
 Tensor make_lse(const Shape &s) { return Tensor::contiguous(Dtype::f32, {s.B, s.Hq, s.Lq}); }
@@ -34,6 +39,30 @@ CallResult finish(const attncheck_kernel &kernel, int status) {
     if (msg) r.message = msg;
   }
   return r;
+}
+
+/// Runs one call of the kernel's entry point (`backward` or forward) on a problem of shape `s`, recording in
+/// CallRecord its time, and its work when the isolating runner stopped it at its timeout.
+template <class Call>
+int timed_call(const Shape &s, bool backward, Call &&call) {
+  CallRecord &record = CallRecord::of_this_thread();
+  const int timeouts = record.timeouts;
+  const auto started = std::chrono::steady_clock::now();
+  const int status = call();
+  const auto took = std::chrono::steady_clock::now() - started;
+  CallRecord::kernel_time() += took;
+  const std::int64_t work = s.B * s.Hq * s.Lq * s.Lk * (s.D + s.Dv);
+  if (record.timeouts > timeouts) {
+    if (record.timed_out_work == 0) {
+      record.timed_out_work = std::max<std::int64_t>(work, 1);
+      record.timed_out_backward = backward;
+    }
+  } else if (status == ATTNCHECK_OK) {  // a declined call says nothing of its speed
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(took);
+    if (CallRecord::Timed &t = backward ? record.backward : record.forward; work >= t.work) t = {work, ns, s};
+    record.quickest = std::min(record.quickest.value_or(ns), ns);
+  }
+  return status;
 }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -288,7 +317,8 @@ CallResult call_forward(const attncheck_kernel &kernel, const Problem &p, Tensor
     DLTensor o = out.dl();
     DLTensor l{};
     if (lse) l = lse->dl();
-    return finish(kernel, kernel.forward(&params, &q, &k, &v, &o, lse ? &l : nullptr));
+    return finish(kernel, timed_call(p.shape, false,
+                                     [&] { return kernel.forward(&params, &q, &k, &v, &o, lse ? &l : nullptr); }));
   }
   FeatureCall fc(p);
   const attncheck_params params = fc.params();
@@ -299,7 +329,8 @@ CallResult call_forward(const attncheck_kernel &kernel, const Problem &p, Tensor
   DLTensor o = fc.rows_out(out, pout)->dl();
   DLTensor l{};
   if (lse) l = fc.rows_out(*lse, plse)->dl();
-  const CallResult r = finish(kernel, kernel.forward(&params, &q, &k, &v, &o, lse ? &l : nullptr));
+  const CallResult r = finish(
+      kernel, timed_call(p.shape, false, [&] { return kernel.forward(&params, &q, &k, &v, &o, lse ? &l : nullptr); }));
   if (r.ok()) {
     fc.unpack_rows(pout, out, 0);
     if (lse) fc.unpack_rows(plse, *lse, -std::numeric_limits<double>::infinity());
@@ -318,7 +349,9 @@ CallResult call_backward(const attncheck_kernel &kernel, const Problem &p, const
     DLTensor l{};
     if (lse) l = lse->dl();
     DLTensor gq = dq.dl(), gk = dk.dl(), gv = dv.dl();
-    return finish(kernel, kernel.backward(&params, &q, &k, &v, &o, lse ? &l : nullptr, &dout, &gq, &gk, &gv));
+    return finish(kernel, timed_call(p.shape, true, [&] {
+                    return kernel.backward(&params, &q, &k, &v, &o, lse ? &l : nullptr, &dout, &gq, &gk, &gv);
+                  }));
   }
   if (p.features.storage == KvStorage::paged)
     return CallResult{ATTNCHECK_UNSUPPORTED, "a paged KV cache has no backward in the ABI"};
@@ -331,8 +364,9 @@ CallResult call_backward(const attncheck_kernel &kernel, const Problem &p, const
   DLTensor l{};
   if (lse) l = fc.rows_in(*lse, plse).dl();
   DLTensor gq = fc.rows_out(dq, pdq)->dl(), gk = fc.keys_out(dk, pdk)->dl(), gv = fc.keys_out(dv, pdv)->dl();
-  const CallResult r =
-      finish(kernel, kernel.backward(&params, &q, &k, &v, &o, lse ? &l : nullptr, &dout, &gq, &gk, &gv));
+  const CallResult r = finish(kernel, timed_call(p.shape, true, [&] {
+                                 return kernel.backward(&params, &q, &k, &v, &o, lse ? &l : nullptr, &dout, &gq, &gk, &gv);
+                               }));
   if (r.ok()) {
     fc.unpack_rows(pdq, dq, 0);
     fc.unpack_keys(pdk, dk, 0);

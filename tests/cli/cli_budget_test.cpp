@@ -78,8 +78,8 @@ TEST_CASE("two worker processes write the same report.json, summary.md and JUnit
                                 " --junit " + dir + "/junit.xml"));
     INFO(r.out << r.err);
     CHECK(r.status == kExitCounterexample);
-    for (const char *file : {"/report.json", "/summary.md", "/junit.xml"})
-      reports[jobs - 1] += run("cat " + dir + file).out;
+    reports[jobs - 1] = report_content(dir + "/report.json");
+    for (const char *file : {"/summary.md", "/junit.xml"}) reports[jobs - 1] += run("cat " + dir + file).out;
     std::filesystem::remove_all(dir);
   }
   CHECK(!reports[0].empty());
@@ -95,7 +95,8 @@ TEST_CASE("a kernel that crashes at the memory limit on every call is one counte
   CHECK(r.status == kExitCounterexample);
   CHECK(r.out.find("counterexample 1:") != std::string::npos);
   CHECK(r.out.find("counterexample 2:") == std::string::npos);  // not one per property
-  const Run skipped = run("grep -c 'skipped at or above a shape that hung or hit the memory limit' " + dir +
+  const Run skipped = run("grep -c 'skipped at or above a shape that hung, was too slow for its timeout or hit the "
+                          "memory limit' " + dir +
                           "/report.json");
   CHECK(std::stoi(skipped.out) > 0);
   std::filesystem::remove_all(dir);
@@ -123,13 +124,42 @@ TEST_CASE("a --jobs worker skips cases at or above the hung shapes its item name
   const auto end = std::chrono::duration_cast<std::chrono::milliseconds>(
                        (std::chrono::steady_clock::now() + std::chrono::minutes(5)).time_since_epoch())
                        .count();
-  const Run r = run("printf 'item 0 0 f32 accuracy 60000 " + std::to_string(end) + " 1,1,1,1,1,1,1\\n' | " +
+  const Run r = run("printf 'item 0 0 f32 accuracy " + std::to_string(end) + " 1,1,1,1,1,1,1\\n' | " +
                     attncheck("check --plugin builtin --kernel flash --dtype f32 --quiet --worker"));
   INFO(r.out << r.err);
   CHECK(r.status == 0);
   const std::string head = r.out.substr(0, r.out.find('\n'));
   CHECK(std::regex_match(head, std::regex("done 0 [0-9]+ 1,1,1,1,1,1,1")));
-  CHECK(r.out.find("cases skipped at or above a shape that hung or hit the memory limit (B=1 Hq=1 Hkv=1 Lq=1 Lk=1 "
-                   "D=1 Dv=1)") != std::string::npos);
+  CHECK(r.out.find("cases skipped at or above a shape that hung, was too slow for its timeout or hit the memory "
+                   "limit (B=1 Hq=1 Hkv=1 Lq=1 Lk=1 D=1 Dv=1)") != std::string::npos);
   CHECK(r.out.find("\"verdict\": \"undecided\"") != std::string::npos);
+}
+
+TEST_CASE("a correct kernel too slow for its call timeout is undecided there, not failed as a hang") {
+  // slow_flash_f16: scalar float16 online softmax. With calls limited to 0.3 s, long_rows' larger problems outlast
+  // the limit; the kernel's speed on the calls that returned says they need that long, so no counterexample.
+  const std::string dir = "/tmp/attncheck-slow-test-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const Run r = run(attncheck("check --plugin " MISBEHAVING_PLUGIN " --kernel slow_flash_f16 --dtype f16 "
+                              "--properties accuracy,long_rows --profile quick --time-budget 600 --timeout 0.3 --quiet "
+                              "--jobs 1 --report-dir " + dir));
+  INFO(r.out << r.err);
+  CHECK(r.status != kExitCounterexample);
+  CHECK(r.out.find("counterexample") == std::string::npos);
+  CHECK(std::stoi(run("grep -c 'the kernel is slow there, not hanging' " + dir + "/report.json").out) > 0);
+  CHECK(run("grep -c 'GFLOP/s on a forward call of' " + dir + "/report.json").out != "0\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a kernel that hangs above 100 keys is still a hang, shrunk to 101 keys, with its speed below") {
+  // Its calls below 100 keys return in microseconds: a call on more keys that outlasts 1 s is a hang.
+  Run r;
+  const double s = seconds_of(attncheck("check --plugin " MISBEHAVING_PLUGIN " --kernel hang_above_100_keys "
+                                        "--dtype f32 --properties long_rows --profile quick --quiet --time-budget 600 "
+                                        "--timeout 1 --jobs 1"),
+                              &r);
+  INFO(r.out << r.err << "\nseconds: " << s);
+  CHECK(r.status == kExitCounterexample);
+  CHECK(r.out.find("Lk=101") != std::string::npos);  // shrunk to the first size that hangs
+  CHECK(r.out.find("did not return within 1000 ms") != std::string::npos);
 }

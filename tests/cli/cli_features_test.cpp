@@ -372,9 +372,9 @@ TEST_CASE("the same seed twice gives a byte-identical report.json for feature ru
   REQUIRE(run(feature_check(kernel, kAllFeatureProperties, args + first.path.string())).status == kExitCounterexample);
   REQUIRE(run(feature_check(kernel, kAllFeatureProperties, args + second.path.string())).status ==
           kExitCounterexample);
-  const std::string a = slurp(first / "report.json");
+  const std::string a = report_content(first / "report.json");
   CHECK(!a.empty());
-  CHECK(a == slurp(second / "report.json"));
+  CHECK(a == report_content(second / "report.json"));
   CHECK(slurp(first / "summary.md") == slurp(second / "summary.md"));
 }
 
@@ -388,7 +388,7 @@ TEST_CASE("a feature run gives the same report.json whatever the number of jobs"
   REQUIRE(run(feature_check(kernel, "alibi,window,dropout", " --seed 3 --time-budget 600 --jobs 2 --report-dir " +
                                                                  parallel.path.string()))
               .status == kExitCounterexample);
-  const std::string a = slurp(serial / "report.json");
+  const std::string a = report_content(serial / "report.json");
   CHECK(!a.empty());
-  CHECK(a == slurp(parallel / "report.json"));
+  CHECK(a == report_content(parallel / "report.json"));
 }

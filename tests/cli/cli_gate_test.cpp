@@ -93,9 +93,9 @@ TEST_CASE("the same seed twice gives a byte-identical report.json", "[cli][gate]
           kExitCounterexample);
   REQUIRE(run(bug_check(kMissingScale, "accuracy,lse", seed + " --report-dir " + second.path.string())).status ==
           kExitCounterexample);
-  const std::string a = slurp(first / "report.json");
+  const std::string a = report_content(first / "report.json");
   CHECK(!a.empty());
-  CHECK(a == slurp(second / "report.json"));
+  CHECK(a == report_content(second / "report.json"));
 }
 
 TEST_CASE("check with --junit writes JUnit XML with a failure for a missing scale", "[cli][gate]") {

@@ -43,10 +43,10 @@ void check_merges(const std::string &kernel, int expected_status) {
     const Run merged = run(attncheck("merge" + parts + " --report-dir " + dir / "merged" + " --quiet"));
     INFO(merged.err);
     CHECK(merged.status == expected_status);
-    const std::string json = slurp(dir / "whole/report.json");
+    const std::string json = report_content(dir / "whole/report.json");
     REQUIRE(!json.empty());
     if (expected_status == kExitCounterexample) REQUIRE(json.find("\"counterexample\"") != std::string::npos);
-    CHECK(slurp(dir / "merged/report.json") == json);
+    CHECK(report_content(dir / "merged/report.json") == json);
     CHECK(slurp(dir / "merged/summary.md") == slurp(dir / "whole/summary.md"));
   }
 }
@@ -74,7 +74,7 @@ TEST_CASE("a shard's partial report holds only its items and says which shard it
 TEST_CASE("the shard comes from the runner's environment when --shard is not given") {
   TempDir dir;
   REQUIRE(run(campaign("online_b1_f32acc") + " --shard 3/4 --report-dir " + dir / "flag").status == kExitPass);
-  const std::string flag = slurp(dir / "flag/report.json");
+  const std::string flag = report_content(dir / "flag/report.json");
   const std::vector<std::string> environments = {
       "ATTNCHECK_SHARD=3/4",                                                   // a CI matrix
       "TEST_SHARD_INDEX=2 TEST_TOTAL_SHARDS=4",                                // Bazel, GTest
@@ -87,7 +87,7 @@ TEST_CASE("the shard comes from the runner's environment when --shard is not giv
     const std::string out = dir / "env";
     const Run r = run("env " + env + " " + campaign("online_b1_f32acc") + " --report-dir " + out);
     REQUIRE(r.status == kExitPass);
-    CHECK(slurp(out + "/report.json") == flag);
+    CHECK(report_content(out + "/report.json") == flag);
   }
   // Bazel's protocol: a test that shards touches TEST_SHARD_STATUS_FILE.
   const Run bazel = run("env TEST_SHARD_INDEX=0 TEST_TOTAL_SHARDS=2 TEST_SHARD_STATUS_FILE=" + dir / "status " +
@@ -105,7 +105,7 @@ TEST_CASE("a shard without items passes and merges") {
   REQUIRE(run(one + " --shard 2/2 --report-dir " + dir / "b").status == kExitPass);
   REQUIRE(run(attncheck("merge " + dir / "a" + " " + dir / "b" + " --report-dir " + dir / "m --quiet")).status ==
           kExitPass);
-  CHECK(slurp(dir / "m/report.json") == slurp(dir / "whole/report.json"));
+  CHECK(report_content(dir / "m/report.json") == report_content(dir / "whole/report.json"));
 }
 
 TEST_CASE("bad shards and bad sets of partial reports are one clear error each") {

@@ -72,6 +72,14 @@ inline std::string slurp(const std::string &path) {
   return ss.str();
 }
 
+/// The report.json at `path` without its timing, the last top-level key (reporting::content_of): what the same seed
+/// makes byte-identical.
+inline std::string report_content(const std::string &path) {
+  const std::string text = slurp(path);
+  const std::size_t timing = text.rfind(",\n  \"timing\": ");
+  return timing == std::string::npos ? text : text.substr(0, timing) + "\n}\n";
+}
+
 /// The attncheck command line with `args`.
 inline std::string attncheck(const std::string &args) { return std::string(ATTNCHECK_EXE) + " " + args; }
 

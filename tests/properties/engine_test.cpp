@@ -29,6 +29,8 @@ const attncheck_kernel kDeclines{ATTNCHECK_ABI_VERSION, "declines", decline_forw
 // A correct kernel whose first g_slow_calls forward calls take kSlowCall longer: a JIT kernel's compilation, paid by
 // the first property checked.
 constexpr auto kSlowCall = std::chrono::milliseconds(400);
+// A time budget no load makes bind: the guard of tests that assert what a normal run reports.
+constexpr auto kNeverBinds = std::chrono::seconds(600);
 std::atomic<int> g_slow_calls{0};
 const attncheck_kernel &correct() { return support::variant_kernel(support::Variant{}); }
 int slow_first_forward(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
@@ -88,50 +90,59 @@ TEST_CASE("a spent time budget stops starting cases and makes the verdict undeci
   CHECK(r.text().find("time budget") != std::string::npos);
 }
 
-TEST_CASE("time the properties leave continues a search its share stopped, on the cases an unbudgeted run draws") {
+TEST_CASE("a time budget that does not bind changes nothing: a slow first property is not cut to a share") {
   CheckOptions o = options();
   o.properties = {"accuracy", "sum_to_one"};
   o.cases = 30;
-  const Report free = check(correct(), o);
+  g_slow_calls = 9;  // 3.6 s in accuracy's first cases: past half of a budget shared evenly would have been
+  const Report free = check(kSlowFirst, o);
   REQUIRE(free.verdict() == Verdict::pass);
-  // 6 s: 3 s each. accuracy's first 9 calls take 3.6 s, so its share ends before 10 decided cases; sum_to_one's
-  // cases take well under its 3 s, and accuracy continues in what is left.
-  o.time_budget = std::chrono::seconds(6);
+  o.time_budget = kNeverBinds;
   g_slow_calls = 9;
-  const Report r = check(kSlowFirst, o);
-  INFO(r.text());
-  const PropertyReport &p = *r.find("accuracy"), &f = *free.find("accuracy");
-  CHECK(p.verdict == Verdict::pass);
-  CHECK(p.note.find("continued with time other properties left") != std::string::npos);
-  CHECK(p.cases == f.cases);  // the draws of the first share were replayed, not run again, nor skipped
-  CHECK(p.worst_ratio == f.worst_ratio);
-  CHECK(p.worst == f.worst);
-  CHECK(r.find("sum_to_one")->verdict == Verdict::pass);
+  const Report guarded = check(kSlowFirst, o);
+  CHECK(guarded.text() == free.text());
+  CHECK_FALSE(guarded.properties.at(0).budget_exhausted);
 }
 
-TEST_CASE("a search stopped within a larger budget is kept in the trails, and a later check continues it") {
+TEST_CASE("when the guard binds, the property it cut and those after it are undecided, saying how far each got") {
+  CheckOptions o = options();
+  o.properties = {"accuracy", "sum_to_one"};
+  o.cases = 30;
+  o.time_budget = kSlowCall / 4;  // the first call alone outlasts it, whatever the load
+  g_slow_calls = 1;
+  const Report r = check(kSlowFirst, o);
+  INFO(r.text());
+  const PropertyReport &cut = *r.find("accuracy"), &later = *r.find("sum_to_one");
+  CHECK(cut.verdict == Verdict::undecided);
+  CHECK(cut.budget_exhausted);
+  CHECK(cut.cases == 1);
+  CHECK(cut.note.find("ran out after 1 of 30 cases (about") != std::string::npos);
+  CHECK(later.verdict == Verdict::undecided);
+  CHECK(later.note.find("ran out before its first case") != std::string::npos);
+  CHECK(r.verdict() == Verdict::undecided);
+}
+
+TEST_CASE("a worker's item ends at its run's end, not at a budget of its own") {
   CheckOptions o = options();
   o.cases = 30;
-  const Report free = check_property(correct(), "accuracy", o);
-  SearchTrails trails;
-  o.trails = &trails;
-  // A worker's item (cli/jobs.h), with no time of its own to continue in: its first case (a slow call) outlasts it.
-  o.time_budget = kSlowCall / 4;
-  o.end = std::chrono::steady_clock::now() + std::chrono::hours(1);
-  g_slow_calls = 1;
-  const Report starved = check_property(kSlowFirst, "accuracy", o);
-  INFO(starved.text());
-  CHECK(starved.properties.at(0).verdict == Verdict::undecided);
-  CHECK(starved.properties.at(0).cases == 1);
-  CHECK(trails.count("accuracy/f32") == 1);
-  o.time_budget = std::chrono::minutes(10);  // handed the item again, with time
-  const Report continued = check_property(kSlowFirst, "accuracy", o);
-  INFO(continued.text());
-  const PropertyReport &p = continued.properties.at(0), &f = free.properties.at(0);
-  CHECK(p.verdict == Verdict::pass);
-  CHECK(p.cases == f.cases);
-  CHECK(p.worst == f.worst);
-  CHECK(trails.empty());  // used up
+  o.time_budget = kNeverBinds;  // the run's budget; its end has passed already
+  o.end = std::chrono::steady_clock::now();
+  const Report r = check_property(correct(), "accuracy", o);
+  INFO(r.text());
+  CHECK(r.properties.at(0).verdict == Verdict::undecided);
+  CHECK(r.properties.at(0).cases == 0);
+}
+
+TEST_CASE("each property's time is kept apart from the report's content, with the kernel's share of it") {
+  CheckOptions o = options();
+  o.properties = {"accuracy"};
+  o.cases = 12;
+  g_slow_calls = 2;
+  const Report r = check(kSlowFirst, o);
+  const Timing &t = r.properties.at(0).timing;
+  CHECK(t.kernel_seconds >= 2 * std::chrono::duration<double>(kSlowCall).count());
+  CHECK(t.seconds >= t.kernel_seconds);
+  CHECK(r.text().find("seconds") == std::string::npos);
 }
 
 TEST_CASE("a kernel that declines every case is unsupported, not failed") {

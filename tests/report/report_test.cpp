@@ -168,7 +168,7 @@ TEST_CASE("checking the same kernel twice gives byte-identical report.json") {
   again.tool_version = "0.1.0-test";
   again.runs.push_back(checked(buggy(), {"accuracy"}));
   again.runs.push_back(checked(correct(), {"accuracy", "lse"}));
-  CHECK(to_json(again) == to_json(document()));
+  CHECK(content_of(to_json(again)) == content_of(to_json(document())));
 }
 
 TEST_CASE("report.json holds the marker, the exact inputs as hex floats and the reproduce string") {

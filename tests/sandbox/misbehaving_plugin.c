@@ -1,6 +1,6 @@
 /* A plugin of misbehaving kernels for the sandbox tests and the time-to-verdict benchmark, and one well-behaved
  * kernel ("naive": float32 attention, forward and backward, any strides) that the misbehaving ones build on. Every
- * kernel is float32 only. */
+ * kernel is float32 only, but slow_flash_f16 (float16 only: correct, and slow). */
 #include "attncheck/kernel_abi.h"
 
 #include <fcntl.h>
@@ -182,6 +182,56 @@ static int hang_above_100_keys_backward(const attncheck_params *p, const DLTenso
                                         const DLTensor *dout, DLTensor *dq, DLTensor *dk, DLTensor *dv) {
   if (k->shape[2] > kHangAboveKeys) return hang_forward(p, q, k, v, dq, NULL);
   return naive_backward(p, q, k, v, out, lse, dout, dq, dk, dv);
+}
+
+/* ---- a correct kernel that is merely slow ---- */
+
+/* float16 attention as FlashAttention computes it — one online-softmax pass per row, float32 accumulation, O
+ * rounded to float16 once — but scalar and single-threaded, with float16 converted element by element: more than 10×
+ * slower than the bundled flash kernel. A slow kernel is not a hanging one (the load tests, cli_load_test.cpp). */
+static float f16_at4(const DLTensor *t, int64_t b, int64_t h, int64_t i, int64_t c) {
+  const _Float16 *x = (const _Float16 *)((const char *)t->data + t->byte_offset) + b * stride(t, 0) +
+                      h * stride(t, 1) + i * stride(t, 2) + c * stride(t, 3);
+  return (float)*x;
+}
+FORWARD(slow_flash_f16_forward) {
+  if (q->dtype.code != kDLFloat || q->dtype.bits != 16) {
+    g_error = "slow_flash_f16: float16 only";
+    return ATTNCHECK_UNSUPPORTED;
+  }
+  const int64_t B = q->shape[0], Hq = q->shape[1], Lq = q->shape[2], D = q->shape[3];
+  const int64_t Hkv = k->shape[1], Lk = k->shape[2], Dv = v->shape[3];
+  float *acc = malloc((size_t)(Dv > 0 ? Dv : 1) * sizeof(float));
+  if (!acc) return ATTNCHECK_ERROR;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t hk = h / (Hq / Hkv);
+      for (int64_t i = 0; i < Lq; ++i) {
+        float m = -INFINITY, l = 0;
+        for (int64_t c = 0; c < Dv; ++c) acc[c] = 0;
+        for (int64_t j = 0; j < Lk; ++j) {
+          if (!visible(p, i, j, Lq, Lk)) continue;
+          float s = 0;
+          for (int64_t c = 0; c < D; ++c) s += f16_at4(q, b, h, i, c) * f16_at4(k, b, hk, j, c);
+          s *= (float)p->scale;
+          if (s > m) {  /* a new maximum: rescale what the row has summed so far */
+            const float correction = m == -INFINITY ? 0 : expf(m - s);
+            l *= correction;
+            for (int64_t c = 0; c < Dv; ++c) acc[c] *= correction;
+            m = s;
+          }
+          const float pij = expf(s - m);
+          l += pij;
+          for (int64_t c = 0; c < Dv; ++c) acc[c] += pij * f16_at4(v, b, hk, j, c);
+        }
+        _Float16 *o = (_Float16 *)((char *)out->data + out->byte_offset) + b * stride(out, 0) + h * stride(out, 1) +
+                      i * stride(out, 2);
+        for (int64_t c = 0; c < Dv; ++c) o[c * stride(out, 3)] = (_Float16)(l > 0 ? acc[c] / l : 0.0f);
+        if (lse) *at3(lse, b, h, i) = l > 0 ? m + logf(l) : -INFINITY;
+      }
+    }
+  free(acc);
+  return ATTNCHECK_OK;
 }
 
 /* Correct results, then one more element right after out's last one. */
@@ -452,6 +502,7 @@ static const attncheck_kernel kKernels[] = {
     {ATTNCHECK_ABI_VERSION, "hang", hang_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "hang_above_100_keys", hang_above_100_keys_forward, hang_above_100_keys_backward,
      last_error},
+    {ATTNCHECK_ABI_VERSION, "slow_flash_f16", slow_flash_f16_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "exit", exit_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "write_past_end", write_past_end_forward, NULL, last_error},
     {ATTNCHECK_ABI_VERSION, "write_before_start", write_before_start_forward, NULL, last_error},

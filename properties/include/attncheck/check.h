@@ -15,6 +15,7 @@
 
 #include "attncheck/error_model.h"
 #include "attncheck/kernel_abi.h"
+#include "attncheck/kernel_call.h"
 #include "attncheck/report.h"
 
 #include <atomic>
@@ -41,35 +42,42 @@ struct CheckProgress {
   int shrinks_tried = 0;
 };
 
-/// A property's search that its time share stopped before it decided: the result of each case it drew, in order
-/// (RapidCheck's success or discard), and its counts, so that a later run continues it without running those cases
-/// again (the same seed draws them again; their results are replayed).
 /// What a property's search has counted: cases decided or not, declined, skipped, and its worst error ÷ bound.
 struct SearchCounts {
   int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
   double worst_ratio = 0;
   std::string worst;
 };
-struct SearchTrail {
-  std::vector<std::int8_t> results;  ///< per drawn case: kSuccess or kDiscard
-  SearchCounts counts;
-  static constexpr std::int8_t kSuccess = 0, kDiscard = 1;
+
+/// What a check measured of a kernel's speed: per entry point, the call with the most work that returned
+/// (CallRecord::Timed). A call stopped at its timeout is a hang only when the kernel's speed there predicts that it
+/// should have returned within 1/kHangMargin of the limit; otherwise the kernel is slow on that size, and the case
+/// is undecided (a slow kernel is not a hanging one).
+struct KernelSpeed {
+  CallRecord::Timed forward, backward;
+  std::optional<std::chrono::nanoseconds> quickest;  ///< of any call: the cost of a call whatever its work
+  static constexpr int kHangMargin = 4;
+  /// Seconds a call of `work` should take (forward, or backward): the quickest call's time, plus the rest of the
+  /// largest call's of that entry point that returned (of the other one when none did) scaled by work; nullopt
+  /// when no call has returned.
+  std::optional<double> predict(std::int64_t work, bool backward) const;
+  /// The speed the prediction rests on, for messages: "1.2 GFLOP-units/s on a call of work N" (work per second).
+  std::string describe(bool backward) const;
+  void record(const CallRecord &r);
 };
-/// Searches stopped by their time share, by "property/dtype" (one kernel, one seed).
-using SearchTrails = std::map<std::string, SearchTrail>;
 
 struct CheckOptions {
   Dtype dtype = Dtype::f32;                ///< storage dtype of every case
   std::vector<std::string> properties;     ///< property ids, in this order; empty = every registered property
   int cases = kDefaultCases;               ///< target cases per property (RapidCheck's maxSuccess)
   std::uint64_t seed = 1;                  ///< same seed ⇒ same cases ⇒ same report
-  /// Wall-clock budget for the whole check, shared evenly by the properties (unused time carries over); no new
-  /// case starts once a property's share is spent. Time left after the last property continues, in order, the
-  /// searches their shares stopped before they decided (a JIT kernel's first properties pay its compilation).
-  /// 0 = none.
+  /// A guard, not a sampler: the wall-clock limit of the whole check, there to bound what a misbehaving kernel
+  /// costs (a hang, a compile storm, a kernel far slower than the plan assumes). What a check runs is fixed by
+  /// the plan (cases, max_shrinks, the seed), so a report does not depend on the machine's load — until the guard
+  /// binds: then no new case or shrink starts, and the properties it cut are undecided, saying so. 0 = none.
   std::chrono::milliseconds time_budget{0};
-  /// When set, the end of a larger budget this check is part of (a parallel run's share, cli/jobs.h): no property
-  /// runs past it, and a failure's shrinking may borrow up to it. Steady clock (system-wide on Linux).
+  /// When set, the guard's end instead of start + time_budget: a worker's item of a parallel run (cli/jobs.h),
+  /// which ends where its (kernel, dtype) run would end in a serial check. Steady clock (system-wide on Linux).
   std::optional<std::chrono::steady_clock::time_point> end;
   /// What the kernel declares (SPEC.md §3.1): which properties are required or advisory, the causal alignment and
   /// LSE it is checked against, and its precision profile (contract.profile(dtype)).
@@ -83,16 +91,14 @@ struct CheckOptions {
   /// Set (by a signal handler, another thread) to stop the check early: no new case or shrink candidate starts,
   /// the case in flight is not counted, and the report keeps what was decided (PropertyReport::interrupted).
   const std::atomic<bool> *cancel = nullptr;
-  /// Shapes whose calls hung or hit the memory limit, kept across check() calls when set (a CLI run of many dtypes, a worker of many
-  /// properties): cases at or above them are skipped. nullptr: kept within this call only.
+  /// Shapes whose calls hung, were too slow for their timeout or hit the memory limit, kept across check() calls
+  /// when set (a CLI run of many dtypes, a worker of many properties): cases at or above them are skipped, since
+  /// each would wait a timeout again. nullptr: kept within this call only.
   std::vector<Shape> *hung_shapes = nullptr;
   /// While a hang (a call stopped at its timeout) is shrunk, each candidate call may take this many times the
   /// longest call that returned so far (at least kMinHangShrinkTimeout, at most the runner's own timeout); the
   /// minimal case is then confirmed once at the full timeout.
   static constexpr int kHangShrinkFactor = 4;
-  /// A failure's shrinking may take up to this percentage of the time left in the check's budget (or `end`), past
-  /// its property's share: later properties get less.
-  static constexpr int kShrinkBudgetShare = 25;
   static constexpr std::chrono::milliseconds kMinHangShrinkTimeout{250};
   /// Compile-friendly generation (CaseOptions::shape_pool): draw every case's dimensions from a pool of this many
   /// shapes (the all-ones shape, where shrinking ends; Lq = 2 > Lk = 1, for rows that see no key; and shapes drawn
@@ -107,10 +113,8 @@ struct CheckOptions {
   std::optional<bool> *compile_detected = nullptr;
   static constexpr int kAutoShapePool = 5;
   static constexpr double kCompileSeconds = 0.5, kCompileRatio = 10;
-  /// When set, searches stopped by their time share are recorded here, and a property found here continues its
-  /// search (a worker of a parallel run, which the parent hands the property again with time other items left).
-  /// nullptr: within this call only.
-  SearchTrails *trails = nullptr;
+  /// The kernel's speed (KernelSpeed), kept across check() calls when set, as hung_shapes. nullptr: within this call.
+  KernelSpeed *speed = nullptr;
   /// Stretched properties (long_rows) also run a case of more than 2³¹ elements (CaseOptions::huge_bytes) when its
   /// tensors fit in memory_limit_mib less kHugeMemoryMargin, and kHugeHostCopies of them in the memory available
   /// here (the problem, the sandbox's shared copy and its snapshot of the inputs) — the thorough profile; else the

@@ -1,7 +1,7 @@
 // The result of attncheck::check as plain data: per property the cases run, skipped and undecided, the verdict,
 // the worst error ÷ bound, and for a failure the shrunk counterexample with its exact inputs, seed and reproduce
-// string. Same kernel, options and seed ⇒ the same Report (nothing time-dependent is kept, except whether the time
-// budget ran out).
+// string. Same kernel, options and seed ⇒ the same Report, whatever the machine's load: nothing time-dependent is
+// kept but the Timing figures, and whether the time guard bound (then the cut properties say so).
 #pragma once
 
 #include "attncheck/case.h"
@@ -41,6 +41,13 @@ struct Counterexample {
   std::vector<Explanation> explained_by;
 };
 
+/// Where a property's time went. Not part of a report's content: the same seed gives the same report whatever the
+/// load, except these figures (report.json keeps them apart, in its top-level `timing` object).
+struct Timing {
+  double seconds = 0;         ///< wall time of the property's run
+  double kernel_seconds = 0;  ///< of it, inside the kernel's calls (the rest is attncheck's: reference, bounds)
+};
+
 /// One property's line of the report.
 struct PropertyReport {
   std::string id, formula;
@@ -52,7 +59,7 @@ struct PropertyReport {
   int undecided = 0;    ///< cases run that could not be decided (e.g. an infinite bound)
   double worst_ratio = 0;   ///< worst error ÷ bound over the decided cases of the search
   std::string worst;        ///< the case and element of worst_ratio
-  bool budget_exhausted = false;  ///< the time budget stopped the search (or the shrinking) early
+  bool budget_exhausted = false;  ///< the time guard (CheckOptions::time_budget) cut the search or the shrinking
   /// Cases not run because their shape is at or above one that hung or hit the memory limit (every dimension ≥
   /// that counterexample's): another call would only wait for its timeout, or crash, again. The note names the
   /// shape, and the largest case that ran.
@@ -61,6 +68,7 @@ struct PropertyReport {
   std::uint64_t seed = 0;         ///< the RapidCheck seed of this property's run
   std::string note;               ///< why the verdict is unsupported or undecided, or what a reproduce run found
   std::optional<Counterexample> counterexample;  ///< present exactly when verdict is fail or warn
+  Timing timing;
 
   /// The worst error ÷ bound the property saw: the search's, or its counterexample's when larger (worst_ratio
   /// covers the cases that passed; +∞ for a NaN or a broken exact value).

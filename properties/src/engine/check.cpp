@@ -3,20 +3,26 @@
 //
 // One RapidCheck run per property. Its body draws a Case (gen_case) and runs the property; the run moves through
 // phases the body tracks itself:
-//   search    — cases until one fails (or the target count, or the time budget);
+//   search    — cases until one fails, or the planned count;
 //   shrink    — RapidCheck walks the failure's shrink tree; a candidate counts as failing only when it fails at
 //               the same ladder step (so shrinking keeps the failure and does not slide into another one), and
-//               after max_shrinks candidates, or once the time budget is spent, every candidate but the current
-//               minimum is rejected. A hang (a call stopped at its timeout) is shrunk with a shorter call timeout
-//               (a candidate fails only by hanging too) and its minimal case confirmed once at the full timeout;
-//               later cases at or above its shape are skipped (counted), since each would wait a timeout again;
+//               after max_shrinks candidates every candidate but the current minimum is rejected. A hang (a call
+//               stopped at its timeout where the kernel's measured speed says it should have returned: KernelSpeed)
+//               is shrunk with a shorter call timeout (a candidate fails only by hanging too) and its minimal case
+//               confirmed once at the full timeout; later cases at or above its shape are skipped (counted), since
+//               each would wait a timeout again. A call too slow for its timeout is an undecided case instead;
 //   reproduce — one replayed case from a reproduce string.
+//
+// What runs is the plan's alone — cases, shrinks, the seed — so a report is the same under any load. The time
+// budget is a guard over the whole check: when it passes, nothing new starts, and the properties it cut are
+// undecided, each saying how far it got.
 #include "attncheck/check.h"
 
 #include "attncheck/gen.h"
 #include "attncheck/hand_over.h"
 #include "attncheck/property.h"
 
+#include <fmt/core.h>
 #include <rapidcheck/Check.h>
 #include <rapidcheck/detail/Configuration.h>
 #include <rapidcheck/detail/Property.h>
@@ -84,19 +90,17 @@ struct RunState {
   const PropertyDef *def = nullptr;
   const Env *env = nullptr;
   Phase phase = Phase::search;
-  std::optional<Clock::time_point> deadline;
+  std::optional<Clock::time_point> deadline;  // the check's guard
+  Clock::time_point started;
   int max_shrinks = 0;
   const CheckOptions *opt = nullptr;
   std::size_t index = 0, count = 0;  // of this property among the selected ones
-  const SearchTrail *resume = nullptr;  // a search stopped earlier: its draws are replayed, not run again
-  std::size_t replayed = 0;
-  SearchTrail trail;  // this search's draws
 
-  SearchCounts counts;  // what the search counted (restored from a trail it continues)
+  SearchCounts counts;  // what the search counted
   bool budget_exhausted = false, interrupted = false;
   bool unavailable = false;  // the runner gave up on the kernel (its restarts are spent): nothing more to decide
-  const std::vector<Shape> *hung = nullptr;  // shapes that hung earlier in this check: cases at or above are skipped
-  std::optional<Clock::time_point> check_end;  // the whole check's budget: shrinking may borrow up to it
+  std::vector<Shape> *hung = nullptr;  // shapes that hung or were too slow: cases at or above are skipped
+  KernelSpeed *speed = nullptr;        // the kernel's measured speed (a timeout: a hang, or a slow kernel?)
   std::chrono::milliseconds longest_ok{0};  // the longest kernel call that returned
   std::optional<CaseSpec> largest_ran;       // the largest case whose calls all returned
   // Of the problems whose calls returned: the longest row, the largest square (Lq = Lk), the most elements in one
@@ -193,9 +197,10 @@ std::chrono::milliseconds hang_shrink_timeout(const RunState &st) {
   return std::max(CheckOptions::kMinHangShrinkTimeout, st.longest_ok * CheckOptions::kHangShrinkFactor);
 }
 
-/// Evaluates `c`, noting whether a call hit a limit (its timeout or the memory limit) and how long the calls that
-/// returned took.
-Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
+/// Evaluates `c`, noting whether a call hit a limit (its timeout or the memory limit), how long the calls took, and
+/// the kernel's speed. When `slow` is given and a call hit its timeout though the kernel's speed says it needs more
+/// than the limit allows (KernelSpeed), *slow says so: the kernel is slow there, not hanging.
+Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string *slow = nullptr) {
   CallRecord &record = CallRecord::of_this_thread();
   record.reset();
   std::optional<CallTimeout> limit;
@@ -203,6 +208,17 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
   Outcome o = evaluate(st, c);
   st.longest_ok = std::max(st.longest_ok, record.longest_ok);
   *timed_out = record.timeouts > 0 || record.memory_faults > 0;
+  if (slow && record.timed_out_work > 0) {
+    const std::optional<double> need = st.speed->predict(record.timed_out_work, record.timed_out_backward);
+    const double limit_s = std::chrono::duration<double>(record.timeout_limit).count();
+    if (need && *need * KernelSpeed::kHangMargin > limit_s)
+      *slow = fmt::format("{} call of {} needs about {:.3g} s at the kernel's speed ({}), more than 1/{} of its "
+                          "{:.3g} s timeout: the kernel is slow there, not hanging (raise --timeout, or a smaller "
+                          "plan: --profile quick)",
+                          record.timed_out_backward ? "a backward" : "a forward", c.spec.problem_shape().describe(),
+                          *need, st.speed->describe(record.timed_out_backward), KernelSpeed::kHangMargin, limit_s);
+  }
+  st.speed->record(record);
   st.unavailable |= record.unavailable > 0;
   if (o.verdict != Verdict::fail || o.step != Step::shape) {  // every call returned: the largest such is news
     if (!st.largest_ran || c.spec.work() > st.largest_ran->work()) st.largest_ran = c.spec;
@@ -216,12 +232,6 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out) {
 
 CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   using T = CaseResult::Type;
-  if (st.phase == Phase::search && st.resume && st.replayed < st.resume->results.size()) {
-    const Case c = *gen;  // drawn as before, so that the cases after it are drawn as before too
-    const bool declined = st.resume->results[st.replayed++] == SearchTrail::kDiscard;
-    remember_shape(declined ? st.declined_shapes : st.decided_shapes, c.spec.shape);  // (an undecided one too)
-    return {declined ? T::Discard : T::Success, "decided before"};
-  }
   if (st.phase == Phase::search && must_stop(st)) {
     // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
     // as the budget's (or the cancellation's) stop, not as a counterexample (st.failed stays false).
@@ -237,10 +247,11 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
   const auto at_or_above_hung = [&](const Shape &h) { return at_or_above(c.spec.problem_shape(), h); };
   if (st.phase == Phase::search && st.hung && std::any_of(st.hung->begin(), st.hung->end(), at_or_above_hung)) {
     ++st.counts.skipped;
-    return {T::Discard, "not run: at or above a shape that hung or hit the memory limit"};
+    return {T::Discard, "not run: at or above a shape that hung, was too slow or hit the memory limit"};
   }
   bool timed_out = false;
-  const Outcome o = evaluate_timed(st, c, &timed_out);
+  std::string slow;
+  const Outcome o = evaluate_timed(st, c, &timed_out, st.phase == Phase::search ? &slow : nullptr);
   // A call cut short by the cancellation (a killed sandbox, a stopped child), or refused by a runner that gave up on
   // the kernel, is no evidence: the case is not counted.
   if (st.unavailable || cancelled(st)) {
@@ -255,13 +266,13 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
         return {T::Discard, o.detail};
       }
       ++st.counts.cases;
+      if (!slow.empty()) {  // too slow for its timeout, not a hang: undecided, and its size is not tried again
+        ++st.counts.undecided;
+        if (st.first_undecided.empty()) st.first_undecided = slow;
+        remember_shape(*st.hung, c.spec.problem_shape());
+        return {T::Success, slow};
+      }
       if (o.verdict == Verdict::fail) {
-        // Shrinking may run past this property's share, into the check's own budget (later properties get less):
-        // a counterexample found is worth its minimal case.
-        if (st.deadline && st.check_end && *st.check_end > Clock::now()) {
-          const Clock::time_point now = Clock::now();
-          st.deadline = std::max(*st.deadline, now + (*st.check_end - now) * CheckOptions::kShrinkBudgetShare / 100);
-        }
         st.failed = true;
         st.hang = timed_out && o.step == Step::shape;
         st.first = c;
@@ -312,10 +323,7 @@ void report_progress(const RunState &st) {
 }
 
 CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
-  const bool searching = st.phase == Phase::search;
   const CaseResult r = body_unreported(st, gen);
-  if (searching && r.type != CaseResult::Type::Failure)
-    st.trail.results.push_back(r.type == CaseResult::Type::Discard ? SearchTrail::kDiscard : SearchTrail::kSuccess);
   report_progress(st);
   return r;
 }
@@ -379,7 +387,6 @@ std::string shortfall_text(const RunState &st) {
   std::vector<std::string> why;
   if (st.unavailable) why.push_back("the kernel's runner gave up on it (its restarts are spent)");
   if (st.interrupted) why.push_back("interrupted");
-  if (st.budget_exhausted) why.push_back("the time budget ran out");
   if (const std::string d = declined_shapes_text(st); !d.empty()) why.push_back(d);
   if (st.counts.undecided > 0)
     why.push_back(std::to_string(st.counts.undecided) + (st.counts.undecided == 1 ? " case" : " cases") +
@@ -390,6 +397,17 @@ std::string shortfall_text(const RunState &st) {
   return text;
 }
 
+/// The time guard cut the search: how far it got, and about how much more time would decide it.
+std::string guard_text(const RunState &st, const CheckOptions &opt) {
+  const double budget = std::chrono::duration<double>(opt.time_budget).count();
+  const int ran = st.counts.cases + st.counts.unsupported + st.counts.skipped;
+  if (ran == 0) return fmt::format("the time budget of {:.3g} s ran out before its first case (--time-budget)", budget);
+  const double per_case = std::chrono::duration<double>(Clock::now() - st.started).count() / ran;
+  return fmt::format("the time budget of {:.3g} s ran out after {} of {} cases (about {:.2g} s more would decide "
+                     "it: --time-budget)",
+                     budget, st.counts.cases, opt.cases, per_case * std::max(opt.cases - st.counts.cases, 1));
+}
+
 /// `plan_shapes`: how many distinct shapes the plan offers (the pool's size asked for, whatever the kernel's declines
 /// left of it; without a pool, the target cases).
 void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &opt, std::size_t plan_shapes,
@@ -398,7 +416,11 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
   const int needed = std::min(opt.min_cases, opt.cases);
   const std::size_t needed_shapes = std::min(kMinPassShapes, plan_shapes);
   const std::string why = shortfall_text(st);
-  if (st.counts.cases == 0 && st.counts.unsupported > 0) {
+  if (st.budget_exhausted && !st.interrupted) {
+    // The guard bound: what a run without it decides is unknown, so nothing is claimed.
+    pr.verdict = Verdict::undecided;
+    pr.note = guard_text(st, opt) + (why.empty() ? "" : "; " + why);
+  } else if (st.counts.cases == 0 && st.counts.unsupported > 0) {
     pr.verdict = Verdict::unsupported;
     pr.note = "the kernel declined all " + std::to_string(st.counts.unsupported) + " cases";
   } else if (decided < needed) {
@@ -424,16 +446,15 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
     std::string shapes;
     for (const Shape &h : *st.hung) shapes += (shapes.empty() ? "" : "; ") + h.describe();
     add_note(pr, std::to_string(st.counts.skipped) +
-                     " cases skipped at or above a shape that hung or hit the memory limit (" +
-                     shapes + ")");
+                     " cases skipped at or above a shape that hung, was too slow for its timeout or hit the memory "
+                     "limit (" + shapes + ")");
   }
 }
 
 PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckOptions &opt, std::size_t index,
                             std::size_t count, std::optional<Clock::time_point> deadline,
                             const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce,
-                            std::vector<Shape> &hung, Clock::time_point start_of_check,
-                            const ShapePool &drawn_from, SearchTrails &trails) {
+                            std::vector<Shape> &hung, KernelSpeed &speed, const ShapePool &drawn_from) {
   const std::shared_ptr<const std::vector<Shape>> &pool = drawn_from.shapes;
   PropertyReport pr;
   pr.id = std::string(def.id);
@@ -473,23 +494,15 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   st.env = &env;
   st.phase = reproduce ? Phase::reproduce : Phase::search;
   st.deadline = deadline;
+  st.started = Clock::now();
   st.max_shrinks = opt.max_shrinks;
   st.opt = &opt;
   st.index = index;
   st.count = count;
   st.hung = &hung;
+  st.speed = &speed;
   st.declined_shapes = drawn_from.declined;  // the pool's, declined before it was drawn from
   const std::string key = run_id(def.id, opt.dtype);
-  std::optional<SearchTrail> resumed;
-  if (const auto it = trails.find(key); it != trails.end()) {
-    if (!reproduce) resumed = std::move(it->second);
-    trails.erase(it);
-  }
-  if (resumed) {
-    st.resume = &*resumed;
-    st.counts = resumed->counts;
-  }
-  if (deadline) st.check_end = opt.end ? *opt.end : std::max(*deadline, start_of_check + opt.time_budget);
 
   rc::detail::TestMetadata meta;
   meta.id = key;
@@ -577,6 +590,9 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                        .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
                                        .explained_by = explain_failure(def, env, st.best, st.best_outcome)};
     if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
+    if (st.budget_exhausted && !st.interrupted)
+      add_note(pr, fmt::format("the time budget of {:.3g} s cut the shrinking after {} candidates (--time-budget)",
+                               std::chrono::duration<double>(opt.time_budget).count(), st.shrinks_tried));
     return pr;
   }
   if (result.match(error)) {
@@ -586,11 +602,6 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   }
   // Success, the budget's stop, or gave up after too many declined cases.
   settle_verdict(pr, st, opt, static_cast<std::size_t>(pool ? drawn_from.plan : opt.cases), pool != nullptr);
-  if (pr.verdict == Verdict::undecided && st.budget_exhausted && !st.interrupted && !st.unavailable) {
-    SearchTrail &t = trails[key] = std::move(st.trail);  // time left later continues it
-    t.counts = st.counts;
-  }
-  if (resumed) add_note(pr, "continued with time other properties left");
   if (huge_skipped) add_note(pr, *huge_skipped);
   if (co.stretch && st.largest_ran)  // which sizes ran (SPEC.md §7 long_rows)
     add_note(pr, "sizes run: rows up to Lk=" + std::to_string(st.longest_row) + ", squares up to Lq=Lk=" +
@@ -707,6 +718,31 @@ void warm_up(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
 }
 }  // namespace
 
+std::optional<double> KernelSpeed::predict(std::int64_t work, bool on_backward) const {
+  const CallRecord::Timed &own = on_backward ? backward : forward, &other = on_backward ? forward : backward;
+  const CallRecord::Timed &basis = own.work > 0 ? own : other;
+  if (basis.work == 0) return std::nullopt;
+  const double fixed = std::chrono::duration<double>(quickest.value_or(std::chrono::nanoseconds{0})).count();
+  const double scaled = std::max(std::chrono::duration<double>(basis.time).count() - fixed, 0.0);
+  return fixed + scaled * static_cast<double>(work) / static_cast<double>(basis.work);
+}
+
+std::string KernelSpeed::describe(bool on_backward) const {
+  const CallRecord::Timed &basis = (on_backward ? backward : forward).work > 0 ? (on_backward ? backward : forward)
+                                                                               : (on_backward ? forward : backward);
+  const double seconds = std::chrono::duration<double>(basis.time).count();
+  // A multiply-add per unit of work: 2 flops.
+  return fmt::format("{:.3g} GFLOP/s on a {} call of {} in {:.3g} s",
+                     2 * static_cast<double>(basis.work) / std::max(seconds, 1e-9) / 1e9,
+                     &basis == &backward ? "backward" : "forward", basis.shape.describe(), seconds);
+}
+
+void KernelSpeed::record(const CallRecord &r) {
+  if (r.forward.work >= forward.work && r.forward.work > 0) forward = r.forward;
+  if (r.backward.work >= backward.work && r.backward.work > 0) backward = r.backward;
+  if (r.quickest) quickest = std::min(quickest.value_or(*r.quickest), *r.quickest);
+}
+
 Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   Report rep;
   rep.kernel = kernel.name ? kernel.name : "?";
@@ -762,39 +798,20 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
                              options.dtype);
   pool = accepted.shapes;
   if (pool && !replay) warm_up(env, *pool, options.dtype);
-  // The properties share what the probe and the warm-up (compilation) left of the budget — or, as part of a larger
-  // budget (options.end: a worker's item), the whole share, within that budget's end.
-  const Clock::time_point start = Clock::now();
-  const auto budget =
-      options.end ? options.time_budget
-                  : std::max(options.time_budget -
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(start - check_start),
-                             std::chrono::milliseconds(1));
-  SearchTrails local_trails;
-  SearchTrails &trails = options.trails ? *options.trails : local_trails;
+  // One guard over the whole check, the probe and the warm-up (compilation) included; a worker's item ends where
+  // its run would end in a serial check (options.end).
+  std::optional<Clock::time_point> guard;
+  if (options.time_budget.count() > 0) guard = options.end ? *options.end : check_start + options.time_budget;
+  KernelSpeed local_speed;
+  KernelSpeed &speed = options.speed ? *options.speed : local_speed;
   for (std::size_t n = 0; n < selected.size(); ++n) {
-    std::optional<Clock::time_point> deadline;
-    if (options.time_budget.count() > 0)
-      deadline = start + budget * static_cast<std::int64_t>(n + 1) / static_cast<std::int64_t>(selected.size());
-    if (deadline && options.end) deadline = std::min(*deadline, *options.end);
-    rep.properties.push_back(run_property(*selected[n], env, options, n, selected.size(), deadline,
-                                          replay ? &replay->reproduce : nullptr, hung, check_start, accepted, trails));
-  }
-  // Time the properties left: the searches their shares stopped continue, in order, each with its share of it. (A
-  // part of a larger budget leaves that to whoever shares it: cli/jobs.)
-  if (options.time_budget.count() > 0 && !replay && !options.end) {
-    std::vector<std::size_t> starved;
-    for (std::size_t n = 0; n < selected.size(); ++n)
-      if (trails.count(run_id(selected[n]->id, options.dtype))) starved.push_back(n);
-    const Clock::time_point end = start + budget;
-    for (std::size_t k = 0; k < starved.size(); ++k) {
-      const Clock::time_point now = Clock::now();
-      if (now >= end || (options.cancel && options.cancel->load())) break;
-      const std::size_t n = starved[k];
-      rep.properties[n] = run_property(*selected[n], env, options, n, selected.size(),
-                                       now + (end - now) / static_cast<std::int64_t>(starved.size() - k), nullptr,
-                                       hung, check_start, accepted, trails);
-    }
+    const Clock::time_point started = Clock::now();
+    const std::chrono::nanoseconds kernel_before = CallRecord::kernel_time();
+    PropertyReport pr = run_property(*selected[n], env, options, n, selected.size(), guard,
+                                     replay ? &replay->reproduce : nullptr, hung, speed, accepted);
+    pr.timing = {.seconds = std::chrono::duration<double>(Clock::now() - started).count(),
+                 .kernel_seconds = std::chrono::duration<double>(CallRecord::kernel_time() - kernel_before).count()};
+    rep.properties.push_back(std::move(pr));
   }
   settle_hand_overs(rep);
   return rep;

@@ -122,6 +122,10 @@ void add_evidence(Run &run, const attncheck_kernel &kernel);
 std::string to_json(const Document &doc);
 /// Parses report.json (throws ReportError).
 Document from_json(std::string_view text);
+/// report.json without its top-level `timing` object: what the same seed makes byte-identical whatever the load,
+/// `--jobs` or `--shard` (timing is where the time went, the one part that depends on the machine). Tools that
+/// compare reports compare this (or `jq 'del(.timing)'`). Throws ReportError for text that is not JSON.
+std::string content_of(std::string_view report_json);
 /// Reads and parses the report.json at `path`; a ReportError names the file, and when it cannot be opened says
 /// `what_to_do`.
 Document read_report(const std::filesystem::path &path, std::string_view what_to_do);

@@ -48,8 +48,29 @@ struct CallRecord {
   int memory_faults = 0;                    ///< calls that failed at the memory limit
   int unavailable = 0;  ///< calls refused without running: the runner gave up on the kernel (restarts spent)
   std::chrono::milliseconds longest_ok{0};  ///< the longest call that returned
+  /// The kernel's speed on the calls that returned (per entry point, by the work B·Hq·Lq·Lk·(D+Dv) of the problem):
+  /// the engine predicts from it how long a call that hit its timeout should have taken (a hang or a slow kernel).
+  struct Timed {
+    std::int64_t work = 0;               ///< of the largest call that returned
+    std::chrono::nanoseconds time{0};    ///< and its wall time
+    Shape shape;                         ///< and its problem's shape
+  };
+  Timed forward, backward;
+  /// The quickest call that returned: what a call costs whatever its work (the runner's transfer, the dispatch).
+  std::optional<std::chrono::nanoseconds> quickest;
+  /// The first call that hit its timeout: its work (0: none), entry point, and the limit it had (set by the runner).
+  std::int64_t timed_out_work = 0;
+  bool timed_out_backward = false;
+  std::chrono::milliseconds timeout_limit{0};
+  /// A runner stopped a call at its timeout `limit`.
+  void note_timeout(std::chrono::milliseconds limit) {
+    if (timeouts++ == 0) timeout_limit = limit;
+  }
   static CallRecord &of_this_thread();
   void reset() { *this = CallRecord{}; }
+  /// Wall time of every kernel call this thread made (call_forward, call_backward), returned or not; never reset:
+  /// the engine takes differences (the kernel's share of a property's time).
+  static std::chrono::nanoseconds &kernel_time();
 };
 
 /// kernel.forward(params, q, k, v, out, lse); lse may be null. A problem with features (features.h) is sent with
