@@ -250,7 +250,7 @@ std::string comparison_text(const Evidence &e, std::string_view failing_what) {
         (same_exact ? was + " on both" : was + " vs " + now) + "; ";
   }
   const std::size_t count = e.differing_rows.size();
-  s += std::to_string(count) + " of " + std::to_string(e.rows()) + (count == 1 ? " row differs" : " rows differ") +
+  s += std::to_string(count) + " of " + std::to_string(e.rows()) + (count == 1 ? " rows differs" : " rows differ") +
        " beyond what the property allows";
   for (std::size_t r = 0; r < std::min(count, kRowNamesShown); ++r)
     s += (r ? ", " : ": ") + e.row_name(e.differing_rows[r]);
