@@ -19,6 +19,7 @@ using namespace attncheck;
 using namespace attncheck::reporting;
 using attncheck::test::balanced;
 using attncheck::test::error_of;
+using attncheck::test::failing;
 
 namespace {
 
@@ -87,23 +88,14 @@ Case causal_case() {
 Report causal_comparison() {
   const Case c = causal_case();
   Case changed = c;
-  for (std::size_t x = 2 * 2; x < changed.k.size(); ++x) changed.k[x] = changed.k[x] == 2 ? -2 : 2;
-  for (std::size_t x = 2 * 2; x < changed.v.size(); ++x) changed.v[x] = changed.v[x] == 2 ? -2 : 2;
-  PropertyReport p;
-  p.id = "causal";
-  p.verdict = Verdict::fail;
-  p.tier = Tier::required;
-  p.cases = 1;
-  Counterexample cx;
-  cx.minimal = c;
-  cx.original = c.spec;
-  cx.outcome.verdict = Verdict::fail;
-  cx.outcome.step = Step::mask;
-  cx.outcome.detail = "O[0,0,1,0]: changed to … with the keys hidden from row 1 (j ≥ 2) changed, … without";
-  cx.outcome.worst = cx.outcome.detail;
-  cx.outcome.failing_case = changed;
-  cx.outcome.failing_what = "keys hidden from row 1 (j ≥ 2) changed to other finite values";
-  p.counterexample = cx;
+  constexpr std::size_t kFirstHidden = 2 * 2;  // key 2's first element (D = Dv = 2)
+  for (std::vector<double> *t : {&changed.k, &changed.v})
+    for (std::size_t x = kFirstHidden; x < t->size(); ++x) (*t)[x] = (*t)[x] == 2 ? -2 : 2;
+  PropertyReport p = failing("causal", c, Step::mask,
+                             "O[0,0,1,0]: changed to … with the keys hidden from row 1 (j ≥ 2) changed, … without");
+  Outcome &o = p.counterexample->outcome;
+  o.failing_case = changed;
+  o.failing_what = "keys hidden from row 1 (j ≥ 2) changed to other finite values";
   Report r;
   r.kernel = "hand";
   r.properties.push_back(p);
@@ -165,7 +157,7 @@ TEST_CASE("a correct kernel passes the metamorphic properties and its report has
   CHECK(to_json(doc).find("\"differing_rows\"") == std::string::npos);
 }
 
-TEST_CASE("on one causal comparison a correct kernel differs in no row and the off-by-one mask in the row it reads past") {
+TEST_CASE("on one causal comparison a correct kernel differs in no row, the off-by-one mask in the row it misreads") {
   const Document right = one_run(causal_comparison(), correct());
   const Evidence &ok = *right.runs[0].evidence.at(0);
   REQUIRE(ok.original.has_value());

@@ -3,7 +3,9 @@
 
 #include "attncheck/report_io.h"
 
+#include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attncheck::test {
@@ -37,6 +39,27 @@ inline bool balanced(const std::string &xml, std::string *why) {
   }
   if (!open.empty()) return *why = "<" + open.back() + "> is never closed", false;
   return true;
+}
+
+/// A property line with a counterexample on `minimal`, failing with `detail` at `step`.
+inline PropertyReport failing(std::string id, const Case &minimal, Step step, std::string detail,
+                              Verdict v = Verdict::fail) {
+  PropertyReport p;
+  p.id = std::move(id);
+  p.formula = "f";
+  p.summary = "generic summary of " + p.id;
+  p.verdict = v;
+  p.tier = v == Verdict::warn ? Tier::advisory : Tier::required;
+  p.cases = 1;
+  Counterexample c;
+  c.minimal = minimal;
+  c.original = minimal.spec;
+  c.outcome.verdict = v;
+  c.outcome.step = step;
+  c.outcome.detail = std::move(detail);
+  c.outcome.worst_ratio = INFINITY;
+  p.counterexample = c;
+  return p;
 }
 
 }  // namespace attncheck::test

@@ -24,6 +24,7 @@
 using namespace attncheck;
 using attncheck::test::balanced;
 using attncheck::test::error_of;
+using attncheck::test::failing;
 using namespace attncheck::reporting;
 
 namespace {
@@ -431,25 +432,6 @@ Document warned_document() {
   return doc;
 }
 
-/// A property line with a counterexample on `minimal`, failing with `detail` at `step`.
-PropertyReport failing(std::string id, const Case &minimal, Step step, std::string detail, Verdict v = Verdict::fail) {
-  PropertyReport p;
-  p.id = std::move(id);
-  p.formula = "f";
-  p.summary = "generic summary of " + p.id;
-  p.verdict = v;
-  p.tier = v == Verdict::warn ? Tier::advisory : Tier::required;
-  p.cases = 1;
-  Counterexample c;
-  c.minimal = minimal;
-  c.original = minimal.spec;
-  c.outcome.verdict = v;
-  c.outcome.step = step;
-  c.outcome.detail = std::move(detail);
-  c.outcome.worst_ratio = INFINITY;
-  p.counterexample = c;
-  return p;
-}
 
 /// A two-row causal case whose row 0 sees no key (Lq = 2 > Lk = 1, bottom-right).
 Case empty_row_case() {
