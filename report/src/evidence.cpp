@@ -4,8 +4,9 @@
 // the minimal case, so that is re-run too, and the rows that differ between the two are marked.
 #include "common.h"
 
-#include "attncheck/stretch.h"
+#include "attncheck/error_model.h"
 #include "attncheck/property.h"
+#include "attncheck/stretch.h"
 #include "attncheck/reference.h"
 
 #include <charconv>
@@ -161,11 +162,20 @@ std::int64_t named_element(std::string_view text, const Evidence &ev) {
 /// Whether element x changed from the original to the modified problem beyond what the property allows (see
 /// Evidence::differing_rows); `fixed`: the failing step requires unchanged exact values to come back identical.
 bool changed_beyond(const Evidence &m, const Evidence::Original &o, std::size_t x, bool fixed) {
-  const double was = o.got[x], now = m.got[x];
-  if (was == now || (std::isnan(was) && std::isnan(now))) return false;
+  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  // An LSE of +∞ where the exact LSE is −∞ (a row that sees no key) is exact (SPEC.md §2.3).
+  const auto got = [&](double g, double exact) {
+    return m.tensor == "LSE" && exact == -INFINITY && g == INFINITY ? exact : g;
+  };
+  const double exact_was = o.exact[x], exact_now = m.exact[x];
+  const double was = got(o.got[x], exact_was), now = got(m.got[x], exact_now);
+  if (same(was, now) && same(exact_was, exact_now)) return false;
+  if (std::isnan(exact_was) || std::isnan(exact_now)) return false;  // the math has no value there to follow
   const double allowed = o.bound[x] + m.bound[x];
-  if (o.exact[x] == m.exact[x]) return fixed || !(std::abs(now - was) <= allowed);
-  return !(std::abs((now - was) - (m.exact[x] - o.exact[x])) <= allowed);
+  if (exact_was == exact_now) return fixed ? !same(was, now) : !(std::abs(now - was) <= allowed);
+  if (std::isinf(exact_was) || std::isinf(exact_now))  // no finite change to follow: each result within its own bound
+    return error_ratio(was, exact_was, o.bound[x]) > 1 || error_ratio(now, exact_now, m.bound[x]) > 1;
+  return !(std::abs((now - was) - (exact_now - exact_was)) <= allowed);
 }
 
 /// Evidence::differing_rows of `m` against its original (empty unless both have every value, in one shape).

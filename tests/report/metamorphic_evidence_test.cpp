@@ -225,3 +225,18 @@ TEST_CASE("summary.md and report.html name the row that differs and show it on b
   INFO(why);
   CHECK(ok);
 }
+
+TEST_CASE("a kernel that ignores the scale differs in the row whose exact values move while its own stay") {
+  const Document doc = checked(support::variant_kernel(support::bug_variant(support::Bug::missing_scale)),
+                               {"scale_parameter"});
+  const Counterexample &c = *doc.runs[0].report.properties.at(0).counterexample;
+  REQUIRE(c.outcome.failing_case.has_value());
+  const Evidence &ev = *doc.runs[0].evidence.at(0);
+  REQUIRE(ev.original.has_value());
+  INFO(to_markdown(doc));
+  const std::int64_t row = row_named(ev, c.outcome.detail);
+  REQUIRE(row >= 0);
+  CHECK(ev.marked_row == row);
+  CHECK(std::binary_search(ev.differing_rows.begin(), ev.differing_rows.end(), row));
+  CHECK_FALSE(same_row(ev.original->exact, ev.exact, row, ev.row_length()));
+}

@@ -66,9 +66,10 @@ struct Evidence {
   };
   std::optional<Original> original;
   /// With original of the same shape: the rows whose change from the original to the modified problem is beyond
-  /// what the property allows — some element changed where its exact value did not and the failing step fixes it
-  /// (finite, mask: the value must come back identical), or changed unlike its exact value by more than the two
-  /// bounds together (a correct kernel never does). Ascending.
+  /// what the property allows — some element changed where its exact value did not and the failing step is mask
+  /// (the property fixes it: it must come back identical), or changed unlike its exact value by more than the two
+  /// bounds together (a correct kernel never does; where an exact value is ±∞, each result beyond its own bound).
+  /// Elements whose exact value is NaN on either problem are not judged. Ascending.
   std::vector<std::int64_t> differing_rows;
   /// The row of the failing element the outcome names ("O[0,0,3,1]: …" → row O[0,0,3]), or −1.
   std::int64_t marked_row = -1;
