@@ -1,7 +1,7 @@
 // The evidence of metamorphic properties: a failure there is a difference between two problems (the generated case
 // and a modified copy), so the evidence keeps the kernel on both, the rows that differ beyond what the property
 // allows and the failing element's row — on a real check of a planted causal bug, on a hand-made causal comparison
-// judged by a correct and a buggy kernel, and through report.json, summary.md and report.html.
+// judged by a correct and a buggy kernel, and through report.json, summary.md, report.html and JUnit.
 #include "attncheck/check.h"
 #include "attncheck/reference.h"
 #include "attncheck/report_io.h"
@@ -203,7 +203,7 @@ TEST_CASE("report.json round-trips the original, the differing rows and the mark
   CHECK(error_of(repeated).find("\"differing_rows\" are not ascending rows") != std::string::npos);
 }
 
-TEST_CASE("summary.md and report.html name the row that differs and show it on both problems") {
+TEST_CASE("summary.md, report.html and JUnit name the row that differs and show it on both problems") {
   const Document &doc = causal_bug();
   const Counterexample &c = *doc.runs[0].report.properties.at(0).counterexample;
   const Evidence &ev = *doc.runs[0].evidence.at(0);
@@ -224,6 +224,8 @@ TEST_CASE("summary.md and report.html name the row that differs and show it on b
   const bool ok = balanced(html.substr(html.find("<html")), &why);
   INFO(why);
   CHECK(ok);
+  CHECK(to_junit(doc).find("row " + ev.row_name(ev.marked_row) + " differs (the failing element&#39;s): original [") !=
+        std::string::npos);
 }
 
 TEST_CASE("a kernel that ignores the scale differs in the row whose exact values move while its own stay") {

@@ -155,11 +155,13 @@ Document from_json(std::string_view text);
 Document read_report(const std::filesystem::path &path, std::string_view what_to_do);
 /// summary.md: verdict table per kernel and dtype (with its contract and warning count), then the failures and,
 /// in their own section, the warnings — each grouped by root cause (group_failures): the group's headline and
-/// caption, then each member counterexample (shape, step, worst element in hex and decimal, the replay command).
+/// caption, then each member counterexample (shape, step, worst element in hex and decimal, the replay command; for
+/// a metamorphic failure, the failing element's row on both problems and the rows that differ).
 std::string to_markdown(const Document &doc);
 /// report.html: self-contained (inline CSS and SVG); per run its contract and per property verdicts and tiers;
 /// counterexamples grouped by root cause, failures in red and warnings in amber, each with its inputs (those of
-/// the failing problem), a heatmap of error ÷ bound over the output, the attention probabilities, an error
+/// the failing problem), a heatmap of error ÷ bound over the output (for a metamorphic failure, one per problem side by
+/// side, the rows that differ outlined, the failing row's values on both), the attention probabilities, an error
 /// histogram. Every string that came from a kernel or a plugin is HTML-escaped.
 std::string to_html(const Document &doc);
 /// JUnit XML: one <testsuite> per (kernel, dtype) with its contract as a <property>, one <testcase> per property;
