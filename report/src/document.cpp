@@ -243,8 +243,12 @@ std::string comparison_text(const Evidence &e, std::string_view failing_what) {
     const bool differs = std::binary_search(e.differing_rows.begin(), e.differing_rows.end(), row);
     const std::string was = row_values(o.exact, row, len), now = row_values(e.exact, row, len);
     const auto first = static_cast<std::ptrdiff_t>(row * len);
-    const bool same_exact = std::equal(o.exact.begin() + first, o.exact.begin() + first + len, e.exact.begin() + first);
-    s = "row " + e.row_name(row) + (differs ? " differs" : " is within what the property allows") +
+    const auto same = [&](const std::vector<double> &a, const std::vector<double> &b) {
+      return std::equal(a.begin() + first, a.begin() + first + len, b.begin() + first);
+    };
+    const bool same_exact = same(o.exact, e.exact);
+    s = "row " + e.row_name(row) +
+        (differs ? " differs" : same(o.got, e.got) ? " is the same" : " changed within what the bounds allow") +
         (row == e.marked_row ? " (the failing element's)" : "") + ": original " + row_values(o.got, row, len) +
         " vs " + modified + " " + row_values(e.got, row, len) + "; exact " +
         (same_exact ? was + " on both" : was + " vs " + now) + "; ";

@@ -160,7 +160,7 @@ std::int64_t named_element(std::string_view text, const Evidence &ev) {
 }
 
 /// Whether element x changed from the original to the modified problem beyond what the property allows (see
-/// Evidence::differing_rows); `fixed`: the failing step requires unchanged exact values to come back identical.
+/// Evidence::differing_rows); `fixed`: unchanged exact values must come back identical.
 bool changed_beyond(const Evidence &m, const Evidence::Original &o, std::size_t x, bool fixed) {
   const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
   // An LSE of +∞ where the exact LSE is −∞ (a row that sees no key) is exact (SPEC.md §2.3).
@@ -178,16 +178,20 @@ bool changed_beyond(const Evidence &m, const Evidence::Original &o, std::size_t 
   return !(std::abs((now - was) - (exact_now - exact_was)) <= allowed);
 }
 
-/// Evidence::differing_rows of `m` against its original (empty unless both have every value, in one shape).
-std::vector<std::int64_t> differing_rows(const Evidence &m, const Evidence::Original &o, std::optional<Step> step) {
+/// Evidence::differing_rows of `m` against its original (empty unless both have every value, in one shape), for a
+/// failure `failed`.
+std::vector<std::int64_t> differing_rows(const Evidence &m, const Evidence::Original &o, const Outcome &failed) {
   const std::size_t n = detail::numel(m.shape);
   std::vector<std::int64_t> rows;
   const auto complete = [n](const auto &v) { return v.got.size() == n && v.exact.size() == n && v.bound.size() == n; };
   if (o.shape != m.shape || n == 0 || !complete(o) || !complete(m)) return rows;
+  // An exact check failed (error ÷ bound +∞ at step mask or values: bits, or a value the contract fixes): where the
+  // exact value is unchanged, the kernel's must come back identical.
+  const bool fixed = (failed.step == Step::mask || failed.step == Step::values) && std::isinf(failed.worst_ratio);
   const auto len = static_cast<std::size_t>(m.row_length());
   for (std::size_t x = 0; x < n; ++x)
     if (const auto row = static_cast<std::int64_t>(x / len);
-        (rows.empty() || rows.back() != row) && changed_beyond(m, o, x, step == Step::mask))
+        (rows.empty() || rows.back() != row) && changed_beyond(m, o, x, fixed))
       rows.push_back(row);
   return rows;
 }
@@ -204,7 +208,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
   Evidence was = evidence_on(cx, cx.minimal, cx.minimal.spec.scale(), tensor, kernel, report);
   ev.original = Evidence::Original{std::move(was.shape), std::move(was.got), std::move(was.exact),
                                    std::move(was.bound), std::move(was.call_error)};
-  ev.differing_rows = differing_rows(ev, *ev.original, cx.outcome.step);
+  ev.differing_rows = differing_rows(ev, *ev.original, cx.outcome);
   std::int64_t element = named_element(cx.outcome.detail, ev);
   if (element < 0) element = named_element(cx.outcome.worst, ev);
   if (element >= 0) ev.marked_row = element / ev.row_length();

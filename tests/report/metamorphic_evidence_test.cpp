@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -102,6 +103,30 @@ Report causal_comparison() {
   return r;
 }
 
+/// Element [a,b,c,d] of a float32 tensor (strides in elements, as the ABI hands them).
+float *element(const DLTensor *t, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+  const std::int64_t x = a * t->strides[0] + b * t->strides[1] + c * t->strides[2] + d * t->strides[3];
+  return reinterpret_cast<float *>(static_cast<char *>(t->data) + t->byte_offset) + x;
+}
+
+/// The correct kernel, except that O[0,0,1,0] moves up one ulp when k[0,0,3,0] is 2: row 1 reads a key its mask
+/// hides (in causal_comparison's changed copy), by far less than any bound.
+const attncheck_kernel &ulp_leak() {
+  static const attncheck_kernel kernel{
+      ATTNCHECK_ABI_VERSION, "ulp_leak",
+      [](const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v, DLTensor *out,
+         DLTensor *lse) {
+        const int status = correct().forward(p, q, k, v, out, lse);
+        if (status == ATTNCHECK_OK && *element(k, 0, 0, 3, 0) == 2) {
+          float *o = element(out, 0, 0, 1, 0);
+          *o = std::nextafter(*o, INFINITY);
+        }
+        return status;
+      },
+      nullptr, nullptr};
+  return kernel;
+}
+
 }  // namespace
 
 TEST_CASE("a planted causal bug's evidence holds both problems, each with its exact values") {
@@ -174,6 +199,17 @@ TEST_CASE("on one causal comparison a correct kernel differs in no row, the off-
   CHECK(bad.marked_row == 1);
   CHECK(std::binary_search(bad.differing_rows.begin(), bad.differing_rows.end(), 1));
   CHECK_FALSE(std::binary_search(bad.differing_rows.begin(), bad.differing_rows.end(), 0));
+}
+
+TEST_CASE("a row the mask fixes that moves by one ulp differs though the change is within both bounds") {
+  const Document doc = one_run(causal_comparison(), ulp_leak());
+  const Evidence &ev = *doc.runs[0].evidence.at(0);
+  REQUIRE(ev.original.has_value());
+  CHECK(ev.differing_rows == std::vector<std::int64_t>{1});
+  const std::size_t x = 1 * 2;  // O[0,0,1,0]
+  CHECK(ev.got[x] != ev.original->got[x]);
+  CHECK(ev.exact[x] == ev.original->exact[x]);
+  CHECK(std::abs(ev.got[x] - ev.original->got[x]) <= ev.bound[x] + ev.original->bound[x]);
 }
 
 TEST_CASE("report.json round-trips the original, the differing rows and the marked row, and refuses rows outside") {

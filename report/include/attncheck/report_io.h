@@ -66,8 +66,9 @@ struct Evidence {
   };
   std::optional<Original> original;
   /// With original of the same shape: the rows whose change from the original to the modified problem is beyond
-  /// what the property allows — some element changed where its exact value did not and the failing step is mask
-  /// (the property fixes it: it must come back identical), or changed unlike its exact value by more than the two
+  /// what the property allows — some element changed where its exact value did not and the failing check was exact
+  /// (error ÷ bound +∞ at step mask or values: bits, or a value the contract fixes; the element must come back
+  /// identical), or changed unlike its exact value by more than the two
   /// bounds together (a correct kernel never does; where an exact value is ±∞, each result beyond its own bound).
   /// Elements whose exact value is NaN on either problem are not judged. Ascending.
   std::vector<std::int64_t> differing_rows;
