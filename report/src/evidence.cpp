@@ -6,8 +6,8 @@
 
 #include "attncheck/error_model.h"
 #include "attncheck/property.h"
-#include "attncheck/stretch.h"
 #include "attncheck/reference.h"
+#include "attncheck/stretch.h"
 
 #include <charconv>
 #include <cmath>
