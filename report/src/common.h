@@ -59,6 +59,14 @@ std::size_t numel(const std::vector<std::int64_t> &shape);
 /// then context and has no telling element.
 std::optional<std::size_t> telling_worst(const Evidence &e);
 
+/// The two problems of an evidence with an original (a metamorphic failure) in one plain-text line: the failing
+/// element's row (else the first that differs) on both, and the rows that differ, e.g. "row O[0,0,3] differs (the
+/// failing element's): original [0.5, 0.25] vs modified (keys hidden from row 3 …) [0.75, 0.125]; exact [0.5, 0.25]
+/// on both; 1 of 4 rows differs beyond what the property allows: O[0,0,3]". "" without an original.
+std::string comparison_text(const Evidence &e, std::string_view failing_what);
+/// The row comparison_text shows: the marked row, else the first differing row, else −1.
+std::int64_t shown_row(const Evidence &e);
+
 /// "attncheck replay report.json --failure N".
 std::string replay_command(std::size_t failure_number);
 

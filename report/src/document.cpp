@@ -3,6 +3,7 @@
 
 #include "attncheck/error_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,21 @@ std::int64_t Evidence::worst_index() const {
     if (r > worst_ratio) worst_ratio = r, worst = static_cast<std::int64_t>(x);
   }
   return worst;
+}
+
+std::int64_t Evidence::row_length() const {
+  if (tensor == "LSE" || shape.empty()) return 1;
+  return shape.back();
+}
+
+std::int64_t Evidence::rows() const {
+  const std::int64_t n = row_length();
+  return n > 0 ? static_cast<std::int64_t>(detail::numel(shape)) / n : 0;
+}
+
+std::string Evidence::row_name(std::int64_t row) const {
+  if (tensor == "LSE" || shape.empty()) return element_name(tensor, shape, row);
+  return element_name(tensor, std::vector<std::int64_t>(shape.begin(), shape.end() - 1), row);
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> Document::failures() const {
@@ -180,6 +196,70 @@ std::optional<std::size_t> telling_worst(const Evidence &e) {
   const auto x = static_cast<std::size_t>(w);
   if (!(evidence_ratio(e, x) > 1)) return std::nullopt;
   return x;
+}
+
+std::int64_t shown_row(const Evidence &e) {
+  if (e.marked_row >= 0) return e.marked_row;
+  return e.differing_rows.empty() ? -1 : e.differing_rows.front();
+}
+
+namespace {
+constexpr std::int64_t kRowValuesShown = 4;  ///< values of a row in a comparison line
+constexpr std::size_t kRowNamesShown = 8;    ///< differing rows named in a comparison line
+
+/// "[0.5, 0.25, … 8 values]": the first values of row `row` (of `len` elements) of `v`.
+std::string row_values(const std::vector<double> &v, std::int64_t row, std::int64_t len) {
+  std::string s = "[";
+  for (std::int64_t c = 0; c < std::min(len, kRowValuesShown); ++c)
+    s += (c ? ", " : "") + decimal(v[static_cast<std::size_t>(row * len + c)]);
+  if (len > kRowValuesShown) s += ", … " + std::to_string(len) + " values";
+  return s + "]";
+}
+
+std::string shape_text(const std::vector<std::int64_t> &shape) {
+  std::string s = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (d) s += ',';  // not ("," or "") + string&&: GCC 12 warns falsely there (-Wrestrict, PR 105329)
+    s += std::to_string(shape[d]);
+  }
+  return s + "]";
+}
+}  // namespace
+
+std::string comparison_text(const Evidence &e, std::string_view failing_what) {
+  if (!e.original) return "";
+  const Evidence::Original &o = *e.original;
+  const std::string modified = "modified (" + std::string(failing_what) + ")";
+  if (!o.call_error.empty()) return "original: " + o.call_error;
+  if (o.shape != e.shape)
+    return "the original (minimal) case's " + e.tensor + " is " + shape_text(o.shape) + ", the " + modified + " " +
+           shape_text(e.shape) + ": no row-by-row comparison";
+  const std::size_t n = numel(e.shape);
+  const auto full = [n](const std::vector<double> &v) { return v.size() == n; };
+  if (!full(o.got) || !full(e.got) || !full(o.exact) || !full(e.exact)) return "no values to compare the two problems";
+  std::string s;
+  const std::int64_t row = shown_row(e), len = e.row_length();
+  if (row >= 0) {
+    const bool differs = std::binary_search(e.differing_rows.begin(), e.differing_rows.end(), row);
+    const std::string was = row_values(o.exact, row, len), now = row_values(e.exact, row, len);
+    const auto first = static_cast<std::ptrdiff_t>(row * len);
+    const auto same = [&](const std::vector<double> &a, const std::vector<double> &b) {
+      return std::equal(a.begin() + first, a.begin() + first + len, b.begin() + first);
+    };
+    const bool same_exact = same(o.exact, e.exact);
+    s = "row " + e.row_name(row) +
+        (differs ? " differs" : same(o.got, e.got) ? " is the same" : " changed within what the bounds allow") +
+        (row == e.marked_row ? " (the failing element's)" : "") + ": original " + row_values(o.got, row, len) +
+        " vs " + modified + " " + row_values(e.got, row, len) + "; exact " +
+        (same_exact ? was + " on both" : was + " vs " + now) + "; ";
+  }
+  const std::size_t count = e.differing_rows.size();
+  s += std::to_string(count) + " of " + std::to_string(e.rows()) + (count == 1 ? " rows differs" : " rows differ") +
+       " beyond what the property allows";
+  for (std::size_t r = 0; r < std::min(count, kRowNamesShown); ++r)
+    s += (r ? ", " : ": ") + e.row_name(e.differing_rows[r]);
+  if (count > kRowNamesShown) s += ", …";
+  return s;
 }
 
 std::string replay_command(std::size_t failure_number) {

@@ -1,12 +1,15 @@
 // add_evidence: re-runs each counterexample's failing problem (the minimal case, or the modified copy of it that
 // the failing check judged) on the kernel and keeps, element by element, what the kernel returned, the exact values
-// and the bounds of the tensor the failure is in, plus the exact probabilities P.
+// and the bounds of the tensor the failure is in, plus the exact probabilities P. A modified copy fails only against
+// the minimal case, so that is re-run too, and the rows that differ between the two are marked.
 #include "common.h"
 
-#include "attncheck/stretch.h"
+#include "attncheck/error_model.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/stretch.h"
 
+#include <charconv>
 #include <cmath>
 #include <exception>
 #include <optional>
@@ -64,18 +67,21 @@ std::vector<double> probabilities(const Problem &p, const std::vector<double> &l
   return out;
 }
 
-Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const attncheck_kernel &kernel,
-                     const Report &report) {
-  // The problem that failed: a property that judged a modified copy (shifted, permuted, rescaled …) recorded it.
-  const Case &c = detail::judged_case(cx);
-  const double scale = detail::judged_scale(cx);
-  Evidence ev;
+/// The tensor the evidence shows: the one the failure names, else a guess from the property.
+std::string_view evidence_tensor(const Counterexample &cx, const PropertyDef *def, const Report &report) {
   std::string_view tensor = tensor_named(cx.outcome.detail);
   if (tensor.empty()) tensor = tensor_named(cx.outcome.worst);
   // Unnamed: a gradient property's failure is most likely in dQ, any other's in O.
   if (tensor.empty()) tensor = def && def->needs_backward ? "dQ" : "O";
-  if (is_gradient(tensor) && c.dout.empty()) tensor = "O";  // no dout: the backward cannot run
+  if (is_gradient(tensor) && detail::judged_case(cx).dout.empty()) tensor = "O";  // no dout: the backward cannot run
   if (tensor == "LSE" && report.contract.lse == LseOutput::none) tensor = "O";  // the kernel returns no LSE
+  return tensor;
+}
+
+/// The kernel, the reference and the error model on case `c` at `scale`, over `tensor`.
+Evidence evidence_on(const Counterexample &cx, const Case &c, double scale, std::string_view tensor,
+                     const attncheck_kernel &kernel, const Report &report) {
+  Evidence ev;
   ev.tensor.assign(tensor.begin(), tensor.end());
   const Shape s = c.spec.problem_shape();
   try {
@@ -132,6 +138,80 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
   } catch (const std::exception &e) {
     ev.call_error = std::string("evidence could not be computed: ") + e.what();
   }
+  return ev;
+}
+
+/// The element index a failure text names for `ev`'s tensor ("O[0,0,3,1]: changed to …" → {0,0,3,1}), as a
+/// row-major index; −1 when it names another tensor, a derived quantity or no element of this shape.
+std::int64_t named_element(std::string_view text, const Evidence &ev) {
+  if (tensor_named(text) != ev.tensor) return -1;
+  std::size_t at = text.find('[');
+  std::int64_t index = 0;
+  for (std::size_t d = 0; d < ev.shape.size(); ++d) {
+    if (at == std::string_view::npos || at + 1 >= text.size()) return -1;
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data() + at + 1, text.data() + text.size(), v);
+    if (ec != std::errc{} || v < 0 || v >= ev.shape[d]) return -1;
+    index = index * ev.shape[d] + v;
+    at = static_cast<std::size_t>(end - text.data());
+    if (at >= text.size() || text[at] != (d + 1 == ev.shape.size() ? ']' : ',')) return -1;
+  }
+  return ev.shape.empty() ? -1 : index;
+}
+
+/// Whether element x changed from the original to the modified problem beyond what the property allows (see
+/// Evidence::differing_rows); `fixed`: unchanged exact values must come back identical.
+bool changed_beyond(const Evidence &m, const Evidence::Original &o, std::size_t x, bool fixed) {
+  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  // An LSE of +∞ where the exact LSE is −∞ (a row that sees no key) is exact (SPEC.md §2.3).
+  const auto got = [&](double g, double exact) {
+    return m.tensor == "LSE" && exact == -INFINITY && g == INFINITY ? exact : g;
+  };
+  const double exact_was = o.exact[x], exact_now = m.exact[x];
+  const double was = got(o.got[x], exact_was), now = got(m.got[x], exact_now);
+  if (same(was, now) && same(exact_was, exact_now)) return false;
+  if (std::isnan(exact_was) || std::isnan(exact_now)) return false;  // the math has no value there to follow
+  const double allowed = o.bound[x] + m.bound[x];
+  if (exact_was == exact_now) return fixed ? !same(was, now) : !(std::abs(now - was) <= allowed);
+  if (std::isinf(exact_was) || std::isinf(exact_now))  // no finite change to follow: each result within its own bound
+    return error_ratio(was, exact_was, o.bound[x]) > 1 || error_ratio(now, exact_now, m.bound[x]) > 1;
+  return !(std::abs((now - was) - (exact_now - exact_was)) <= allowed);
+}
+
+/// Evidence::differing_rows of `m` against its original (empty unless both have every value, in one shape), for a
+/// failure `failed`.
+std::vector<std::int64_t> differing_rows(const Evidence &m, const Evidence::Original &o, const Outcome &failed) {
+  const std::size_t n = detail::numel(m.shape);
+  std::vector<std::int64_t> rows;
+  const auto complete = [n](const auto &v) { return v.got.size() == n && v.exact.size() == n && v.bound.size() == n; };
+  if (o.shape != m.shape || n == 0 || !complete(o) || !complete(m)) return rows;
+  // An exact check failed (error ÷ bound +∞ at step mask or values: bits, or a value the contract fixes): where the
+  // exact value is unchanged, the kernel's must come back identical.
+  const bool fixed = (failed.step == Step::mask || failed.step == Step::values) && std::isinf(failed.worst_ratio);
+  const auto len = static_cast<std::size_t>(m.row_length());
+  for (std::size_t x = 0; x < n; ++x)
+    if (const auto row = static_cast<std::int64_t>(x / len);
+        (rows.empty() || rows.back() != row) && changed_beyond(m, o, x, fixed))
+      rows.push_back(row);
+  return rows;
+}
+
+Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const attncheck_kernel &kernel,
+                     const Report &report) {
+  // The problem that failed: a property that judged a modified copy (shifted, permuted, rescaled …) recorded it.
+  const std::string_view tensor = evidence_tensor(cx, def, report);
+  Evidence ev = evidence_on(cx, detail::judged_case(cx), detail::judged_scale(cx), tensor, kernel, report);
+  // The original too, unless the call itself failed (another try would only cost another timeout) or it has no dout
+  // for the backward the tensor needs.
+  if (!cx.outcome.failing_case || cx.outcome.step == Step::shape || (is_gradient(tensor) && cx.minimal.dout.empty()))
+    return ev;
+  Evidence was = evidence_on(cx, cx.minimal, cx.minimal.spec.scale(), tensor, kernel, report);
+  ev.original = Evidence::Original{std::move(was.shape), std::move(was.got), std::move(was.exact),
+                                   std::move(was.bound), std::move(was.call_error)};
+  ev.differing_rows = differing_rows(ev, *ev.original, cx.outcome);
+  std::int64_t element = named_element(cx.outcome.detail, ev);
+  if (element < 0) element = named_element(cx.outcome.worst, ev);
+  if (element >= 0) ev.marked_row = element / ev.row_length();
   return ev;
 }
 

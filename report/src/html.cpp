@@ -131,7 +131,8 @@ std::string truncation_note(const GridShape &g) {
   return s.empty() ? "" : "<p class=\"note\">" + s + "Every value is in report.json.</p>\n";
 }
 
-/// One heatmap panel per leading index; `cell(x, &fill, &title, &label)` describes element x.
+/// One heatmap panel per leading index; `cell(x, &fill, &title, &label, &mark, &row_class)` describes element x
+/// (mark: beyond its bound; row_class: "differs" or "marked" for a row of a metamorphic comparison).
 template <class CellFn>
 std::string grids(std::string_view tensor, const std::vector<std::int64_t> &shape, std::string_view row_axis,
                   std::string_view col_axis, CellFn cell) {
@@ -148,19 +149,21 @@ std::string grids(std::string_view tensor, const std::vector<std::int64_t> &shap
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c) {
         const std::int64_t x = (p * g.rows + r) * g.cols + c;
-        std::string fill, title, label;
+        std::string fill, title, label, row_class;
         bool mark = false;
-        cell(x, &fill, &title, &label, &mark);
+        cell(x, &fill, &title, &label, &mark, &row_class);
+        const std::string cls = mark && !row_class.empty() ? "over " + row_class : mark ? "over" : row_class;
         const std::string rect = "<rect x=\"" + num(kMarginLeft + static_cast<double>(c) * side) + "\" y=\"" +
                                  num(kMarginTop + static_cast<double>(r) * side) + "\" width=\"" + num(side) +
                                  "\" height=\"" + num(side) + "\" fill=\"" + fill + "\"" +
-                                 (mark ? " class=\"over\"" : "") + "><title>" + esc(title) + "</title></rect>";
-        if (!mark) {
+                                 (cls.empty() ? "" : " class=\"" + cls + "\"") + "><title>" + esc(title) +
+                                 "</title></rect>";
+        if (cls.empty()) {
           out += rect;
           continue;
         }
         marked += rect;
-        if (side >= kLabelCell && !label.empty())
+        if (mark && side >= kLabelCell && !label.empty())
           marked += "<text class=\"cl\" x=\"" + num(kMarginLeft + (static_cast<double>(c) + 0.5) * side) +
                     "\" y=\"" + num(kMarginTop + (static_cast<double>(r) + 0.5) * side + 3.5) +
                     "\" text-anchor=\"middle\">" + esc(label) + "</text>";
@@ -231,7 +234,16 @@ std::string p_legend() {
 
 // ---- sections of a counterexample ----
 
-std::string ratio_heatmap(const Evidence &e) {
+/// The class of element x's cell in a metamorphic comparison's heatmap: "marked" (the failing element's row),
+/// "differs" (a row that differs beyond what the property allows) or "".
+std::string row_class(const Evidence &marks, std::int64_t x) {
+  const std::int64_t row = x / std::max<std::int64_t>(marks.row_length(), 1);
+  if (row == marks.marked_row) return "marked";
+  return std::binary_search(marks.differing_rows.begin(), marks.differing_rows.end(), row) ? "differs" : "";
+}
+
+/// Error ÷ bound over `e`; `marks` (the metamorphic evidence, when e is one of its two problems) marks its rows.
+std::string ratio_heatmap(const Evidence &e, const Evidence *marks = nullptr) {
   if (e.got.empty()) return "<p class=\"note\">No kernel values: " + esc(e.call_error) + "</p>\n";
   // Row and column meaning of each output's last two dimensions.
   const auto [rows, cols] = e.tensor == "LSE"  ? std::pair{"head h", "query i"}
@@ -239,7 +251,8 @@ std::string ratio_heatmap(const Evidence &e) {
                             : e.tensor == "dK" ? std::pair{"key j", "d"}
                             : e.tensor == "dV" ? std::pair{"key j", "channel c"}
                                                : std::pair{"query i", "channel c"};
-  const auto cell = [&](std::int64_t x, std::string *fill, std::string *title, std::string *label, bool *mark) {
+  const auto cell = [&](std::int64_t x, std::string *fill, std::string *title, std::string *label, bool *mark,
+                        std::string *cls) {
     const auto i = static_cast<std::size_t>(x);
     double r = 0;
     const Cell c = classify(e, i, &r);
@@ -248,6 +261,9 @@ std::string ratio_heatmap(const Evidence &e) {
     *label = c == Cell::non_finite ? "∞" : compact(r);
     *title = element_name(e.tensor, e.shape, x) + "\nerror ÷ bound " + ratio_text(r) + "\ngot " + hex_dec(e.got[i]) +
              "\nexact " + hex_dec(e.exact[i]) + "\nbound " + hex_dec(e.bound[i]);
+    if (marks) *cls = row_class(*marks, x);
+    if (*cls == "marked") *title += "\nthe failing element's row";
+    else if (*cls == "differs") *title += "\na row that differs between the two problems";
   };
   return ratio_legend() + grids(e.tensor, e.shape, rows, cols, cell);
 }
@@ -258,7 +274,7 @@ std::string p_heatmap(const Evidence &e, const Case &c) {
   if (e.probabilities.size() != numel(shape)) return "";
   return p_legend() +
          grids("P", shape, "query i", "key j",
-               [&](std::int64_t x, std::string *fill, std::string *title, std::string *, bool *) {
+               [&](std::int64_t x, std::string *fill, std::string *title, std::string *, bool *, std::string *) {
                  const std::int64_t i = (x / s.Lk) % s.Lq, j = x % s.Lk;
                  const double p = e.probabilities[static_cast<std::size_t>(x)];
                  const bool shown = visible(c.spec.mask, i, j, s.Lq, s.Lk);
@@ -374,6 +390,59 @@ std::string value_table(const char *name, const std::vector<std::int64_t> &shape
   return s + "</details>\n";
 }
 
+/// The original problem of a metamorphic evidence as an evidence of its own, for its heatmap.
+Evidence original_of(const Evidence &e) {
+  Evidence o;
+  o.tensor = e.tensor;
+  o.shape = e.original->shape;
+  o.got = e.original->got;
+  o.exact = e.original->exact;
+  o.bound = e.original->bound;
+  o.call_error = e.original->call_error;
+  return o;
+}
+
+/// The row comparison_text shows, on both problems: the kernel's and the exact values, element by element.
+std::string row_table(const Evidence &e, std::string_view what) {
+  const std::int64_t row = shown_row(e), len = e.row_length();
+  const Evidence::Original &o = *e.original;
+  const std::size_t n = numel(e.shape);
+  if (row < 0 || o.shape != e.shape || o.got.size() != n || e.got.size() != n || o.exact.size() != n ||
+      e.exact.size() != n)
+    return "";
+  std::string s = "<div class=\"scroll\"><table class=\"vals\"><tr><th>" + esc(e.row_name(row)) + "</th>";
+  for (std::int64_t c = 0; c < std::min(len, kMaxTableCols); ++c) s += "<th>" + std::to_string(c) + "</th>";
+  s += "</tr>\n";
+  const auto line = [&](const std::string &label, const std::vector<double> &v) {
+    s += "<tr><th>" + esc(label) + "</th>";
+    for (std::int64_t c = 0; c < std::min(len, kMaxTableCols); ++c) {
+      const double x = v[static_cast<std::size_t>(row * len + c)];
+      s += "<td><span class=\"hex\">" + hex(x) + "</span><span class=\"dec\">" + decimal(x) + "</span></td>";
+    }
+    s += "</tr>\n";
+  };
+  line("original: got", o.got);
+  line("modified: got", e.got);
+  line("original: exact", o.exact);
+  line("modified: exact", e.exact);
+  s += "</table></div>";
+  if (len > kMaxTableCols)
+    s += "<p class=\"note\">Showing " + std::to_string(kMaxTableCols) + " of " + std::to_string(len) +
+         " values; every value is in report.json.</p>";
+  return s + "<p class=\"note\">modified: " + esc(what) + "</p>\n";
+}
+
+/// Both problems of a metamorphic failure side by side, their rows that differ outlined.
+std::string comparison_section(const Evidence &e, std::string_view what) {
+  const bool same_shape = e.original->shape == e.shape;
+  return "<h4>The two problems: original and modified (" + esc(what) + ")</h4>\n<p class=\"cmp\">" +
+         esc(comparison_text(e, what)) + "</p>\n<p class=\"note\">Outlined: the failing element's row (solid) " +
+         "and the other rows that differ beyond what the property allows (dashed).</p>\n<div class=\"pair\">" +
+         "<section><h5>original: the generated (minimal) case</h5>\n" +
+         ratio_heatmap(original_of(e), same_shape ? &e : nullptr) + "</section>\n<section><h5>modified: " +
+         esc(what) + "</h5>\n" + ratio_heatmap(e, &e) + "</section></div>\n" + row_table(e, what);
+}
+
 std::string verdict_cell(Verdict v) {
   return "<td class=\"v v-" + std::string(verdict_id(v)) + "\">" + std::string(verdict_name(v)) + "</td>";
 }
@@ -422,7 +491,8 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
        esc(c.reproduce) + "</code></dd>\n</dl>\n";
   const std::string on = c.outcome.failing_case ? " — failing problem: " + esc(c.outcome.failing_what) : "";
   if (ev) {
-    s += "<h4>Error ÷ bound over " + esc(ev->tensor) + on + "</h4>\n" + ratio_heatmap(*ev);
+    s += ev->original ? comparison_section(*ev, c.outcome.failing_what)
+                      : "<h4>Error ÷ bound over " + esc(ev->tensor) + on + "</h4>\n" + ratio_heatmap(*ev);
     s += "<h4>Error histogram</h4>\n" + histogram(*ev);
     const std::string ph = p_heatmap(*ev, judged);
     if (!ph.empty()) s += "<h4>Attention probabilities P (exact)" + on + "</h4>\n" + ph;
@@ -482,6 +552,8 @@ figure{margin:0}figcaption{font-size:12px;color:var(--muted);text-align:center}
 svg text.ax{font:10.5px ui-monospace,Menlo,Consolas,monospace;fill:#4a5363}
 svg text.cl{font:bold 9.5px ui-monospace,Menlo,monospace;fill:#fff;pointer-events:none}
 svg rect.over{stroke:#000;stroke-width:1.6}
+svg rect.differs{stroke:#8e44ad;stroke-width:1.4;stroke-dasharray:3 2}svg rect.marked{stroke:#8e44ad;stroke-width:2.6}
+.pair{display:flex;flex-wrap:wrap;gap:10px 28px}.pair h5{margin:4px 0}
 svg.legend{display:block;margin:2px 0 8px}
 .note{color:var(--muted);font-size:12.5px}
 .inputs details{margin:0 0 10px}

@@ -97,6 +97,16 @@ ojson evidence_json(const Evidence &e) {
   j["exact"] = hex_array(e.exact);
   j["bound"] = hex_array(e.bound);
   j["probabilities"] = hex_array(e.probabilities);
+  if (e.original) {  // only then: reports of properties that judged the case itself stay as they were
+    const Evidence::Original &o = *e.original;
+    ojson oj{{"shape", o.shape}, {"call_error", o.call_error}};
+    oj["got"] = hex_array(o.got);
+    oj["exact"] = hex_array(o.exact);
+    oj["bound"] = hex_array(o.bound);
+    j["original"] = std::move(oj);
+    j["differing_rows"] = e.differing_rows;
+    j["marked_row"] = e.marked_row >= 0 ? ojson(e.marked_row) : ojson(nullptr);
+  }
   return j;
 }
 
@@ -357,24 +367,46 @@ void check_size(const Obj &o, const char *what, std::size_t got, std::size_t wan
          std::to_string(want));
 }
 
+std::vector<std::int64_t> read_shape(const Obj &o) {
+  const json &shape = o.at("shape");
+  if (!shape.is_array()) fail(o.where() + "\"shape\" is not an array");
+  std::vector<std::int64_t> out;
+  for (const json &d : shape) {
+    if (!d.is_number_integer() || d.get<std::int64_t>() < 0) fail(o.where() + "\"shape\" has a bad dimension");
+    out.push_back(d.get<std::int64_t>());
+  }
+  return out;
+}
+
+/// got, exact and bound of `shape` (each empty or of its size) and the call's error: an evidence's or its original's.
+template <class Values>
+void read_values(const Obj &o, Values *v) {
+  v->shape = read_shape(o);
+  v->call_error = o.str("call_error");
+  v->got = o.values("got");
+  v->exact = o.values("exact");
+  v->bound = o.values("bound");
+  const std::size_t n = detail::numel(v->shape);
+  if (!v->got.empty()) check_size(o, "got", v->got.size(), n);
+  if (!v->exact.empty()) check_size(o, "exact", v->exact.size(), n);
+  if (!v->bound.empty()) check_size(o, "bound", v->bound.size(), n);
+}
+
 Evidence read_evidence(const Obj &o) {
   Evidence e;
   e.tensor = o.str("tensor");
-  const json &shape = o.at("shape");
-  if (!shape.is_array()) fail(o.where() + "\"shape\" is not an array");
-  for (const json &d : shape) {
-    if (!d.is_number_integer() || d.get<std::int64_t>() < 0) fail(o.where() + "\"shape\" has a bad dimension");
-    e.shape.push_back(d.get<std::int64_t>());
-  }
-  e.call_error = o.str("call_error");
-  e.got = o.values("got");
-  e.exact = o.values("exact");
-  e.bound = o.values("bound");
+  read_values(o, &e);
   e.probabilities = o.values("probabilities");
-  const std::size_t n = detail::numel(e.shape);
-  if (!e.got.empty()) check_size(o, "got", e.got.size(), n);
-  if (!e.exact.empty()) check_size(o, "exact", e.exact.size(), n);
-  if (!e.bound.empty()) check_size(o, "bound", e.bound.size(), n);
+  if (!o.has("original")) return e;
+  read_values(o.obj("original"), &e.original.emplace());
+  const std::int64_t rows = e.rows();
+  for (const json &r : o.array("differing_rows")) {
+    if (!r.is_number_integer() || r.get<std::int64_t>() < 0 || r.get<std::int64_t>() >= rows ||
+        (!e.differing_rows.empty() && r.get<std::int64_t>() <= e.differing_rows.back()))
+      fail(o.where() + "\"differing_rows\" are not ascending rows of the tensor");
+    e.differing_rows.push_back(r.get<std::int64_t>());
+  }
+  if (o.has("marked_row")) e.marked_row = o.integer("marked_row", 0, rows - 1);
   return e;
 }
 

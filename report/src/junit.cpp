@@ -28,6 +28,7 @@ std::string failure_text(const PropertyReport &p, std::size_t number, const Evid
          hex_dec(ev->got[x]) + ", exact " + hex_dec(ev->exact[x]) + ", bound " + hex_dec(ev->bound[x]) +
          ", error ÷ bound " + ratio_text(evidence_ratio(*ev, x)) + "\n";
   }
+  if (ev && ev->original) t += comparison_text(*ev, c.outcome.failing_what) + "\n";
   if (c.found_after > 0)
     t += "found after " + std::to_string(c.found_after) + " cases; shrunk in " + std::to_string(c.shrink_steps) +
          " steps from " + c.original.describe() + "\n";

@@ -3,7 +3,10 @@
 
 #include "attncheck/report_io.h"
 
+#include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace attncheck::test {
 
@@ -15,6 +18,48 @@ inline std::string error_of(const std::string &text) {
     return e.what();
   }
   return "";
+}
+
+/// Tags balance (a small XML well-formedness check: no attribute may hold a raw '<' or '>').
+inline bool balanced(const std::string &xml, std::string *why) {
+  std::vector<std::string> open;
+  for (std::size_t at = xml.find('<'); at != std::string::npos; at = xml.find('<', at + 1)) {
+    const std::size_t end = xml.find('>', at);
+    if (end == std::string::npos) return *why = "unterminated tag", false;
+    const std::string tag = xml.substr(at + 1, end - at - 1);
+    if (tag.find('<') != std::string::npos) return *why = "'<' inside a tag: " + tag, false;
+    if (tag.starts_with("?")) continue;
+    const std::string name = tag.substr(tag.starts_with("/"), tag.find_first_of(" />", 1) - tag.starts_with("/"));
+    if (tag.starts_with("/")) {
+      if (open.empty() || open.back() != name) return *why = "</" + name + "> closes nothing open", false;
+      open.pop_back();
+    } else if (!tag.ends_with("/") && name != "meta") {  // HTML's <meta> has no end tag
+      open.push_back(name);
+    }
+  }
+  if (!open.empty()) return *why = "<" + open.back() + "> is never closed", false;
+  return true;
+}
+
+/// A property line with a counterexample on `minimal`, failing with `detail` at `step`.
+inline PropertyReport failing(std::string id, const Case &minimal, Step step, std::string detail,
+                              Verdict v = Verdict::fail) {
+  PropertyReport p;
+  p.id = std::move(id);
+  p.formula = "f";
+  p.summary = "generic summary of " + p.id;
+  p.verdict = v;
+  p.tier = v == Verdict::warn ? Tier::advisory : Tier::required;
+  p.cases = 1;
+  Counterexample c;
+  c.minimal = minimal;
+  c.original = minimal.spec;
+  c.outcome.verdict = v;
+  c.outcome.step = step;
+  c.outcome.detail = std::move(detail);
+  c.outcome.worst_ratio = INFINITY;
+  p.counterexample = c;
+  return p;
 }
 
 }  // namespace attncheck::test

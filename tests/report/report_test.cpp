@@ -22,7 +22,9 @@
 #include <vector>
 
 using namespace attncheck;
+using attncheck::test::balanced;
 using attncheck::test::error_of;
+using attncheck::test::failing;
 using namespace attncheck::reporting;
 
 namespace {
@@ -96,27 +98,6 @@ std::string replace_once(std::string text, const std::string &from, const std::s
   const std::size_t at = text.find(from);
   REQUIRE(at != std::string::npos);
   return text.replace(at, from.size(), to);
-}
-
-/// Tags balance (a small XML well-formedness check: no attribute may hold a raw '<' or '>').
-bool balanced(const std::string &xml, std::string *why) {
-  std::vector<std::string> open;
-  for (std::size_t at = xml.find('<'); at != std::string::npos; at = xml.find('<', at + 1)) {
-    const std::size_t end = xml.find('>', at);
-    if (end == std::string::npos) return *why = "unterminated tag", false;
-    const std::string tag = xml.substr(at + 1, end - at - 1);
-    if (tag.find('<') != std::string::npos) return *why = "'<' inside a tag: " + tag, false;
-    if (tag.starts_with("?")) continue;
-    const std::string name = tag.substr(tag.starts_with("/"), tag.find_first_of(" />", 1) - tag.starts_with("/"));
-    if (tag.starts_with("/")) {
-      if (open.empty() || open.back() != name) return *why = "</" + name + "> closes nothing open", false;
-      open.pop_back();
-    } else if (!tag.ends_with("/") && name != "meta") {  // HTML's <meta> has no end tag
-      open.push_back(name);
-    }
-  }
-  if (!open.empty()) return *why = "<" + open.back() + "> is never closed", false;
-  return true;
 }
 
 }  // namespace
@@ -451,25 +432,6 @@ Document warned_document() {
   return doc;
 }
 
-/// A property line with a counterexample on `minimal`, failing with `detail` at `step`.
-PropertyReport failing(std::string id, const Case &minimal, Step step, std::string detail, Verdict v = Verdict::fail) {
-  PropertyReport p;
-  p.id = std::move(id);
-  p.formula = "f";
-  p.summary = "generic summary of " + p.id;
-  p.verdict = v;
-  p.tier = v == Verdict::warn ? Tier::advisory : Tier::required;
-  p.cases = 1;
-  Counterexample c;
-  c.minimal = minimal;
-  c.original = minimal.spec;
-  c.outcome.verdict = v;
-  c.outcome.step = step;
-  c.outcome.detail = std::move(detail);
-  c.outcome.worst_ratio = INFINITY;
-  p.counterexample = c;
-  return p;
-}
 
 /// A two-row causal case whose row 0 sees no key (Lq = 2 > Lk = 1, bottom-right).
 Case empty_row_case() {

@@ -42,6 +42,9 @@ std::string_view kind_name(KernelSource::Kind k);  ///< "builtin", "plugin", "ex
 
 /// What the kernel returned on a minimal counterexample, element by element, for the output tensor the failure
 /// is in — and the exact attention probabilities of the case, for the heatmaps.
+///
+/// A row is one index of the tensor's leading dimensions: O[b,h,i,:], dK[b,h,j,:], and for LSE one element
+/// LSE[b,h,i] (a query row's). Rows are numbered row-major over shape without its last dimension (all of it for LSE).
 struct Evidence {
   std::string tensor;                ///< "O", "LSE", "dQ", "dK" or "dV"
   std::vector<std::int64_t> shape;   ///< its logical shape
@@ -51,6 +54,31 @@ struct Evidence {
   static constexpr std::size_t kMaxProbabilities = 1 << 16;
   /// Row-major index of the largest |got − exact| / bound, or −1.
   std::int64_t worst_index() const;
+
+  /// The same tensor on the generated (minimal) case, when the failing check compared the kernel on it with a
+  /// modified copy (Outcome::failing_case: the problem the fields above are of). A metamorphic failure is a
+  /// difference between two problems, so neither alone shows it.
+  struct Original {
+    std::vector<std::int64_t> shape;        ///< the minimal case's (a copy may change it: Dv = Lk, Hkv = Hq …)
+    std::vector<double> got, exact, bound;  ///< as above; got empty when the call failed
+    std::string call_error;
+    friend bool operator==(const Original &, const Original &) = default;
+  };
+  std::optional<Original> original;
+  /// With original of the same shape: the rows whose change from the original to the modified problem is beyond
+  /// what the property allows — some element changed where its exact value did not and the failing check was exact
+  /// (error ÷ bound +∞ at step mask or values: bits, or a value the contract fixes; the element must come back
+  /// identical), or changed unlike its exact value by more than the two
+  /// bounds together (a correct kernel never does; where an exact value is ±∞, each result beyond its own bound).
+  /// Elements whose exact value is NaN on either problem are not judged. Ascending.
+  std::vector<std::int64_t> differing_rows;
+  /// The row of the failing element the outcome names ("O[0,0,3,1]: …" → row O[0,0,3]), or −1.
+  std::int64_t marked_row = -1;
+  /// Elements per row (shape's last dimension; 1 for LSE), the number of rows, and the name of row `row`:
+  /// "O[0,0,3]", "LSE[0,0,3]".
+  std::int64_t row_length() const;
+  std::int64_t rows() const;
+  std::string row_name(std::int64_t row) const;
 };
 
 /// One checked (kernel, dtype).
@@ -115,7 +143,8 @@ std::vector<FailureGroup> group_failures(const Document &doc);
 /// contract and fills run.evidence with the failing tensor's values, the exact values, the bounds (error model,
 /// the run's profile) and the exact probabilities. The case re-run is the problem that failed: the outcome's
 /// failing_case (a shifted, permuted, rescaled … copy, at failing_scale when ≠ 0) when the property recorded one,
-/// else the minimal case.
+/// else the minimal case. With a failing_case it also re-runs the minimal case (Evidence::original) and marks the
+/// rows that differ between the two beyond what the property allows, and the failing element's row.
 void add_evidence(Run &run, const attncheck_kernel &kernel);
 
 /// report.json. Inputs of every counterexample are exact (C99 hex floats), so replay rebuilds the very case.
@@ -131,11 +160,13 @@ std::string content_of(std::string_view report_json);
 Document read_report(const std::filesystem::path &path, std::string_view what_to_do);
 /// summary.md: verdict table per kernel and dtype (with its contract and warning count), then the failures and,
 /// in their own section, the warnings — each grouped by root cause (group_failures): the group's headline and
-/// caption, then each member counterexample (shape, step, worst element in hex and decimal, the replay command).
+/// caption, then each member counterexample (shape, step, worst element in hex and decimal, the replay command; for
+/// a metamorphic failure, the failing element's row on both problems and the rows that differ).
 std::string to_markdown(const Document &doc);
 /// report.html: self-contained (inline CSS and SVG); per run its contract and per property verdicts and tiers;
 /// counterexamples grouped by root cause, failures in red and warnings in amber, each with its inputs (those of
-/// the failing problem), a heatmap of error ÷ bound over the output, the attention probabilities, an error
+/// the failing problem), a heatmap of error ÷ bound over the output (for a metamorphic failure, one per problem side by
+/// side, the rows that differ outlined, the failing row's values on both), the attention probabilities, an error
 /// histogram. Every string that came from a kernel or a plugin is HTML-escaped.
 std::string to_html(const Document &doc);
 /// JUnit XML: one <testsuite> per (kernel, dtype) with its contract as a <property>, one <testcase> per property;
