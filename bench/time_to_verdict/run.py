@@ -179,7 +179,7 @@ def counts(rows):
 
 
 def read_report(path):
-    """report.json: whether it exists and parses as an attncheck report, its sha256, and per property the fields
+    """report.json: whether it exists and parses as an attncheck report, its content's sha256, and per property the fields
     that say how a verdict was reached (budget_exhausted, skipped, interrupted)."""
     info = {"path": path, "exists": os.path.exists(path)}
     if not info["exists"]:
@@ -187,14 +187,17 @@ def read_report(path):
     with open(path, "rb") as f:
         data = f.read()
     info["bytes"] = len(data)
-    info["sha256"] = hashlib.sha256(data).hexdigest()
     try:
         doc = json.loads(data)
     except ValueError as e:
         info["valid"] = False
         info["error"] = str(e)
+        info["sha256"] = hashlib.sha256(data).hexdigest()
         return info
     info["valid"] = isinstance(doc, dict) and doc.get("format") == "attncheck-report"
+    # The hash of the content: report.json less its timing object, the last key (the part that depends on the machine).
+    timing = data.rfind(b',\n  "timing": ')
+    info["sha256"] = hashlib.sha256(data[:timing] if timing >= 0 else data).hexdigest()
     if not info["valid"]:
         return info
     info["verdict"] = doc.get("verdict")

@@ -120,6 +120,17 @@ class Report:
         self.counterexamples.sort(key=lambda c: c.number)
 
     @property
+    def content(self):
+        """report.json without its timing: what the same seed makes byte-identical, whatever the load."""
+        return _core.content(self.json)
+
+    @property
+    def timing(self):
+        """Where the time went (report.json's `timing`): seconds and kernel_seconds of the check, each run and each
+        property. The one part of a report that depends on the machine."""
+        return self.document.get("timing", {})
+
+    @property
     def verdict(self):
         verdict = _VERDICT_OF_EXIT.get(self.exit_code, "undecided")
         return "warn" if verdict == "pass" and self.warnings else verdict
@@ -149,8 +160,8 @@ class Report:
         return _core.markdown(self.json)
 
     def summary(self):
-        """A plain-text summary: one line per (kernel, dtype); under it each property that did not pass on its
-        planned cases (decided / planned, and why); the failures and warnings counted apart; then each
+        """A plain-text summary: one line per (kernel, dtype) and its time; under it each property that did not pass
+        on its planned cases (decided / planned, and why); the failures and warnings counted apart; then each
         counterexample, failures first, with its minimal inputs."""
         lines = []
         for run in self.document["runs"]:
@@ -159,6 +170,10 @@ class Report:
                 counts[p["verdict"]] = counts.get(p["verdict"], 0) + 1
             lines.append(f"{run['kernel']} {run['dtype']}: {run['verdict']} — " +
                          ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+            timing = next((t for t in self.timing.get("runs", [])
+                           if t["kernel"] == run["kernel"] and t["dtype"] == run["dtype"]), None)
+            if timing:  # where the time went: the one figure the machine decides
+                lines.append(f"  time: {timing['seconds']:.1f} s, {timing['kernel_seconds']:.1f} s of it in the kernel")
             for p in run["properties"]:
                 line = _property_line(p, run["cases"])
                 if line:

@@ -548,6 +548,7 @@ NB_MODULE(_core, m) {
         nb::arg("timeout"), nb::arg("contract").none());
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
   m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
+  m.def("content", [](const std::string &json) { return reporting::content_of(json); });
   m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });
   m.def("write_reports", [](const std::string &json, const std::string &dir) {
     try {

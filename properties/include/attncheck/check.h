@@ -61,9 +61,13 @@ struct KernelSpeed {
   /// largest call's of that entry point that returned (of the other one when none did) scaled by work; nullopt
   /// when no call has returned.
   std::optional<double> predict(std::int64_t work, bool backward) const;
-  /// The speed the prediction rests on, for messages: "1.2 GFLOP-units/s on a call of work N" (work per second).
+  /// The speed a prediction rests on, for messages: "0.9 GFLOP/s on a forward call of B=1 … in 0.31 s".
   std::string describe(bool backward) const;
   void record(const CallRecord &r);
+
+ private:
+  /// The call predictions rest on: the largest of that entry point that returned, else of the other one.
+  const CallRecord::Timed &basis(bool backward) const;
 };
 
 struct CheckOptions {

@@ -718,9 +718,13 @@ void warm_up(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
 }
 }  // namespace
 
-std::optional<double> KernelSpeed::predict(std::int64_t work, bool on_backward) const {
+const CallRecord::Timed &KernelSpeed::basis(bool on_backward) const {
   const CallRecord::Timed &own = on_backward ? backward : forward, &other = on_backward ? forward : backward;
-  const CallRecord::Timed &basis = own.work > 0 ? own : other;
+  return own.work > 0 ? own : other;
+}
+
+std::optional<double> KernelSpeed::predict(std::int64_t work, bool on_backward) const {
+  const CallRecord::Timed &basis = this->basis(on_backward);
   if (basis.work == 0) return std::nullopt;
   const double fixed = std::chrono::duration<double>(quickest.value_or(std::chrono::nanoseconds{0})).count();
   const double scaled = std::max(std::chrono::duration<double>(basis.time).count() - fixed, 0.0);
@@ -728,8 +732,7 @@ std::optional<double> KernelSpeed::predict(std::int64_t work, bool on_backward) 
 }
 
 std::string KernelSpeed::describe(bool on_backward) const {
-  const CallRecord::Timed &basis = (on_backward ? backward : forward).work > 0 ? (on_backward ? backward : forward)
-                                                                               : (on_backward ? forward : backward);
+  const CallRecord::Timed &basis = this->basis(on_backward);
   const double seconds = std::chrono::duration<double>(basis.time).count();
   // A multiply-add per unit of work: 2 flops.
   return fmt::format("{:.3g} GFLOP/s on a {} call of {} in {:.3g} s",
