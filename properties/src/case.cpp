@@ -46,10 +46,7 @@ Shape CaseSpec::problem_shape() const { return stretch.active() ? stretched_shap
 
 double CaseSpec::scale() const { return default_scale(problem_shape().D); }
 
-std::int64_t CaseSpec::work() const {
-  const Shape s = problem_shape();
-  return s.B * s.Hq * s.Lq * s.Lk * (s.D + s.Dv);
-}
+std::int64_t CaseSpec::work() const { return problem_shape().work(); }
 
 namespace {
 std::vector<std::int64_t> q_shape(const Shape &s) { return {s.B, s.Hq, s.Lq, s.D}; }

@@ -51,7 +51,7 @@ int timed_call(const Shape &s, bool backward, Call &&call) {
   const int status = call();
   const auto took = std::chrono::steady_clock::now() - started;
   CallRecord::kernel_time() += took;
-  const std::int64_t work = s.B * s.Hq * s.Lq * s.Lk * (s.D + s.Dv);
+  const std::int64_t work = s.work();
   if (record.timeouts > timeouts) {
     if (record.timed_out_work == 0) {
       record.timed_out_work = std::max<std::int64_t>(work, 1);
@@ -59,7 +59,7 @@ int timed_call(const Shape &s, bool backward, Call &&call) {
     }
   } else if (status == ATTNCHECK_OK) {  // a declined call says nothing of its speed
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(took);
-    if (CallRecord::Timed &t = backward ? record.backward : record.forward; work >= t.work) t = {work, ns, s};
+    (backward ? record.backward : record.forward).keep_larger({work, ns, s});
     record.quickest = std::min(record.quickest.value_or(ns), ns);
   }
   return status;

@@ -161,7 +161,7 @@ Shape random_shape(std::mt19937_64 &rng, Tier tier, std::int64_t max_batch) {
         s.Dv = pick(rng, kMediumDims);
         break;
     }
-  } while (s.B * s.Hq * s.Lq * s.Lk * (s.D + s.Dv) > max_work);
+  } while (s.work() > max_work);
   return s;
 }
 

@@ -39,7 +39,7 @@ Shape random_shape(std::mt19937_64 &rng) {
     s.Lk = pick(rng, kLengths);
     s.D = pick(rng, kHeadDims);
     s.Dv = pick(rng, kHeadDims);
-    if (s.B * s.Hq * s.Lq * s.Lk * (s.D + s.Dv) <= kMaxWork) return s;
+    if (s.work() <= kMaxWork) return s;
   }
 }
 

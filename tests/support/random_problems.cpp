@@ -75,7 +75,7 @@ Problem random_problem(std::mt19937_64 &rng, Dtype dt, const RandomProblemOption
     s.Lk = pick(rng, kLengths);
     s.D = pick(rng, kHeadDims);
     s.Dv = (rng() % 2) ? s.D : pick(rng, kHeadDims);
-  } while (s.B * s.Hq * s.Lq * s.Lk * (s.D + s.Dv) > opt.max_work);
+  } while (s.work() > opt.max_work);
 
   const auto drawn_values = static_cast<Values>(rng() % 5);
   const Layout layout = pick(rng, kLayouts);

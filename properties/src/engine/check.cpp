@@ -741,8 +741,8 @@ std::string KernelSpeed::describe(bool on_backward) const {
 }
 
 void KernelSpeed::record(const CallRecord &r) {
-  if (r.forward.work >= forward.work && r.forward.work > 0) forward = r.forward;
-  if (r.backward.work >= backward.work && r.backward.work > 0) backward = r.backward;
+  forward.keep_larger(r.forward);
+  backward.keep_larger(r.backward);
   if (r.quickest) quickest = std::min(quickest.value_or(*r.quickest), *r.quickest);
 }
 

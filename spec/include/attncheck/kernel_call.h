@@ -54,6 +54,10 @@ struct CallRecord {
     std::int64_t work = 0;               ///< of the largest call that returned
     std::chrono::nanoseconds time{0};    ///< and its wall time
     Shape shape;                         ///< and its problem's shape
+    /// Keeps `o` in place of this one when its work is at least as large (the larger call predicts best).
+    void keep_larger(const Timed &o) {
+      if (o.work >= work && o.work > 0) *this = o;
+    }
   };
   Timed forward, backward;
   /// The quickest call that returned: what a call costs whatever its work (the runner's transfer, the dispatch).

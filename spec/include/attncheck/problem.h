@@ -31,6 +31,9 @@ struct Shape {
   std::int64_t group() const { return Hq / Hkv; }
   /// The kv head query head h reads: h / (Hq / Hkv).
   std::int64_t kv_head(std::int64_t h) const { return h / group(); }
+  /// B·Hq·Lq·Lk·(D + Dv): multiply-adds of a forward (q·k and P·V), what a kernel's (and the reference's) time grows
+  /// with.
+  std::int64_t work() const { return B * Hq * Lq * Lk * (D + Dv); }
   /// Throws std::invalid_argument naming the first violated rule (all dims ≥ 1, Hq a multiple of Hkv).
   void validate() const;
   std::string describe() const;  ///< "B=1 Hq=4 Hkv=2 Lq=17 Lk=64 D=64 Dv=32"
