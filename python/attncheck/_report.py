@@ -174,8 +174,11 @@ class Report:
                            if t["kernel"] == run["kernel"] and t["dtype"] == run["dtype"]), None)
             if timing:  # where the time went: the one figure the machine decides
                 lines.append(f"  time: {timing['seconds']:.1f} s, {timing['kernel_seconds']:.1f} s of it in the kernel")
+            # A dtype the function declines entirely is the run line's "N unsupported"; else each declined
+            # property says why (a shape the function declines is no pass).
+            declined_all = all(p["verdict"] == "unsupported" for p in run["properties"])
             for p in run["properties"]:
-                line = _property_line(p, run["cases"])
+                line = None if declined_all else _property_line(p, run["cases"])
                 if line:
                     lines.append("  " + line)
         lines.append(f"{len(self.failures)} failure(s), {len(self.warnings)} warning(s)" +
@@ -231,11 +234,13 @@ class Report:
 
 def _property_line(p, planned):
     """A property's line when it did not simply pass on its planned cases: its verdict, decided / planned cases,
-    and why (its note). None for a plain pass, a property not run, or one with a counterexample (shown below: a
-    counterexample ends the search by design)."""
+    and why (its note). None for a plain pass, a property the contract turns off, or one with a counterexample
+    (shown below: a counterexample ends the search by design)."""
     decided = p["cases"] - p["undecided"]
-    if "counterexample" in p or p.get("tier") == "off" or p["verdict"] == "unsupported":
+    if "counterexample" in p or p.get("tier") == "off":
         return None
+    if p["verdict"] == "unsupported":
+        return f"{p['id']}: unsupported" + (f" — {p['note']}" if p.get("note") else "")
     if p["verdict"] == "pass" and decided >= planned and not p["budget_exhausted"]:
         return None
     why = p.get("note") or "; ".join(

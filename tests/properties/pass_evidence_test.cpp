@@ -49,7 +49,19 @@ int one_key_only(const attncheck_params *p, const DLTensor *q, const DLTensor *k
   return run_recorded(p, q, k, v, out, lse);
 }
 
+/// declines_dv with a planted bug: the scale taken as 1.
+int declines_dv_missing_scale(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                              DLTensor *out, DLTensor *lse) {
+  if (v->shape[3] != q->shape[3]) return ATTNCHECK_UNSUPPORTED;
+  return bug(support::Bug::missing_scale).forward(p, q, k, v, out, lse);
+}
+
 const attncheck_kernel kDeclinesDv{ATTNCHECK_ABI_VERSION, "declines_dv", &declines_dv, nullptr, nullptr};
+const attncheck_kernel kRecorded{ATTNCHECK_ABI_VERSION, "recorded", &run_recorded, nullptr, nullptr};
+const attncheck_kernel kDeclinesDvMissingScale{ATTNCHECK_ABI_VERSION, "declines_dv_missing_scale",
+                                               &declines_dv_missing_scale, nullptr, nullptr};
+/// The properties whose cases set Dv = Lk (v = I).
+const std::vector<std::string> kDvEqualsLk{"variance_normalization", "sum_to_one"};
 const attncheck_kernel kOneKeyOnly{ATTNCHECK_ABI_VERSION, "one_key_only", &one_key_only, nullptr, nullptr};
 
 CheckOptions pooled(int shapes) {
@@ -101,4 +113,44 @@ TEST_CASE("the report's text shows decided / planned cases where they differ, an
   CHECK_THAT(text, Catch::Contains(p.note));
   CHECK_THAT(p.note, Catch::Contains("the kernel declined"));
   CHECK_THAT(check(correct(), pooled(0)).text(), !Catch::Contains(" decided]"));
+}
+
+TEST_CASE("properties that set Dv = Lk draw D = Lk too for a kernel that declines Dv ≠ D, and decide their cases") {
+  for (const int pool : {0, CheckOptions::kAutoShapePool}) {
+    g_ran.clear();
+    CheckOptions o = pooled(pool);
+    o.properties = kDvEqualsLk;
+    const Report r = check(kDeclinesDv, o);
+    INFO("shape pool " << pool << "\n" << r.text());
+    for (const std::string &id : kDvEqualsLk) {
+      const PropertyReport &p = *r.find(id);
+      CHECK(p.verdict == Verdict::pass);
+      CHECK(p.cases - p.undecided >= o.min_cases);
+    }
+    CHECK(std::any_of(g_ran.begin(), g_ran.end(), [](const Shape &s) { return s.D == s.Lk && s.Lk > 1; }));
+  }
+}
+
+TEST_CASE("a kernel that accepts Dv ≠ D keeps the draws with D ≠ Lk for the properties that set Dv = Lk") {
+  g_ran.clear();
+  CheckOptions o = pooled(0);
+  o.properties = kDvEqualsLk;
+  const Report r = check(kRecorded, o);
+  INFO(r.text());
+  CHECK(r.find("variance_normalization")->verdict == Verdict::pass);
+  CHECK(std::any_of(g_ran.begin(), g_ran.end(), [](const Shape &s) { return s.D != s.Dv; }));
+}
+
+TEST_CASE("a missing scale in a kernel that declines Dv ≠ D is caught by variance_normalization, shrunk with D = Dv = Lk") {
+  CheckOptions o = pooled(0);
+  o.properties = {"variance_normalization"};
+  const Report r = check(kDeclinesDvMissingScale, o);
+  INFO(r.text());
+  const PropertyReport &p = *r.find("variance_normalization");
+  CHECK(p.verdict == Verdict::fail);
+  REQUIRE(p.counterexample);
+  const Shape &s = p.counterexample->minimal.spec.shape;
+  CHECK(s.D == s.Lk);
+  CHECK(s.Dv == s.Lk);
+  CHECK(s.Lk <= 4);  // shrunk: D follows the keys down
 }

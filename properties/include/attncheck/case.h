@@ -114,6 +114,9 @@ struct CaseOptions {
   bool backward = false;         ///< draw dout
   bool draw_v = true;            ///< false: v is all zeros (the property replaces it; zeros never shrink)
   bool dv_equals_lk = false;     ///< Dv = Lk (e.g. v = identity); kept while shrinking
+  /// With dv_equals_lk: D = Dv = Lk too — for a kernel that declines Dv ≠ D (the engine asks it), whose cases of
+  /// such properties would all be declined. Kept while shrinking.
+  bool tie_head_dims = false;
   std::optional<Mask> mask;      ///< fixed mask (default: drawn, and shrunk toward none)
   /// The causal mask drawn (and that a fixed Mask::causal means): the alignment the kernel declares.
   Mask causal = Mask::causal;
@@ -142,6 +145,17 @@ struct CaseOptions {
   std::uint64_t huge_bytes = 0;
   /// The spec meets the options' constraints that shrinking must keep (empty_rows).
   bool admits(const CaseSpec &s) const;
+  /// Applies the ties above: Dv = Lk (dv_equals_lk), and D = Lk too (tie_head_dims).
+  void tie(Shape &s) const {
+    if (dv_equals_lk) s.Dv = s.Lk;
+    if (dv_equals_lk && tie_head_dims) s.D = s.Lk;
+  }
+  /// The shape meets the ties as it is.
+  bool tied(const Shape &s) const {
+    Shape t = s;
+    tie(t);
+    return t == s;
+  }
   /// ≈ 30 ms of MPFR reference per case at the cap: boundary shapes stay affordable.
   static constexpr std::int64_t kDefaultMaxWork = 600'000;
 };

@@ -41,6 +41,7 @@ struct Slice {
   Axis axis = Axis::key;
   std::int64_t begin = 0, end = 0, hole_begin = 0, hole_end = 0;
   bool value_dim_too = false;  ///< key/diagonal slices: Dv columns follow the kept keys (Dv = Lk)
+  bool head_dim_too = false;   ///< key/diagonal slices: D columns follow the kept keys too (D = Dv = Lk)
   friend bool operator==(const Slice &, const Slice &) = default;
 };
 /// Slices of `c`, most aggressive first per axis: keep either half; keep one index (short axes); drop one index

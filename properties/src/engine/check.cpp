@@ -408,6 +408,25 @@ std::string guard_text(const RunState &st, const CheckOptions &opt) {
                      budget, st.counts.cases, opt.cases, per_case * std::max(opt.cases - st.counts.cases, 1));
 }
 
+/// The problem of shape `s` with zero values (dout too when `backward`): what the probe and the warm-up call.
+Problem zero_problem(const Shape &s, Dtype dt, bool backward) {
+  Case c;
+  c.spec.shape = s;
+  c.spec.dtype = dt;
+  c.resize_values(backward);
+  return c.problem();
+}
+
+/// The kernel declines Dv ≠ D where it runs Dv = D (forwards on zero values of D = 16 and Dv = 8 or 16: sizes every
+/// kernel's tiles take). Properties that set Dv = Lk then draw D = Lk too (CaseOptions::tie_head_dims), or the kernel
+/// would decline every one of their cases. A function of the kernel's answers: the same in a search and its replay.
+bool declines_unequal_head_dims(const Env &env, Dtype dt) {
+  const auto declines = [&](const Shape &s) {
+    return run_forward(env, zero_problem(s, dt, false)).call.status == ATTNCHECK_UNSUPPORTED;
+  };
+  return declines(Shape{.D = 16, .Dv = 8}) && !declines(Shape{.D = 16, .Dv = 16});
+}
+
 /// `plan_shapes`: how many distinct shapes the plan offers (the pool's size asked for, whatever the kernel's declines
 /// left of it; without a pool, the target cases).
 void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &opt, std::size_t plan_shapes,
@@ -484,6 +503,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   co.backward = def.needs_backward;
   co.shape_pool = pool;
   if (def.require) def.require(co);
+  if (co.dv_equals_lk) co.tie_head_dims = declines_unequal_head_dims(env, opt.dtype);
   const std::optional<std::string> huge_skipped =
       co.stretch && opt.huge_cases ? allow_huge_case(opt, co) : std::optional<std::string>{};
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
@@ -647,15 +667,6 @@ std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, 
   return pool;
 }
 
-/// The problem of shape `s` with zero values (dout too when `backward`): what the probe and the warm-up call.
-Problem zero_problem(const Shape &s, Dtype dt, bool backward) {
-  Case c;
-  c.spec.shape = s;
-  c.spec.dtype = dt;
-  c.resize_values(backward);
-  return c.problem();
-}
-
 /// The kernel's first call of a shape is much slower than a repeat (CheckOptions::detect_compile): forward on
 /// pool[0] twice, then on pool[1] once (the slower first call is the compile).
 bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
@@ -672,7 +683,8 @@ bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt
 }
 
 /// The pool `drawn` (of `n` shapes asked for) as the kernel accepts it (a forward on zero values): a declined shape
-/// gives way to itself with Dv = D, with Hkv = Hq, or both (the limits kernels commonly have), else to further
+/// gives way to itself with D = Dv = Lk (its draws have Dv = Lk), with Dv = D, with Hkv = Hq, or both (the limits
+/// kernels commonly have), else to further
 /// draws, at most kPoolDrawsPerShape per shape asked for — a kernel that declines Dv ≠ D or GQA still gets a pool
 /// of shapes it runs. Deterministic: a function of the kernel's answers, seed and dtype. The drawn pool when the
 /// kernel declines every shape (each property then says so).
@@ -683,12 +695,14 @@ ShapePool accepted_pool(const Env &env, std::shared_ptr<const std::vector<Shape>
   std::vector<Shape> tried;
   // Adds the first of s and its narrowed forms that the kernel accepts and the pool lacks.
   const auto add_accepted = [&](const Shape &s) {
-    Shape equal_dv = s, equal_heads = s;
+    Shape equal_dv = s, equal_heads = s, tied = s;
     equal_dv.Dv = s.D;
     equal_heads.Hkv = s.Hq;
-    Shape both = equal_dv;
-    both.Hkv = s.Hq;
-    for (const Shape &c : {s, equal_dv, equal_heads, both}) {
+    tied.D = tied.Dv = s.Lk;  // what properties with Dv = Lk draw for a kernel that declines Dv ≠ D (tie_head_dims)
+    Shape both = equal_dv, tied_heads = tied;
+    both.Hkv = tied_heads.Hkv = s.Hq;
+    // Tied before Dv = D: the properties with Dv = Lk then find pool shapes too (the rest take any).
+    for (const Shape &c : {s, tied, equal_dv, equal_heads, tied_heads, both}) {
       if (std::find(tried.begin(), tried.end(), c) != tried.end()) continue;
       tried.push_back(c);
       if (run_forward(env, zero_problem(c, dt, false)).call.status == ATTNCHECK_UNSUPPORTED) {

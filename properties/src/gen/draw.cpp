@@ -106,9 +106,7 @@ double entry(Bits &b, Family family, double sigma) {
 /// dim, and only then the protected (boundary or long-row) dim.
 void fit_work(CaseSpec &s, const CaseOptions &opts, std::int64_t Shape::*protect) {
   Shape &sh = s.shape;
-  auto sync = [&] {
-    if (opts.dv_equals_lk) sh.Dv = sh.Lk;
-  };
+  auto sync = [&] { opts.tie(sh); };
   sync();
   while (s.work() > opts.max_work) {
     if (sh.B > 1) {
@@ -118,7 +116,9 @@ void fit_work(CaseSpec &s, const CaseOptions &opts, std::int64_t Shape::*protect
     } else {
       std::int64_t Shape::*largest = nullptr;
       for (auto m : {&Shape::Lq, &Shape::Lk, &Shape::D, &Shape::Dv}) {
-        if (m == protect || (opts.dv_equals_lk && m == &Shape::Dv) || sh.*m == 1) continue;
+        if (m == protect || (opts.dv_equals_lk && m == &Shape::Dv) || (opts.tie_head_dims && m == &Shape::D) ||
+            sh.*m == 1)
+          continue;
         if (!largest || sh.*m > sh.*largest) largest = m;
       }
       if (!largest) largest = protect ? protect : &Shape::Lk;
@@ -344,7 +344,7 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
     for (const Shape &p : *opts.shape_pool) {
       CaseSpec t = s;
       t.shape = p;
-      if (opts.admits(t) && (!opts.dv_equals_lk || p.Dv == p.Lk)) fit.push_back(p);
+      if (opts.admits(t) && opts.tied(p)) fit.push_back(p);
     }
     sh = b.pick(fit.empty() ? *opts.shape_pool : fit);
     protect = nullptr;
@@ -356,7 +356,7 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
   if (!opts.admits(s)) {
     std::swap(sh.Lq, sh.Lk);
     if (sh.Lq == sh.Lk) ++sh.Lq;
-    if (opts.dv_equals_lk) sh.Dv = sh.Lk;
+    opts.tie(sh);
   }
   if (opts.features) {
     // The decode regime of caches (paged, varlen): a few query rows against a long cache, within max_work.
@@ -367,7 +367,7 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
       const double u = b.unit();
       sh.Lk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::exp2(u * std::log2(kMaxDecodeKeys))), 1,
                                        std::max<std::int64_t>(room, 1));
-      if (opts.dv_equals_lk) sh.Dv = sh.Lk;
+      opts.tie(sh);
     }
     std::uint32_t bits = opts.features;
     for (std::uint32_t f : kAllFeatures)

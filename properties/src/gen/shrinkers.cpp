@@ -80,7 +80,7 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
   auto with = [&](auto edit) {
     CaseSpec c = s;
     edit(c.shape);
-    if (opts.dv_equals_lk) c.shape.Dv = c.shape.Lk;
+    opts.tie(c.shape);
     add_spec(out, s, c);
   };
   // A stretched case's long lengths first (its structure stays: fewer and shorter rows, then fewer live keys below).
@@ -104,7 +104,8 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
   for (auto n : dim_toward(sh.Lq, 1)) with([&](Shape &x) { x.Lq = n; });
   if (sh.D == sh.Dv && !opts.dv_equals_lk)
     for (auto n : dim_toward(sh.D, 1)) with([&](Shape &x) { x.D = x.Dv = n; });
-  for (auto n : dim_toward(sh.D, 1)) with([&](Shape &x) { x.D = n; });
+  if (!opts.tie_head_dims)
+    for (auto n : dim_toward(sh.D, 1)) with([&](Shape &x) { x.D = n; });
   for (auto n : dim_toward(sh.Dv, 1)) with([&](Shape &x) { x.Dv = n; });
   // Heads: one head; the GQA group on a single kv head; MHA; then fewer kv heads or a smaller group.
   const std::int64_t G = sh.group();
@@ -170,10 +171,12 @@ std::vector<Slice> slices(const Case &c, const CaseOptions &opts) {
   const Shape &sh = c.spec.shape;
   for (A a : {A::key, A::query, A::diagonal, A::head_dim, A::value_dim, A::kv_head, A::group, A::batch}) {
     if (a == A::value_dim && opts.dv_equals_lk) continue;  // Dv follows Lk
+    if (a == A::head_dim && opts.tie_head_dims) continue;  // so does D
     const std::int64_t n = axis_length(sh, a);
     if (n <= 1) continue;
     auto add = [&](Slice s) {
       s.value_dim_too = opts.dv_equals_lk && (a == A::key || a == A::diagonal);
+      s.head_dim_too = s.value_dim_too && opts.tie_head_dims;
       if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
     };
     add({a, 0, n / 2});
@@ -193,7 +196,8 @@ Case apply(const Case &c, const Slice &s) {
   const std::vector<std::int64_t> kb = kept(sh.B, on(A::batch)), kkv = kept(sh.Hkv, on(A::kv_head)),
                                   kg = kept(sh.group(), on(A::group)),
                                   kq = kept(sh.Lq, diag ? diag : on(A::query)),
-                                  kk = kept(sh.Lk, diag ? diag : on(A::key)), kd = kept(sh.D, on(A::head_dim));
+                                  kk = kept(sh.Lk, diag ? diag : on(A::key)),
+                                  kd = s.head_dim_too ? kk : kept(sh.D, on(A::head_dim));
   const std::vector<std::int64_t> kdv = s.value_dim_too ? kk : kept(sh.Dv, on(A::value_dim));
   std::vector<std::int64_t> khq;  // query heads: the kept members of every kept kv head's group
   for (auto g : kkv)

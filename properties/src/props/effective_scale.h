@@ -89,18 +89,22 @@ inline void set_identity_v(Case &c) {
 /// The integer probe of the effective scale at head dim D (the dtype and layout of `base`): one query of ones,
 /// key 0 = 0, key 1 = integers summing to −g with g = ⌈kProbeLogitGap·√D⌉, so that q·(k_0 − k_1) = g exactly
 /// in every dtype; v = identity. Lk = Dv = 2, or 3 when D = 2 (key 2 = key 0), so that Dv ≠ D and a kernel that
-/// scales by 1/√Dv is told apart from 1/√D. No mask.
+/// scales by 1/√Dv is told apart from 1/√D — except for a case with Dv = D ≥ 2 (probe_dv_equals_d): what a kernel
+/// that declines Dv ≠ D is given (CaseOptions::tie_head_dims), then Lk = Dv = D, keys 2… = key 0, and 1/√Dv is 1/√D
+/// for it. The weights of keys 0 and 1 keep their ratio e^{s·g} whatever the other keys. No mask.
 struct ScaleProbe {
   Case c;
   double gap = 0;  ///< g = q·(k_0 − k_1)
 };
+/// The probes of a case with Dv = D ≥ 2 keep Dv = D (scale_probe).
+inline bool probe_dv_equals_d(const Shape &s) { return s.D == s.Dv && s.D >= 2; }
 inline ScaleProbe scale_probe(const CaseSpec &base) {
   ScaleProbe pr;
   Case &c = pr.c;
   c.spec = base;
   c.spec.mask = Mask::none;
   const std::int64_t D = base.shape.D;
-  const std::int64_t L = D == 2 ? 3 : 2;
+  const std::int64_t L = probe_dv_equals_d(base.shape) ? D : D == 2 ? 3 : 2;
   c.spec.shape = Shape{.B = 1, .Hq = 1, .Hkv = 1, .Lq = 1, .Lk = L, .D = D, .Dv = L};
   c.resize_values(false);
   const auto g = static_cast<std::int64_t>(std::ceil(kProbeLogitGap * std::sqrt(static_cast<double>(D))));

@@ -19,6 +19,8 @@
 //     scale·Σ|q̃|·|k̃ − k|) gives [T_lo, T_hi] ∋ T; the case fails when T_lo or T_hi leaves the region.
 //     The probe's L makes Dv ≠ D by a factor ≥ 2 (L = 2 for D ≥ 4, L = 8 below), so scale 1 (variance D),
 //     1/D (1/D) and 1/√Dv (D/Dv) all leave the region for every D ≥ 2. At D = 1 they coincide with 1/√D.
+//     A case with Dv = D ≥ 2 (what a kernel that declines Dv ≠ D is given: CaseOptions::tie_head_dims) keeps it in
+//     both probes (L = Dv = D; effective_scale.h): 1/√Dv is then 1/√D, and scale 1 and 1/D still leave the region.
 //
 // The case supplies D, the dtype, the layout and (through its hash) the Gaussian draws; it is itself never run.
 #include "attncheck/property.h"
@@ -81,7 +83,9 @@ GaussProbe gauss_probe(const Case &base) {
   c.spec = base.spec;
   c.spec.mask = Mask::none;
   const std::int64_t D = base.spec.shape.D;
-  const std::int64_t L = D <= kWideProbeMaxD ? kWideProbeKeys : kNarrowProbeKeys;
+  const std::int64_t L = probe::probe_dv_equals_d(base.spec.shape) ? D
+                         : D <= kWideProbeMaxD                     ? kWideProbeKeys
+                                                                   : kNarrowProbeKeys;
   const std::int64_t H = 2 * kStatPairs / L;
   c.spec.shape = Shape{.B = 1, .Hq = H, .Hkv = H, .Lq = 1, .Lk = L, .D = D, .Dv = L};
   c.resize_values(false);
