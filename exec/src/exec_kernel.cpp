@@ -1,6 +1,7 @@
 #include "attncheck/exec_kernel.h"
 #include "attncheck/bound_kernel.h"
 
+#include "attncheck/containment.h"
 #include "attncheck/contract.h"
 #include "attncheck/kernel_call.h"
 #include "attncheck/dtype.h"
@@ -151,14 +152,15 @@ struct ExecKernel::State {
   Outcome call(std::size_t kernel, bool backward, const attncheck_params &p, const DLTensor *const in[],
                const char *const in_names[], std::size_t n_in, DLTensor *const out[], const char *const out_names[],
                std::size_t n_out);
-  /// " hit the memory limit of N MiB" when `text` (an error answer, a dying child's last stderr line) says that an
-  /// allocation failed, counted in CallRecord::memory_faults; "" otherwise.
-  std::string memory_note(std::string_view text) const {
+  /// " hit the memory limit of N MiB (--memory-limit, peak resident M MiB)" when `text` (an error answer, a dying
+  /// child's last stderr line) says that an allocation failed, counted in CallRecord::memory_faults; "" otherwise.
+  std::string memory_note(std::string_view text, const ChildProcess &c) const {
     if (!says_out_of_memory(text)) return "";
     ++CallRecord::of_this_thread().memory_faults;
+    const std::string peak = containment::peak_resident_note(c.pid());
     return options.memory_limit_mib > 0 ? " hit the memory limit of " + std::to_string(options.memory_limit_mib) +
-                                              " MiB (--memory-limit)"
-                                        : " ran out of memory";
+                                              " MiB (--memory-limit" + peak + ")"
+                                        : " ran out of memory" + (peak.empty() ? "" : " (" + peak.substr(2) + ")");
   }
   /// Stops a child that broke the protocol during a call and returns the call's error.
   Outcome broke(const std::string &message) {
@@ -333,7 +335,7 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
     while (c.read_line(line, grace) == ChildProcess::Read::line) {
     }
     c.wait_exit(grace);
-    const std::string memory = memory_note(c.last_stderr_line());
+    const std::string memory = memory_note(c.last_stderr_line(), c);
     return broke(who_call + ":" + (memory.empty() ? "" : memory + ":") + " the child " +
                  (c.exited() ? c.exit_description() : what) + " during the call" + stderr_note(c) +
                  "; it restarts on the next call");
@@ -380,7 +382,7 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   }
   if (ans.kind == Answer::Kind::unsupported) return {ATTNCHECK_UNSUPPORTED, ans.message};
   if (ans.kind == Answer::Kind::error) {
-    const std::string memory = memory_note(ans.message);
+    const std::string memory = memory_note(ans.message, c);
     return {ATTNCHECK_ERROR, who_call + (memory.empty() ? "" : memory + ":") + " reported an error: " + ans.message};
   }
 

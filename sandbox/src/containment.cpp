@@ -5,6 +5,7 @@
 #include <linux/landlock.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -237,6 +239,25 @@ int kill_strays() {
     }
   }
   return killed;
+}
+
+std::uint64_t peak_resident_mib(pid_t pid) {
+  constexpr std::uint64_t kKiBPerMiB = 1024;
+  const auto mib = [](std::uint64_t kib) { return (kib + kKiBPerMiB - 1) / kKiBPerMiB; };
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return mib(std::strtoull(line.c_str() + 6, nullptr, 10));  // "VmHWM: 1234 kB"
+  // A zombie has no VmHWM: waitid's rusage (a raw syscall: glibc's wrapper drops it), left unreaped (WNOWAIT).
+  siginfo_t info{};
+  rusage usage{};
+  if (syscall(SYS_waitid, P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT, &usage) == 0 && info.si_pid == pid)
+    return mib(static_cast<std::uint64_t>(usage.ru_maxrss));  // KiB on Linux
+  return 0;
+}
+
+std::string peak_resident_note(pid_t pid) {
+  const std::uint64_t peak = peak_resident_mib(pid);
+  return peak > 0 ? ", peak resident " + std::to_string(peak) + " MiB" : "";
 }
 
 }  // namespace attncheck::containment

@@ -305,10 +305,11 @@ std::vector<KernelDesc> Server::start() {
 }
 
 Server::Result Server::crashed(const wire::Reply *note, const Staging &staging) {
+  const std::string peak = containment::peak_resident_note(pid_);  // before reap(): a reaped child tells nothing
   const int status = reap(kExitGraceMs);
   Result r;
   CallFault &f = r.fault;
-  const std::string limit = std::to_string(options_.memory_limit_mib) + " MiB";
+  const std::string limit = std::to_string(options_.memory_limit_mib) + " MiB" + peak;
   if (WIFEXITED(status) && !note) {
     f.kind = CallFault::protocol;
     f.message = "the kernel ended the sandbox process (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
@@ -434,8 +435,8 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
   }
   if (rep.status == ATTNCHECK_ERROR && rep.enomem) {
     r.fault.kind = CallFault::memory;
-    r.fault.message = "exceeded the memory limit of " + std::to_string(options_.memory_limit_mib) +
-                      " MiB (an allocation failed; the kernel returned ATTNCHECK_ERROR" +
+    r.fault.message = "exceeded the memory limit of " + std::to_string(options_.memory_limit_mib) + " MiB" +
+                      containment::peak_resident_note(pid_) + " (an allocation failed; the kernel returned ATTNCHECK_ERROR" +
                       (r.message.empty() ? "" : ": " + r.message) + ")";
     return r;
   }

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
+#include <regex>
 
 using namespace attncheck;
 using namespace exect;
@@ -374,12 +375,19 @@ TEST_CASE("call: an allocation failure, answered or fatal, counts as the memory 
   record.reset();
   const CallResult answered = small_forward(hog.find("peer"));
   CHECK(record.memory_faults == 1);
-  CHECK_THAT(answered.message, Contains("hit the memory limit of 256 MiB (--memory-limit)"));
+  CHECK_THAT(answered.message, Contains("hit the memory limit of 256 MiB (--memory-limit, peak resident "));
+  // The peak is what the child touched: the 1 GiB it asked for was refused, so it stays below the limit.
+  const std::regex peak("peak resident ([0-9]+) MiB");
+  std::smatch m;
+  REQUIRE(std::regex_search(answered.message, m, peak));
+  CHECK(std::stoull(m[1]) > 0);
+  CHECK(std::stoull(m[1]) < 256);
   ExecKernel dies(peer("oom_death"), limited);
   record.reset();
   const CallResult died = small_forward(dies.find("peer"));
   CHECK(record.memory_faults == 1);
   CHECK_THAT(died.message, Contains("hit the memory limit of 256 MiB") && Contains("MemoryError: Unable to allocate"));
+  CHECK(std::regex_search(died.message, peak));  // read from the exited child before it is reaped
   ExecKernel other(peer("answers"), limited);
   record.reset();
   CHECK_THAT(small_forward(other.find("peer")).message, Contains("kernel exploded"));

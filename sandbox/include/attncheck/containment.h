@@ -99,4 +99,11 @@ int reap_orphans();
 /// back to this process); returns how many. Does nothing unless adopt_orphans() succeeded.
 int kill_strays();
 
+/// The peak resident memory of the child `pid`, in MiB (rounded up): its VmHWM while it runs, its rusage's ru_maxrss
+/// once it has exited and is not yet reaped; 0 when neither can be read (it is being torn down). What a memory-limit
+/// message names beside the limit: the limit counts what a process may write, this what it really touched.
+std::uint64_t peak_resident_mib(pid_t pid);
+/// ", peak resident N MiB" for `pid` (peak_resident_mib), or "" when it cannot be read.
+std::string peak_resident_note(pid_t pid);
+
 }  // namespace attncheck::containment
