@@ -16,6 +16,7 @@ from ._core import __version__
 from ._api import check, properties
 from ._kernel import Unsupported
 from ._report import Counterexample, PropertyResult, Replay, Report
+from . import testing  # attncheck.testing.assert_attention after a plain `import attncheck`
 
-__all__ = ["check", "properties", "Report", "PropertyResult", "Counterexample", "Replay", "Unsupported",
+__all__ = ["check", "properties", "Report", "PropertyResult", "Counterexample", "Replay", "Unsupported", "testing",
            "__version__"]

@@ -19,11 +19,13 @@ DTYPES = ("f32", "f16", "bf16")
 
 
 def contract_text(contract):
-    """A contract dict ({"causal": "top-left", "lse": "none"}) in the text form of spec/SPEC.md §3.1."""
+    """A contract dict ({"causal": "top-left", "lse": "none"}) or text ("causal=top-left,lse=none") in the canonical
+    text form of spec/SPEC.md §3.1, as the core parses it: the keys that differ from the defaults, space-separated.
+    Raises ValueError for a contract the core does not accept."""
     if contract is None:
         return ""
     if isinstance(contract, str):
-        return contract
+        return _core.contract_text(contract)
     if not isinstance(contract, dict):
         raise TypeError("contract must be a dict such as {'causal': 'top-left', 'lse': 'none'}")
     tokens = []
@@ -33,7 +35,7 @@ def contract_text(contract):
         elif isinstance(value, bool):
             value = "true" if value else "false"
         tokens.append(f"{key}={value}")
-    return " ".join(tokens)
+    return _core.contract_text(" ".join(tokens))
 
 
 #: The ABI 1.2 features a Python function may declare: they reach it as keyword arguments (window=(left, right),
@@ -42,11 +44,12 @@ PYTHON_FEATURES = ("window", "softcap", "alibi", "sinks", "mask")
 
 
 def _check_features(text):
-    for token in text.replace(",", " ").split():
+    """`text`: canonical (contract_text)."""
+    for token in text.split():
         key, _, value = token.partition("=")
         if key != "features" or value == "none":
             continue
-        other = [f for f in value.replace(",", "+").split("+") if f and f not in PYTHON_FEATURES]
+        other = [f for f in value.split("+") if f and f not in PYTHON_FEATURES]
         if other:
             raise ValueError(f"contract: a Python function takes the features {', '.join(PYTHON_FEATURES)} as keyword "
                              f"arguments, not {'+'.join(other)}, which change the tensors' layout: check such a kernel "

@@ -31,6 +31,7 @@ def _one_line(message):
 
 
 def _serve(kernel, contract):
+    """`contract`: its canonical text (_api.contract_text): space-separated tokens."""
     lse_storage = "lse=storage" in contract.split()
     lse_none = "lse=none" in contract.split()
     from ._kernel import OK, UNSUPPORTED

@@ -549,6 +549,12 @@ NB_MODULE(_core, m) {
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
   m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
   m.def("content", [](const std::string &json) { return reporting::content_of(json); });
+  // A contract text as the core reads it (commas or spaces, any key order), in its one canonical form: only the keys
+  // that differ from the defaults, space-separated ("" for the defaults). What every Python module reads.
+  m.def("contract_text", [](const std::string &text) {
+    const KernelContract c = contract_of(text, "");
+    return c == KernelContract{} ? std::string() : c.describe_changes();
+  });
   m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });
   m.def("write_reports", [](const std::string &json, const std::string &dir) {
     try {

@@ -56,3 +56,18 @@ def test_no_temporary_file_is_left_behind(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", None)
     attncheck.check(kernels.attention, dtypes=["f32"], properties=["accuracy"], isolate=True, **FAST)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("contract", ["lse=none,causal=bottom-right", "causal=bottom-right, lse=none",
+                                      {"lse": "none"}])
+def test_an_isolated_function_reads_its_contract_as_the_core_does_commas_or_spaces(contract):
+    # The isolated process reads the canonical text the core makes of the contract: with commas too, it knows
+    # that the function returns no LSE.
+    report = attncheck.check(kernels.attention_no_lse, dtypes=["f32"], properties=["accuracy"], isolate=True,
+                             contract=contract, **FAST)
+    assert report.passed, report.summary()
+
+
+def test_a_contract_the_core_does_not_accept_is_one_clear_error():
+    with pytest.raises(ValueError, match="lse"):
+        attncheck.check(kernels.attention, dtypes=["f32"], contract="lse=sometimes", **FAST)

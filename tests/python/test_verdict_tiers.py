@@ -67,3 +67,11 @@ def test_replay_refuses_an_argument_it_cannot_honour():
     report = check_nan_empty_rows(None)
     with pytest.raises(TypeError, match="not profile"):
         report.replay(1, profile="thorough")
+
+
+def test_a_plain_import_makes_attncheck_testing_available():
+    import subprocess
+    import sys
+    code = "import attncheck; print(attncheck.testing.assert_attention.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "assert_attention"
