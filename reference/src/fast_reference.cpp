@@ -51,7 +51,20 @@ double weight_error(double p, double d, double theta, double exp_abs, double &th
 
 /// Values of t times `factor`, row-major; false when one is not finite or the product is not exact in double.
 bool load(const Tensor &t, double factor, std::vector<double> &out) {
-  out = t.to_vector();
+  // Row-major contiguous storage (the usual case) is read straight; any other layout through to_vector.
+  bool contiguous = true;
+  std::int64_t stride = 1;
+  for (int d = t.rank() - 1; d >= 0; --d) {
+    if (t.dim(d) != 1 && t.strides()[static_cast<std::size_t>(d)] != stride) contiguous = false;
+    stride *= t.dim(d);
+  }
+  if (contiguous) {
+    out.resize(static_cast<std::size_t>(t.numel()));
+    const std::int64_t base = t.offset();
+    for (std::size_t n = 0; n < out.size(); ++n) out[n] = t.get_storage(base + static_cast<std::int64_t>(n));
+  } else {
+    out = t.to_vector();
+  }
   for (double &x : out) {
     if (!std::isfinite(x)) return false;
     if (factor != 1) {
@@ -112,15 +125,25 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
   r.lse.assign(n_lse, -kInf);
   r.lse_err.assign(n_lse, 0.0);
 
-  std::vector<double> qa(qd.size()), ka(kd.size()), va(vd.size());
-  std::transform(qd.begin(), qd.end(), qa.begin(), [](double x) { return std::fabs(x); });
-  std::transform(kd.begin(), kd.end(), ka.begin(), [](double x) { return std::fabs(x); });
+  // Σ_d |q_id k_jd| ≤ ‖q_i‖₂‖k_j‖₂ (Cauchy–Schwarz): the dot products' bound from 2 norms per pair, no second GEMM.
+  std::vector<double> va(vd.size()), qn(static_cast<std::size_t>(s.B * s.Hq * s.Lq)),
+      kn(static_cast<std::size_t>(s.B * s.Hkv * s.Lk));
   std::transform(vd.begin(), vd.end(), va.begin(), [](double x) { return std::fabs(x); });
+  auto norms = [&](const std::vector<double> &xs, std::vector<double> &out) {
+    for (std::size_t r2 = 0; r2 < out.size(); ++r2) {
+      double t = 0;
+      for (std::int64_t d = 0; d < s.D; ++d) t += xs[r2 * static_cast<std::size_t>(s.D) + static_cast<std::size_t>(d)] *
+                                                 xs[r2 * static_cast<std::size_t>(s.D) + static_cast<std::size_t>(d)];
+      out[r2] = std::sqrt(t);
+    }
+  };
+  norms(qd, qn);
+  norms(kd, kn);
 
-  RowMatrix S(s.Lq, s.Lk), E(s.Lq, s.Lk);  // logits and their bounds, then p̂ and Δp in place
-  RowMatrix N(s.Lq, s.Dv), A(s.Lq, s.Dv), Bm(s.Lq, s.Dv);
-  // Per row: l̂, E_l, l̂ − E_l, n (terms of the row sum), and whether the row is computed here (0: fixed values).
-  std::vector<double> lhat(static_cast<std::size_t>(s.Lq)), el(lhat.size()), llo(lhat.size()), nterms(lhat.size());
+  RowMatrix S(s.Lq, s.Lk), E(s.Lq, s.Lk);  // logits and their bounds, then p̂ and Δp (then W) in place
+  RowMatrix N(s.Lq, s.Dv), Bm(s.Lq, s.Dv);
+  // Per row: l̂, E_l, l̂ − E_l, and whether the row is computed here (0: fixed values).
+  std::vector<double> lhat(static_cast<std::size_t>(s.Lq)), el(lhat.size()), llo(lhat.size());
   std::vector<char> live(lhat.size());
   std::vector<char> vis(static_cast<std::size_t>(s.Lk));
 
@@ -130,11 +153,10 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
       const std::size_t qo = static_cast<std::size_t>((b * s.Hq + h) * s.Lq * s.D);
       const std::size_t ko = static_cast<std::size_t>((b * s.Hkv + kv) * s.Lk * s.D);
       const std::size_t vo = static_cast<std::size_t>((b * s.Hkv + kv) * s.Lk * s.Dv);
-      const ConstMap Q(qd.data() + qo, s.Lq, s.D), Qa(qa.data() + qo, s.Lq, s.D);
-      const ConstMap K(kd.data() + ko, s.Lk, s.D), Ka(ka.data() + ko, s.Lk, s.D);
+      const ConstMap Q(qd.data() + qo, s.Lq, s.D), K(kd.data() + ko, s.Lk, s.D);
       const ConstMap V(vd.data() + vo, s.Lk, s.Dv), Va(va.data() + vo, s.Lk, s.Dv);
-      S.noalias() = Q * K.transpose();    // t̂_ij, any order: |t̂ − t| ≤ γ_D Σ|q k|
-      E.noalias() = Qa * Ka.transpose();  // Σ_d |q_id k_jd| (rounded: kEpsInflation)
+      S.noalias() = Q * K.transpose();  // t̂_ij, any order: |t̂ − t| ≤ γ_D Σ|q k| ≤ γ_D ‖q_i‖‖k_j‖
+      const double *qn_h = qn.data() + (b * s.Hq + h) * s.Lq, *kn_h = kn.data() + (b * s.Hkv + kv) * s.Lk;
       const double sink_h = sink ? f.sinks[static_cast<std::size_t>(h)] : 0.0;
 
       for (std::int64_t i = 0; i < s.Lq; ++i) {
@@ -149,7 +171,7 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
           if (!vis[static_cast<std::size_t>(j)]) continue;
           ++n;
           const double x = scale * srow[j];
-          double e = gamma_dot * erow[j];  // |x̂ − x| ≤ γ_{D+1}·|scale|·Σ|q k|
+          double e = gamma_dot * (qn_h[i] * kn_h[j]);  // |x̂ − x| ≤ γ_{D+1}·|scale|·‖q_i‖‖k_j‖
           double sv = x;
           if (softcap) {
             // c·tanh is c·(1-Lipschitz): the logit's error passes, plus the division, tanh and the product.
@@ -216,7 +238,6 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
         lhat[li] = l;
         el[li] = E_l;
         llo[li] = l_low;
-        nterms[li] = nt;
         live[li] = 1;
         const double logl = std::log(l);
         const double lse = m + logl;
@@ -236,22 +257,23 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
               srow[j] = 0;
               erow[j] = 0;
             }
+        // W_ij = γ_{n+1}·p̂_ij + Δp_ij: O's numerator error γ Σ p̂|v| + Σ Δp|v| is then one product W·|V|.
+        const double g = knobs.drop == Drop::row_sum ? 0 : gamma(nt + 1);
+        for (std::int64_t j = 0; j < s.Lk; ++j) erow[j] += g * srow[j];
       }
 
       N.noalias() = S * V;    // Σ_j p̂_j v_jc
-      A.noalias() = S * Va;   // Σ_j p̂_j |v_jc|
-      Bm.noalias() = E * Va;  // Σ_j Δp_j |v_jc|
+      Bm.noalias() = E * Va;  // Σ_j (γ p̂_j + Δp_j) |v_jc|
       // Products that underflow lose ≤ η/2 each in N, A and Bm: an absolute allowance per row.
       const double tiny = (4 * static_cast<double>(s.Lk) + 4) * eta;
       for (std::int64_t i = 0; i < s.Lq; ++i) {
         const std::size_t li = static_cast<std::size_t>(i);
         if (!live[li]) continue;
-        const double g = knobs.drop == Drop::row_sum ? 0 : gamma(nterms[li] + 1);
         for (std::int64_t c2 = 0; c2 < s.Dv; ++c2) {
           const std::size_t oo = static_cast<std::size_t>(out_offset(s, b, h, i, c2));
           double o = N(i, c2) / lhat[li];
           // |N/l − N̂/l̂| ≤ (|N − N̂| + |N̂/l̂|·|l − l̂|)/l, l ≥ l̂ − E_l; the division's rounding (2u|Ô| ≥ u|N̂/l̂| + u|Ô|).
-          double e = (g * A(i, c2) + Bm(i, c2) + std::fabs(o) * el[li] + tiny) / llo[li] + 2 * u * std::fabs(o) + eta;
+          double e = (Bm(i, c2) + std::fabs(o) * el[li] + tiny) / llo[li] + 2 * u * std::fabs(o) + eta;
           if (dropout) {  // O = (Σ kept p v / l)/(1 − p): keep's rounding and the division's, 4u|Ô| with margin
             o /= keep;
             e = e / keep + 4 * u * std::fabs(o) + eta;
