@@ -3,12 +3,12 @@
 // and a filter that decides a kernel's element from (r̃, ε) whenever the margin allows (SPEC.md §5.1).
 //
 // Per row (b, h, i), with V(i) its visible keys (sees()), n = |V(i)| (+1 with a sink), u = 2⁻⁵³, γ_n = n·u/(1 − n·u):
-//   x̂_j = fl(scale·Σ_d q_id k_jd)             |x̂_j − x_j| ≤ γ_{D+1}·|scale|·Σ_d |q_id k_jd|
+//   x̂_j = fl(scale·Σ_d q_id k_jd)             |x̂_j − x_j| ≤ γ_{D+1}·|scale|·Σ_d |q_id k_jd| ≤ γ_{D+1}·|scale|·‖q_i‖‖k_j‖
 //   ŝ_j = x̂_j [or fl(c·tanh(fl(x̂_j/c)))] [+ ALiBi] [+ additive mask], each step's rounding and tanh's error added: e_j
 //   m̂ = max ŝ_j (and sink_h),  p̂_j = exp(fl(ŝ_j − m̂))  θ_j = e_j + u·|ŝ_j − m̂| (log-space error of p̂_j)
 //   |p̂_j − e^{s_j − m̂}| ≤ Δp_j = (p̂_j + Uη)·ρ_j + Uη,  ρ_j ≥ expm1(θ_j + δ_exp)   (U = kLibmExpUlps, η = 2⁻¹⁰⁷⁴)
 //   l̂ = Σ p̂_j,  E_l = γ_{n+1}·l̂ + Σ Δp_j  ≥ |l̂ − l|
-//   Ô_c = fl(Σ_j p̂_j v_jc / l̂),  ε_c = (γ_{n+1} Σ p̂_j|v_jc| + Σ Δp_j|v_jc| + |Ô_c|·E_l)/(l̂ − E_l) + 2u|Ô_c| + tiny
+//   Ô_c = fl(Σ_j p̂_j v_jc / l̂),  ε_c = (Σ_j (γ_{n+1}p̂_j + Δp_j)|v_jc| + |Ô_c|·E_l)/(l̂ − E_l) + 2u|Ô_c| + tiny
 //   LSÊ = fl(m̂ + log l̂),  ε = −log1p(−E_l/l̂) + kLibmLogUlps·(2u|log l̂| + η) + u|LSÊ|
 // and every ε multiplied by kEpsInflation, which covers the rounding of ε's own evaluation (SPEC.md §5.1).
 //
