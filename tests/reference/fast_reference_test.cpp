@@ -115,6 +115,9 @@ Problem family_problem(std::mt19937_64 &rng, Shape s, Dtype dt, Family family, b
   r.with_dout = false;
   const Mask masks[] = {Mask::none, Mask::causal, Mask::causal_top_left};
   r.mask = masks[draw(rng, 0, 2)];
+  const Layout layouts[] = {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded};
+  r.layout = layouts[draw(rng, 0, 3)];  // the same values in every layout; fast_forward reads any of them
+  r.pad = r.layout == Layout::padded ? draw(rng, 1, 3) : 0;
   Problem p = test::random_problem(r, rng());
   auto gen_uniform = [&](double spread) { return [&rng, spread] { return uniform(rng, -spread, spread); }; };
   switch (family) {
@@ -166,7 +169,20 @@ Problem family_problem(std::mt19937_64 &rng, Shape s, Dtype dt, Family family, b
       break;
     }
   }
-  if (features) p.features = random_features(rng, s);
+  if (features) {
+    p.features = random_features(rng, s);
+    if (coin(rng, 0.05)) {  // FP8: the stored values become float8 values, standing for descale·stored
+      Features &f = p.features;
+      f.fp8 = coin(rng, 0.5) ? Fp8::e4m3fn : Fp8::e5m2;
+      f.descale_q = static_cast<float>(uniform(rng, 0.01, 4));
+      f.descale_k = static_cast<float>(uniform(rng, 0.01, 4));
+      f.descale_v = static_cast<float>(uniform(rng, 0.01, 4));
+      for (Tensor *t : {&p.q, &p.k, &p.v})
+        for_each_index(t->shape(), [&](std::span<const std::int64_t> idx) {
+          t->set(idx, round_to_fp8(*f.fp8, std::clamp(t->get(idx), -400.0, 400.0)));
+        });
+    }
+  }
   return p;
 }
 
