@@ -264,7 +264,7 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
 
       N.noalias() = S * V;    // Σ_j p̂_j v_jc
       Bm.noalias() = E * Va;  // Σ_j (γ p̂_j + Δp_j) |v_jc|
-      // Products that underflow lose ≤ η/2 each in N, A and Bm: an absolute allowance per row.
+      // Products that underflow lose ≤ η/2 each in N and Bm: an absolute allowance per row.
       const double tiny = (4 * static_cast<double>(s.Lk) + 4) * eta;
       for (std::int64_t i = 0; i < s.Lq; ++i) {
         const std::size_t li = static_cast<std::size_t>(i);
