@@ -166,8 +166,24 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
         const RowFrame fr = row_frame(f, p.params.mask, b, i, s.Lq, s.Lk);
         std::int64_t n = 0;
         double m = -kInf;
-        for (std::int64_t j = 0; j < s.Lk; ++j) {
+        for (std::int64_t j = 0; j < s.Lk; ++j)
           vis[static_cast<std::size_t>(j)] = fr.exists && sees(f, p.params.mask, fr, s.Lq, s.Lk, b, h, i, j);
+        // The additive mask enters relative to its largest visible value M (an exact double, part of the shift): a row
+        // whose keys all carry a mask near −10³⁰ keeps its logits' differences instead of losing them in u·10³⁰.
+        double mask_shift = 0;
+        if (additive) {
+          mask_shift = -kInf;
+          for (std::int64_t j = 0; j < s.Lk; ++j)
+            if (vis[static_cast<std::size_t>(j)]) {
+              const double mv = mask_value(f, s.Lq, s.Lk, b, h, i, j);
+              if (std::isfinite(mv)) mask_shift = std::max(mask_shift, mv);
+            }
+          // A sink above every key's mask is the shift instead (keys far below it then weigh nothing, exactly as
+          // their bound says), so a sink is never lost under u·|M| either.
+          if (sink) mask_shift = std::max(mask_shift, f.sinks[static_cast<std::size_t>(h)]);
+          if (!std::isfinite(mask_shift)) mask_shift = 0;
+        }
+        for (std::int64_t j = 0; j < s.Lk; ++j) {
           if (!vis[static_cast<std::size_t>(j)]) continue;
           ++n;
           const double x = scale * srow[j];
@@ -186,15 +202,19 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
           if (additive) {
             const double mv = mask_value(f, s.Lq, s.Lk, b, h, i, j);
             if (std::isfinite(mv)) {
-              sv += mv;
-              e += u * std::fabs(sv);
+              const double rel = mv - mask_shift;  // ≤ 0; exact when mv is within 2× of M (Sterbenz)
+              sv += rel;
+              e += u * std::fabs(rel) + u * std::fabs(sv);
             }
           }
           srow[j] = sv;
           erow[j] = e;
           m = std::max(m, sv);
         }
-        if (sink) m = std::max(m, sink_h);
+        // The sink's logit in the shifted frame: sink_h − M (rounded: its error counts in its θ below).
+        const double sink_rel = sink ? sink_h - mask_shift : 0.0;
+        const double sink_err = mask_shift == 0 ? 0.0 : u * std::fabs(sink_rel);
+        if (sink) m = std::max(m, sink_rel);
         if (!fr.exists || (n == 0 && !sink)) {  // O = 0, LSE = −∞: exact
           S.row(i).setZero();
           E.row(i).setZero();
@@ -224,10 +244,10 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
           l += pj;
           dsum += dp;
         }
-        if (sink) {  // one more term of the row sum, exact logit, no value
-          const double d = sink_h - m;
+        if (sink) {  // one more term of the row sum, no value
+          const double d = sink_rel - m;
           const double pj = std::exp(d);
-          const double theta = u * std::fabs(d) + delta_exp;
+          const double theta = sink_err + u * std::fabs(d) + delta_exp;
           l += pj;
           dsum += weight_error(pj, d, theta, exp_abs, theta_max);
         }
@@ -240,7 +260,8 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
         llo[li] = l_low;
         live[li] = 1;
         const double logl = std::log(l);
-        const double lse = m + logl;
+        const double shift = m + mask_shift;  // the whole shift: its rounding counts in the LSE's ε
+        const double lse = shift + logl;
         r.lse[lo] = lse;
         if (!(theta_max <= kMaxLogSpaceError) || !(l_low >= l / 2)) {
           r.lse_err[lo] = kInf;
@@ -248,7 +269,7 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
         } else {
           // |log l − log l̂| ≤ −log1p(−E_l/l̂); log's error; the addition's rounding.
           r.lse_err[lo] = finish(-std::log1p(-E_l / l) + kLibmLogUlps * (2 * u * std::fabs(logl) + eta) +
-                                     u * std::fabs(lse) + eta,
+                                     u * std::fabs(shift) + u * std::fabs(lse) + eta,
                                  knobs);
         }
         if (dropout)  // dropped weights stay in the row sum, not in O's numerator

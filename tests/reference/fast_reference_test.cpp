@@ -29,6 +29,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::uint64_t kSeed = 0xfa57'0000'0000'0021ULL;
+constexpr unsigned kWideBits = 512;  // certified_forward's precision where 128 bits leave it wider than ε
 // (a): small problems (≲ 60 s on one core in Release with the long rows), and long rows up to 2048 keys.
 constexpr int kSmallProblems = 60000;
 constexpr int kLongProblems = 48;
@@ -36,7 +37,7 @@ constexpr std::int64_t kLongestRow = 2048;
 // (e): ε relative to the row's scale on ordinary problems with L ≤ 1024, and the escalation fraction allowed.
 constexpr double kTightness = 1e-12;
 constexpr double kMaxEscalatedFraction = 1e-3;
-// An additive mask value far past any logit (a float32): rows that see only such keys get ε = ∞.
+// An additive mask value far past any logit (a float32), as masks written with a large negative number carry.
 constexpr double kHugeMask = static_cast<float>(1e30);
 const Dtype kDtypes[] = {Dtype::f32, Dtype::f16, Dtype::bf16};
 
@@ -220,12 +221,24 @@ void count_misses(const std::vector<double> &r, const std::vector<double> &e, co
 }
 
 /// fast_forward(p, knobs) against certified_forward(p), accumulated into m. Returns false when p is declined.
+/// An enclosure at 128 bits can be wider than ε where logits carry a term near 10³⁰ (an additive mask: 10³⁰·2⁻¹²⁸ ≈
+/// 3·10⁻⁹); the check is then repeated at kWideBits before anything counts as a miss.
 bool check_enclosure(const Problem &p, const FastForwardKnobs &knobs, Misses &m) {
   const auto fast = fast_forward(p, knobs);
   if (!fast) return false;
-  const CertifiedForward c = certified_forward(p);
-  count_misses(fast->out, fast->out_err, c.out, "out", m);
-  count_misses(fast->lse, fast->lse_err, c.lse, "lse", m);
+  for (unsigned bits : {kReferenceBits, kWideBits}) {
+    const CertifiedForward c = certified_forward(p, bits);
+    Misses here;
+    count_misses(fast->out, fast->out_err, c.out, "out", here);
+    count_misses(fast->lse, fast->lse_err, c.lse, "lse", here);
+    if (here.count == 0 || bits == kWideBits) {
+      if (m.count == 0) m.first = here.first;
+      m.count += here.count;
+      m.elements += here.elements;
+      m.unbounded += here.unbounded;
+      break;
+    }
+  }
   return true;
 }
 
@@ -272,7 +285,7 @@ TEST_CASE("fast_forward's enclosure holds certified_forward's on random problems
           "feature, long rows included",
           "[reference][fast]") {
   Misses m;
-  std::size_t declined = 0, problems = 0, unexpected = 0;
+  std::size_t declined = 0, problems = 0;
   std::string first_problem, unbounded_problems;
   const auto start = std::chrono::steady_clock::now();
   for_each_problem(kSmallProblems, kLongProblems, [&](const Problem &p, const std::string &what) {
@@ -280,22 +293,18 @@ TEST_CASE("fast_forward's enclosure holds certified_forward's on random problems
     const std::size_t before = m.count, unbounded = m.unbounded;
     if (!check_enclosure(p, {}, m)) ++declined;
     if (m.count > before && first_problem.empty()) first_problem = what;
-    // ε = ∞ only where double cannot resolve a row: every key it sees has a logit near ±10³⁰ (kHugeMask).
-    const bool huge = std::any_of(p.features.mask.begin(), p.features.mask.end(),
-                                  [](double x) { return std::isfinite(x) && std::fabs(x) >= kHugeMask; });
-    if (m.unbounded > unbounded && !huge) {
-      ++unexpected;
-      if (unbounded_problems.size() < 2000) unbounded_problems += what + "\n";
-    }
+    if (m.unbounded > unbounded && unbounded_problems.size() < 2000) unbounded_problems += what + "\n";
   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO("first miss: " << first_problem << ": " << m.first);
-  INFO("problems with ε = ∞ and no huge mask value:\n" << unbounded_problems);
+  INFO("problems with ε = ∞:\n" << unbounded_problems);
   WARN(problems << " problems (" << declined << " declined), " << m.elements << " elements, " << m.unbounded
                 << " with ε = ∞, " << m.count << " not enclosed, " << seconds << " s");
   REQUIRE(m.count == 0);
   CHECK(declined == 0);
-  CHECK(unexpected == 0);
+  // No row is left unbounded on these families, the additive mask's −10³⁰ included (it enters relative to the row's
+  // largest mask value).
+  CHECK(m.unbounded == 0);
 }
 
 TEST_CASE("fast_forward covers rows that see no key, sinks without keys and out-of-sequence rows exactly",
