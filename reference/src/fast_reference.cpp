@@ -34,15 +34,15 @@ double gamma(double n) { return n * u >= 1 ? kInf : n * u / (1 - n * u); }
 /// A bound on expm1(θ) for 0 ≤ θ ≤ kMaxLogSpaceError, without a libm call.
 double expm1_upper(double theta) { return theta * (1 + kExpm1Quadratic * theta); }
 
-/// Δp ≥ |p̂ − e^{d}| for p̂ = exp(d̂), |d − d̂| ≤ θ (d̂ = `d`), exp within kLibmExpUlps (its absolute part `exp_abs`; 0
-/// and δ_exp = 0 in θ under the planted Drop::exp_libm). For θ ≤ kMaxLogSpaceError: (p̂ + Uη)·ρ + Uη + η, ρ ≥
-/// expm1(θ) (the last η: the product's underflow), and θ counts in `theta_max`. Above it the weight is only bounded by
+/// Δp ≥ |p̂ − e^{d}| for p̂ = exp(d̂), |d − d̂| ≤ θ (d̂ = `d`, θ including exp's relative error δ_exp), exp within
+/// kLibmExpUlps (its absolute part `exp_abs`). For θ ≤ kMaxLogSpaceError: (p̂ + Uη)·ρ + Uη + η, ρ ≥ expm1(θ) (the
+/// last η: the product's underflow), and θ counts in `theta_max`. Above it the weight is only bounded by
 /// 0 ≤ e^{d} ≤ e^{d̂ + θ}: Δp = p̂ + an upper bound of e^{d̂ + θ} (a key far below the max, e.g. by a large negative
 /// additive mask, then costs nothing rather than the row).
 double weight_error(double p, double d, double theta, double exp_abs, double &theta_max) {
   if (theta <= kMaxLogSpaceError) {
     theta_max = std::max(theta_max, theta);
-    return (p + exp_abs) * expm1_upper(theta) + exp_abs + (exp_abs > 0 ? eta : 0);
+    return (p + exp_abs) * expm1_upper(theta) + exp_abs + eta;
   }
   constexpr double kMargin = 0x1p-40;  // ≥ the rounding of the argument's sum and exp's relative error (8u)
   const double y = d + theta * (1 + kMargin) + 2 * u * std::fabs(d);
@@ -112,10 +112,10 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
              additive = f.mask_kind == MaskKind::additive, dropout = f.dropout_p > 0;
   const double scale = p.params.scale, c = f.softcap, abs_scale = std::fabs(scale);
   const double keep = 1 - f.dropout_p;  // z = 1/(1 − p): |keep − (1 − p)| ≤ u·keep
-  const bool drop_dot = knobs.drop == Drop::dot_product, drop_exp = knobs.drop == Drop::exp_libm;
+  const bool drop_dot = knobs.drop == Drop::dot_product;
   // exp's relative error as a log-space term: |ln(1 ± U·2u)| ≤ −ln(1 − 2Uu).
-  const double delta_exp = drop_exp ? 0 : -std::log1p(-2 * kLibmExpUlps * u);
-  const double exp_abs = drop_exp ? 0 : kLibmExpUlps * eta;  // exp's absolute error near underflow
+  const double delta_exp = -std::log1p(-2 * kLibmExpUlps * u);
+  const double exp_abs = kLibmExpUlps * eta;  // exp's absolute error near underflow
   const double gamma_dot = drop_dot ? 0 : gamma(static_cast<double>(s.D + 1)) * abs_scale;
 
   FastForward r;
@@ -253,7 +253,7 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
         }
         const double nt = static_cast<double>(n + (sink ? 1 : 0));
         // |l̂ − l| ≤ γ_{n+1}·l̂ + Σ Δp_j (inflated here: it is subtracted below)
-        const double E_l = (knobs.drop == Drop::row_sum ? 0 : gamma(nt + 1) * l) * kEpsInflation + dsum * kEpsInflation;
+        const double E_l = gamma(nt + 1) * l * kEpsInflation + dsum * kEpsInflation;
         const double l_low = l - E_l;
         lhat[li] = l;
         el[li] = E_l;
@@ -279,7 +279,7 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
               erow[j] = 0;
             }
         // W_ij = γ_{n+1}·p̂_ij + Δp_ij: O's numerator error γ Σ p̂|v| + Σ Δp|v| is then one product W·|V|.
-        const double g = knobs.drop == Drop::row_sum ? 0 : gamma(nt + 1);
+        const double g = gamma(nt + 1);
         for (std::int64_t j = 0; j < s.Lk; ++j) erow[j] += g * srow[j];
       }
 

@@ -67,7 +67,7 @@ struct FastForward {
 /// Test-only knobs that plant bugs in fast_forward's bound (never set them outside tests): `eps_scale` multiplies
 /// every ε; `drop` removes one term of the derivation.
 struct FastForwardKnobs {
-  enum class Drop { none, dot_product, exp_libm, row_sum };
+  enum class Drop { none, dot_product };
   double eps_scale = 1;
   Drop drop = Drop::none;
 };
