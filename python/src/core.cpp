@@ -12,6 +12,7 @@
 #include "attncheck/property.h"
 #include "attncheck/report_io.h"
 
+#include <cxxabi.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -263,22 +264,34 @@ class Guard {
           if (!next) return;
           job = std::move(next);
         }
-        nb::gil_scoped_acquire gil;
+        // The GIL by hand, not RAII: when the interpreter exits while an abandoned call still runs Python code,
+        // Python ends this thread on its next GIL request by a forced unwind (pthread_exit). Releasing the GIL or a
+        // reference on that unwind aborts the process ("PyGILState_Release: … must be current"), so it touches
+        // neither: the job's Python objects are left to the ending process.
+        const PyGILState_STATE gil = PyGILState_Ensure();
         nb::object returned;
         std::optional<std::string> error;
         try {
           returned = job->kernel.attr("call")(*job->arguments);
+        } catch (abi::__forced_unwind &) {
+          (void)new std::shared_ptr<Job>(std::move(job));  // never freed: the interpreter is gone
+          throw;
         } catch (nb::python_error &e) {
           error = e.what();
         } catch (const std::exception &e) {
           error = e.what();
         }
-        const std::lock_guard lock(job->m);
-        if (!job->abandoned) job->returned = std::move(returned), job->error = std::move(error);
-        job->kernel.reset();
-        if (job->abandoned) job->arguments.reset();  // else the caller copies the inputs back first
-        job->done = true;
-        job->cv.notify_one();
+        {
+          const std::lock_guard lock(job->m);
+          if (!job->abandoned) job->returned = std::move(returned), job->error = std::move(error);
+          returned.reset();
+          job->kernel.reset();
+          if (job->abandoned) job->arguments.reset();  // else the caller copies the inputs back first
+          job->done = true;
+          job->cv.notify_one();
+        }
+        job.reset();  // the last reference may be this one: its Python objects go with the GIL held
+        PyGILState_Release(gil);
       }
     }
   };

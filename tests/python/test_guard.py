@@ -66,3 +66,34 @@ def test_ctrl_c_during_a_blocked_call_leaves_the_report(tmp_path):
     [accuracy] = report.properties
     assert accuracy.verdict == "undecided"
     assert "forward (call 5)" in accuracy.note and "interrupted (Ctrl-C) while it was still running" in accuracy.note
+
+
+#: A script whose check abandons a call that keeps running Python code (a busy loop, which asks for the GIL again
+#: and again) while the interpreter exits right after the check: the exit must stay clean.
+EXIT_WHILE_ABANDONED = """
+import time, attncheck, kernels
+calls = [0]
+def busy_on_call_5(q, k, v, *, scale, causal):
+    calls[0] += 1
+    if calls[0] == 5:
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            pass
+    return kernels.attention(q, k, v, scale=scale, causal=causal)
+report = attncheck.check(busy_on_call_5, dtypes=["f32"], properties=["accuracy"], time_budget=1.0,
+                         framework="numpy", shape_pool=0, quiet=True)
+print(report.verdict)
+"""
+
+
+def test_the_interpreter_exits_cleanly_while_an_abandoned_call_still_runs_python_code():
+    import subprocess
+    import sys
+    from conftest import EXAMPLES
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, EXAMPLES, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", EXIT_WHILE_ABANDONED], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert "Fatal Python error" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "undecided"
