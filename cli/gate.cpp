@@ -89,11 +89,22 @@ void print_table(const reporting::Document &doc) {
   for (const reporting::Run &run : doc.runs) width = std::max(width, run.report.kernel.size());
   fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12}\n", "kernel", width, "dtype", "property",
              "tier", "verdict", "cases", "declined", "undecided", "worst err/β");
-  for (const reporting::Run &run : doc.runs)
-    for (const PropertyReport &p : run.report.properties)
+  for (const reporting::Run &run : doc.runs) {
+    const std::vector<PropertyReport> &ps = run.report.properties;
+    // A dtype the kernel declines entirely is one line, not one per property.
+    if (!ps.empty() && std::all_of(ps.begin(), ps.end(), [](const auto &p) { return p.verdict == Verdict::unsupported; })) {
+      int declined = 0;
+      for (const PropertyReport &p : ps) declined += p.unsupported;
+      fmt::print("{:<{}} {:<5} {:<26} the kernel declined all {} cases it was given: every property unsupported\n",
+                 run.report.kernel, width, dtype_name(run.report.dtype), fmt::format("({} properties)", ps.size()),
+                 declined);
+      continue;
+    }
+    for (const PropertyReport &p : ps)
       fmt::print("{:<{}} {:<5} {:<26} {:<9} {:<11} {:>6} {:>9} {:>9} {:>12.3g}\n", run.report.kernel, width,
                  dtype_name(run.report.dtype), p.id, tier_name(p.tier), p.tier == Tier::off ? "-" : verdict_name(p.verdict),
                  p.cases, p.unsupported, p.undecided, p.worst_ratio_overall());
+  }
   // What was cut: each property that decided fewer cases than planned, or is undecided, with its reason.
   bool cut_header = false;
   for (const reporting::Run &run : doc.runs)
