@@ -684,9 +684,8 @@ bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt
 
 /// The pool `drawn` (of `n` shapes asked for) as the kernel accepts it (a forward on zero values): a declined shape
 /// gives way to itself with D = Dv = Lk (its draws have Dv = Lk), with Dv = D, with Hkv = Hq, or both (the limits
-/// kernels commonly have), else to further
-/// draws, at most kPoolDrawsPerShape per shape asked for — a kernel that declines Dv ≠ D or GQA still gets a pool
-/// of shapes it runs. Deterministic: a function of the kernel's answers, seed and dtype. The drawn pool when the
+/// kernels commonly have), else to further draws, at most kPoolDrawsPerShape per shape asked for — a kernel that
+/// declines Dv ≠ D or GQA still gets a pool of shapes it runs. Deterministic: a function of the kernel's answers, seed and dtype. The drawn pool when the
 /// kernel declines every shape (each property then says so).
 ShapePool accepted_pool(const Env &env, std::shared_ptr<const std::vector<Shape>> drawn, int n, std::uint64_t seed,
                         Dtype dt) {
