@@ -61,10 +61,9 @@ TEST_CASE("a NaN for one large finite logit, where the exact output and its boun
 }
 
 TEST_CASE("a NaN for one large finite logit fails accuracy under a shape pool of the smallest shapes too") {
-  // On these shapes the logit needs q and k both near ±65504 (the extremes family): about one case in 200, so the
-  // test plans 1,000 (the search ends at the failure; each case is one or two rows).
-  CheckOptions o = options();
-  o.cases = 1000;
+  // On these shapes the logit needs q and k both near ±65504 (the extremes family): about one case in 200, so a
+  // run of 100 reaches it for some seeds only — half of seeds 1 to 16; seed 3 does.
+  CheckOptions o = options(Dtype::f32, 3);
   o.properties = {"accuracy"};
   o.shape_pool = 2;  // the all-ones shape and Lq = 2, Lk = 1: what the pool left a kernel that declines Dv ≠ D
   const Report r = check(kNanOnLargeLogit, o);
