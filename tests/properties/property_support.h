@@ -2,15 +2,10 @@
 #pragma once
 
 #include "attncheck/check.h"
-#include "attncheck/kernel_abi.h"
 #include "attncheck/property.h"
 #include "variant_kernels.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace attncheck::test {
@@ -29,16 +24,6 @@ inline std::vector<support::Variant> summation_orders() {
 }
 
 inline const attncheck_kernel &bug(support::Bug b) { return support::variant_kernel(support::bug_variant(b)); }
-
-/// The bundled kernel `name` ("naive", "flash"), as libattncheck_builtin exports it through attncheck_kernels() like
-/// any plugin. Throws std::invalid_argument when it exports none of that name.
-inline const attncheck_kernel &builtin(std::string_view name) {
-  std::int32_t n = 0;
-  const attncheck_kernel *ks = attncheck_kernels(&n);
-  const auto *k = std::find_if(ks, ks + n, [&](const attncheck_kernel &x) { return x.name == name; });
-  if (k == ks + n) throw std::invalid_argument("no bundled kernel named " + std::string(name));
-  return *k;
-}
 
 inline CheckOptions options(Dtype dt = Dtype::f32, std::uint64_t seed = 1) {
   CheckOptions o;

@@ -86,6 +86,15 @@ void caught(support::FeatureBug b, std::string_view property, ShapeBound bound =
   caught(support::feature_kernel(b), support::feature_bug_name(b), property, opt, bound);
 }
 
+/// The bundled kernel `name`, as the plugin exports it.
+const attncheck_kernel &builtin(std::string_view name) {
+  std::int32_t n = 0;
+  const attncheck_kernel *ks = attncheck_kernels(&n);
+  const auto *k = std::find_if(ks, ks + n, [&](const attncheck_kernel &x) { return x.name == name; });
+  REQUIRE(k != ks + n);
+  return *k;
+}
+
 /// The contract the bundled kernel `name` declares (attncheck_contracts).
 KernelContract declared(std::string_view name) {
   std::int32_t n = 0;

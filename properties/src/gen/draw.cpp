@@ -68,31 +68,6 @@ std::int64_t size_scaled(int size, std::int64_t max) {
   return 1 + (max - 1) * s / kPercent;
 }
 
-/// A value of `buckets`: a bucket drawn with probability its weight ÷ the weights' sum, then uniform within it.
-template <std::size_t N>
-std::int64_t draw_bucket(Bits &b, const std::array<Bucket, N> &buckets) {
-  double total = 0;
-  for (const Bucket &k : buckets) total += k.weight;
-  double u = b.unit() * total;
-  for (const Bucket &k : buckets) {
-    if (u < k.weight) return b.uniform(k.lo, k.hi);
-    u -= k.weight;
-  }
-  return b.uniform(buckets.back().lo, buckets.back().hi);
-}
-
-/// B, Hkv and Hq of the small and boundary regimes: the batch and the GQA group from their buckets, or MQA.
-void draw_heads(Bits &b, Shape &sh) {
-  sh.B = draw_bucket(b, kBatchBuckets);
-  if (b.chance(kMqaRate)) {
-    sh.Hkv = 1;
-    sh.Hq = b.pick(kMqaHeads);
-  } else {
-    sh.Hkv = b.uniform(1, kMaxKvHeads);
-    sh.Hq = sh.Hkv * draw_bucket(b, kGroupBuckets);
-  }
-}
-
 /// Significand bits of the dtype: 24, 11, 8.
 int precision_bits(Dtype dt) { return -std::ilogb(unit_roundoff(dt)); }
 /// Spacing of the dtype's values around x.
@@ -128,22 +103,16 @@ double entry(Bits &b, Family family, double sigma) {
 }
 
 /// Shrinks dims until spec.work() ≤ max_work: batches, then heads, then the largest unprotected length or head
-/// dim, and only then the protected (boundary or long-row) dim. A rare batch (≥ kRareBatch) or GQA group (≥ kRareGroup)
-/// is kept instead, within max_work / kRareWorkDivisor: its kv heads go first, then the lengths and head dims, and it
-/// is halved only when they are at 1.
+/// dim, and only then the protected (boundary or long-row) dim.
 void fit_work(CaseSpec &s, const CaseOptions &opts, std::int64_t Shape::*protect) {
   Shape &sh = s.shape;
   auto sync = [&] { opts.tie(sh); };
   sync();
-  const bool rare_batch = sh.B >= kRareBatch, rare_group = sh.group() >= kRareGroup;
-  const std::int64_t cap = rare_batch || rare_group ? opts.max_work / kRareWorkDivisor : opts.max_work;
-  while (s.work() > cap) {
-    if (sh.B > 1 && !rare_batch) {
+  while (s.work() > opts.max_work) {
+    if (sh.B > 1) {
       sh.B = 1;
-    } else if (sh.Hq > 1 && !rare_group) {
+    } else if (sh.Hq > 1) {
       sh.Hq = sh.Hkv = 1;
-    } else if (sh.Hkv > 1) {  // a rare group keeps its size on one kv head
-      sh.Hq /= sh.Hkv, sh.Hkv = 1;
     } else {
       std::int64_t Shape::*largest = nullptr;
       for (auto m : {&Shape::Lq, &Shape::Lk, &Shape::D, &Shape::Dv}) {
@@ -152,15 +121,9 @@ void fit_work(CaseSpec &s, const CaseOptions &opts, std::int64_t Shape::*protect
           continue;
         if (!largest || sh.*m > sh.*largest) largest = m;
       }
-      if (!largest && sh.B > 1) {  // only the rare batch or group is left before the protected dim
-        sh.B = (sh.B + 1) / 2;
-      } else if (!largest && sh.Hq > 1) {
-        sh.Hq = (sh.Hq + 1) / 2;
-      } else {
-        if (!largest) largest = protect ? protect : &Shape::Lk;
-        if (sh.*largest == 1) break;  // nothing left to shrink
-        sh.*largest = (sh.*largest + 1) / 2;
-      }
+      if (!largest) largest = protect ? protect : &Shape::Lk;
+      if (sh.*largest == 1) break;  // nothing left to shrink
+      sh.*largest = (sh.*largest + 1) / 2;
     }
     sync();
   }
@@ -215,9 +178,9 @@ CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
     finish(s, true);
     return s;
   }
-  sh.B = b.uniform(1, kMaxStretchBatch);
-  sh.Hkv = b.uniform(1, kMaxStretchKvHeads);
-  sh.Hq = sh.Hkv * b.uniform(1, kMaxStretchGroup);
+  sh.B = b.uniform(1, kMaxBatch);
+  sh.Hkv = b.uniform(1, kMaxKvHeads);
+  sh.Hq = sh.Hkv * b.uniform(1, kMaxGroup);
   sh.Lq = b.uniform(1, kMaxCoreQueries);
   sh.Lk = b.uniform(1, kMaxLiveKeys);
   sh.D = b.chance(0.5) ? b.uniform(1, kSmallMaxHeadDim) : b.pick(kStretchCoreDims);
@@ -339,7 +302,9 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
   s.dtype = opts.dtype;
   Shape &sh = s.shape;
   const std::int64_t len_max = size_scaled(size, kSmallMaxLength), dim_max = size_scaled(size, kSmallMaxHeadDim);
-  draw_heads(b, sh);
+  sh.B = b.uniform(1, kMaxBatch);
+  sh.Hkv = b.uniform(1, kMaxKvHeads);
+  sh.Hq = sh.Hkv * b.uniform(1, kMaxGroup);
   sh.Lq = b.uniform(1, len_max);
   sh.Lk = b.uniform(1, len_max);
   sh.D = b.uniform(1, dim_max);
@@ -349,12 +314,12 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
   const double regime = b.unit();
   if (regime < kLongRowRate) {
     sh.B = sh.Hkv = 1;
-    sh.Hq = b.uniform(1, kLongRowMaxHeads);
+    sh.Hq = b.uniform(1, kMaxKvHeads);
     sh.Lk = kLongRowMin + b.uniform(0, kLongRowSpan - 1);
     sh.Lq = b.uniform(1, kLongRowMaxLq);
     protect = &Shape::Lk;
   } else if (regime < kLongRowRate + kBoundaryRate) {
-    enum Axis { kLq, kLk, kBothL, kD, kDv, kProductionD, kAxes };
+    enum Axis { kLq, kLk, kBothL, kD, kDv, kAxes };
     switch (b.uniform(0, kAxes - 1)) {
       case kLq: sh.Lq = b.pick(kTileBoundaries), protect = &Shape::Lq; break;
       case kLk: sh.Lk = b.pick(kTileBoundaries), protect = &Shape::Lk; break;
@@ -368,11 +333,7 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
         protect = &Shape::D;
         break;
       }
-      case kDv: sh.Dv = b.pick(kTileBoundaries), protect = &Shape::Dv; break;
-      default:
-        sh.D = b.pick(kProductionHeadDims);
-        sh.Dv = b.chance(kDvEqualsDRate) ? sh.D : b.pick(kProductionHeadDims);
-        protect = &Shape::D;
+      default: sh.Dv = b.pick(kTileBoundaries), protect = &Shape::Dv; break;
     }
   }
   s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
