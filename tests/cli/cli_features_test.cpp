@@ -340,7 +340,10 @@ TEST_CASE("a feature counterexample keeps its features in report.json and replay
     // The counterexample's spec (and the case it was shrunk from) carries the features object.
     const std::string json = slurp(dir / "report.json");
     CHECK(json.find("\"features\": {") != std::string::npos);
-    CHECK(json.find("\"features\": \"" + feature_of(bug.property) + "\"") != std::string::npos);
+    // The property's feature among the case's (a shrunk case may keep a combined one that the bug needs: a window
+    // hiding the key a softcap-after-mask bug shows on).
+    const std::regex features_named("features\"?[:=] ?\"?([a-z0-9]+\\+)*" + feature_of(bug.property) + "\\b");
+    CHECK(std::regex_search(json, features_named));
     const attncheck::reporting::Document doc = attncheck::reporting::from_json(json);
     REQUIRE(doc.failures().size() == 1);
     const attncheck::PropertyReport &p = property_of(doc.runs.at(0).report, bug.property);
@@ -358,7 +361,7 @@ TEST_CASE("a feature counterexample keeps its features in report.json and replay
           std::string::npos);
     CHECK(replay.out.find("replayed: FAIL at step " + step + ": " + p.counterexample->outcome.detail + "\n") !=
           std::string::npos);
-    CHECK(replay.out.find("features=" + feature_of(bug.property)) != std::string::npos);
+    CHECK(std::regex_search(replay.out, features_named));
     const Run again = run(cli_test::attncheck("replay " + (dir / "report.json")));
     CHECK(again.status == kExitCounterexample);
     CHECK(again.out == replay.out);

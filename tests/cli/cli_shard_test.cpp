@@ -14,10 +14,11 @@ namespace {
 
 constexpr int kExitPass = 0, kExitCounterexample = 1;
 /// Two dtypes and seven properties: 14 items, so that 3 and 7 shards cut runs in the middle. A budget that never
-/// binds: with a binding one, what a property gets done depends on the time it is given.
+/// binds: with a binding one, what a property gets done depends on the time it is given. 15 cases: a pass needs 10
+/// decided, so a few float16 cases the model cannot bound (an infinite bound near 65504) leave the verdict a pass.
 constexpr const char *kCampaign =
     " --dtype f32 --dtype f16 --properties accuracy,lse,sum_to_one,causal,shift_invariance,variance_normalization,"
-    "input_integrity --cases 10 --seed 5 --time-budget 600 --quiet";
+    "input_integrity --cases 15 --seed 5 --time-budget 600 --quiet";
 
 std::string campaign(const std::string &kernel) {
   return attncheck("check --plugin " BUG_PLUGIN " --kernel " + kernel + kCampaign);
