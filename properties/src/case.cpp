@@ -166,6 +166,7 @@ bool CaseOptions::admits(const CaseSpec &s) const {
   if (s.stretch.active() != stretch) return false;
   if (s.stretch.active() && (s.stretch.Lk < s.shape.Lk || s.stretch.Lq < s.shape.Lq)) return false;
   if ((s.features.bits & features) != features || (s.features.bits & ~(features | combinable))) return false;
+  if (s.shape.Lk < least_keys()) return false;
   if (!empty_rows) return true;
   const Shape ps = s.problem_shape();
   return *empty_rows == (s.mask == Mask::causal && ps.Lq > ps.Lk);

@@ -9,6 +9,7 @@
 using namespace attncheck;
 using namespace attncheck::test;
 using support::Bug;
+using support::kGroupTile;
 
 TEST_CASE("accuracy: a correct kernel stays within the error bound in every summation order") {
   for (const support::Variant &v : summation_orders()) {
@@ -42,23 +43,21 @@ TEST_CASE("accuracy: a correct kernel stays within the error bound in float16 an
       }
 }
 
-TEST_CASE("accuracy: a causal mask that lets each row see one future key is found on a two-row square") {
+TEST_CASE("accuracy: a causal mask that lets each row see one future key is found on two rows of at most two keys") {
   const Report r = check_property(bug(Bug::causal_off_by_one), "accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "accuracy");
   CHECK(c.minimal.spec.mask == Mask::causal);
   const Shape &s = c.minimal.spec.shape;
-  CHECK(s.Lk == 2);  // the smallest row with a hidden key
-  CHECK(s.Lq <= 2);
+  // The smallest rows with a hidden key: a 2×2 square's first row, or (Lq > Lk) a first row that should see no key.
+  CHECK(s.Lq == 2);
+  CHECK(s.Lk <= 2);
   CHECK(s.D * s.Dv * s.B * s.Hq == 1);
 }
 
 TEST_CASE("accuracy: query heads reading kv head h mod Hkv are found on the smallest GQA layout") {
-  const Report r = check_property(bug(Bug::gqa_head_mod), "accuracy", options());
-  INFO(r.text());
-  REQUIRE(r.verdict() == Verdict::fail);
-  const Shape &s = counterexample(r, "accuracy")->minimal.spec.shape;
+  const Shape s = minimal_failing_shape(bug(Bug::gqa_head_mod), "accuracy");
   CHECK(s.Hkv == 2);  // h / G and h mod Hkv differ only with two kv heads and a group of two
   CHECK(s.Hq == 4);
   CHECK(s.Lq * s.Lk * s.D * s.Dv * s.B == 1);
@@ -72,4 +71,26 @@ TEST_CASE("accuracy: q·k accumulated in float16 exceeds the float32-accumulatio
   CHECK(s.Lq <= 2);
   CHECK(s.Lk <= 2);
   CHECK(s.D <= 4);
+}
+
+TEST_CASE("accuracy: query heads of a group past 8 reading kv head h / 8 are found and shrink to a group of 9") {
+  // Hq/Hkv ≤ 8 is computed correctly: only the group buckets 16, 32 and 64 expose it.
+  const Shape s = minimal_failing_shape(bug(Bug::gqa_group_past_8), "accuracy");
+  CHECK(s.group() == kGroupTile + 1);  // the smallest group past the tile
+  CHECK(s.Hkv == 2);                   // with one kv head every mapping is right
+  CHECK(s.Lq * s.Lk * s.D * s.Dv * s.B == 1);
+}
+
+TEST_CASE("accuracy: k and v of batch entries past 2 read from entry b mod 2 are found and shrink to a batch of 3") {
+  const Shape s = minimal_failing_shape(bug(Bug::kv_batch_wraps_2), "accuracy");
+  CHECK(s.B == 3);
+  CHECK(s.Hq * s.Lq * s.Lk * s.D * s.Dv == 1);
+}
+
+TEST_CASE("accuracy: the bundled naive and flash kernels pass on the new large groups and batches and head dims") {
+  for (const char *name : {"naive", "flash"}) {
+    const Report r = check_property(builtin(name), "accuracy", options());
+    INFO(name << ": " << r.text());
+    CHECK(r.verdict() == Verdict::pass);
+  }
 }

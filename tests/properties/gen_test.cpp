@@ -33,10 +33,13 @@ constexpr int kCaseDraws = 400;   ///< case draws per dtype for the value tests
 constexpr double kRateTolerance = 0.02;
 /// "Most cases stay small": at least this share of specs are in the small regime's cost range.
 constexpr double kMinSmallShare = 0.6;
-constexpr std::int64_t kSmallWork = 2 * kMaxBatch * kMaxKvHeads * kMaxGroup * kSmallMaxLength * kSmallMaxLength *
-                                    kSmallMaxHeadDim;
+constexpr std::int64_t kSmallWork = CaseOptions::kDefaultMaxWork / 8;
 constexpr int kSizes = rc::kNominalSize + 1;
 constexpr double kLargeLogit = 100;  ///< Family::large reaches |scale·q·k| ≥ this
+/// Cases in a rare bucket (G ≥ 16 or B > 8) at the nominal size: at least this share keeps Lq, Lk ≥ 2 and
+/// Lq·Lk ≥ kMinRareRows.
+constexpr double kMinRareSeveralShare = 0.5;
+constexpr std::int64_t kMinRareRows = 4;
 
 std::vector<CaseSpec> draw_specs(const CaseOptions &opts, int n, std::uint64_t seed) {
   std::vector<CaseSpec> out;
@@ -287,6 +290,22 @@ TEST_CASE("with a shape pool every drawn shape is a pool shape, and shrinking tr
   CHECK(std::find(pool->begin(), pool->end(), first->value().shape) != pool->end());
 }
 
+TEST_CASE("a run of as many cases as pool shapes draws every pool shape once, at RapidCheck's spread of sizes") {
+  constexpr int kLargestPool = rc::kNominalSize / 2;
+  for (int n = 2; n <= kLargestPool; ++n) {
+    auto pool = std::make_shared<std::vector<Shape>>();
+    for (int k = 0; k < n; ++k) pool->push_back(Shape{.Lk = k + 1});
+    CaseOptions opts;
+    opts.shape_pool = pool;
+    std::set<std::int64_t> seen;
+    rc::Random r(static_cast<std::uint64_t>(n));
+    for (int i = 0; i < n; ++i)  // RapidCheck's sizes for n cases (fewer than kNominalSize + 1): i·100 / (n − 1)
+      seen.insert(draw_spec(r.split(), i * rc::kNominalSize / (n - 1), opts).shape.Lk);
+    INFO("pool of " << n);
+    CHECK(seen.size() == static_cast<std::size_t>(n));
+  }
+}
+
 TEST_CASE("with a constraint the pool's shapes are adjusted to it (Dv = Lk, no empty rows)") {
   CaseOptions opts;
   opts.shape_pool = std::make_shared<std::vector<Shape>>(std::vector<Shape>{Shape{1, 1, 1, 9, 3, 4, 2}});
@@ -325,4 +344,94 @@ TEST_CASE("feature cases add the declared combinable features now and then and s
   o.combinable = 0;
   for (int n = 0; n < 50; ++n)
     CHECK(draw_spec(rc::Random(static_cast<std::uint64_t>(n)), 50, o).features.bits == ATTNCHECK_FEATURE_VARLEN);
+}
+
+namespace {
+constexpr int kReachDraws = 2000;  ///< specs drawn at the nominal size for the bucket tests
+/// A bucket met in a default run (100 cases per property) is one of at least this share of the cases: missed by a
+/// run with probability 0.97¹⁰⁰ ≈ 5 %.
+constexpr double kCommonShare = 0.03;
+/// A single group (7, 5: inside the 5–8 bucket) or production head dim, at least this often in kReachDraws.
+constexpr int kMinEach = 8;
+
+std::vector<CaseSpec> nominal_specs(const CaseOptions &opts, int n, std::uint64_t seed) {
+  std::vector<CaseSpec> out;
+  rc::Random r(seed);
+  for (int x = 0; x < n; ++x) out.push_back(draw_spec(r.split(), rc::kNominalSize, opts));
+  return out;
+}
+
+bool power_of_two(std::int64_t n) { return (n & (n - 1)) == 0; }
+}  // namespace
+
+TEST_CASE("generated shapes reach every GQA group and batch bucket and every production head dim at the nominal size") {
+  const std::vector<CaseSpec> specs = nominal_specs(CaseOptions{}, kReachDraws, 23);
+  std::map<std::string, int> groups, batches;
+  std::map<std::int64_t, int> group_sizes, head_dims;
+  for (const CaseSpec &s : specs) {
+    const Shape &sh = s.shape;
+    REQUIRE_NOTHROW(sh.validate());
+    REQUIRE(s.work() <= CaseOptions::kDefaultMaxWork);
+    const std::int64_t G = sh.group();
+    ++group_sizes[G];
+    if (G <= 4) ++groups["G=" + std::to_string(G)];
+    if (G >= 5 && G <= 8 && !power_of_two(G)) ++groups["G=5..8, not a power of two"];
+    if (G == 16 || G == 32 || G == 64) ++groups["G=" + std::to_string(G)];
+    if (sh.Hkv == 1 && sh.Hq >= 32) ++groups["MQA, Hq >= 32"];
+    ++batches[sh.B == 1 ? "B=1" : sh.B == 2 ? "B=2" : sh.B <= 8 ? "B=3..8" : "B>8"];
+    ++head_dims[sh.D];
+  }
+  const int common = static_cast<int>(kCommonShare * kReachDraws);
+  for (const std::string g : {"G=1", "G=2", "G=3", "G=4", "G=5..8, not a power of two", "G=16", "G=32", "G=64",
+                              "MQA, Hq >= 32"}) {
+    INFO(g << ": " << groups[g] << " of " << kReachDraws);
+    CHECK(groups[g] >= common);
+  }
+  for (const std::string b : {"B=1", "B=2", "B=3..8", "B>8"}) {
+    INFO(b << ": " << batches[b] << " of " << kReachDraws);
+    CHECK(batches[b] >= common);
+  }
+  for (std::int64_t g : {5, 7}) {
+    INFO("G=" << g << ": " << group_sizes[g]);
+    CHECK(group_sizes[g] >= kMinEach);
+  }
+  for (std::int64_t d : kProductionHeadDims) {
+    INFO("D=" << d << ": " << head_dims[d]);
+    CHECK(head_dims[d] >= kMinEach);
+  }
+}
+
+TEST_CASE("a case in a rare group or batch bucket keeps rows of several keys within the work cap") {
+  // The work cap makes lengths and head dims give way, not the group or the batch: a large group must not meet only
+  // 1×1 problems.
+  int rare = 0, several = 0;
+  for (const CaseSpec &s : nominal_specs(CaseOptions{}, kReachDraws, 29)) {
+    const Shape &sh = s.shape;
+    if (sh.group() < 16 && sh.B <= 8) continue;
+    ++rare;
+    several += sh.Lq >= 2 && sh.Lk >= 2 && sh.Lq * sh.Lk >= kMinRareRows;
+  }
+  INFO(several << " of " << rare << " rare cases have Lq, Lk >= 2 and Lq·Lk >= " << kMinRareRows);
+  REQUIRE(rare > 0);
+  CHECK(static_cast<double>(several) / rare >= kMinRareSeveralShare);
+}
+
+TEST_CASE("shrinking a large or non-power-of-two group or a large batch stops at the smallest one that fails") {
+  CaseSpec big;
+  big.shape = Shape{16, 128, 2, 5, 7, 64, 64};
+  const auto min_of = [&](auto fails) {
+    return rc::shrinkable::findLocalMin(shrinkable_spec(big, CaseOptions{}), fails).first;
+  };
+  // A group past 8 (G = 64 on two kv heads).
+  CHECK(min_of([](const CaseSpec &s) { return s.shape.group() > 8; }).shape == Shape{1, 9, 1, 1, 1, 1, 1});
+  // A group past 8 on two kv heads; a batch past 2.
+  CHECK(min_of([](const CaseSpec &s) { return s.shape.group() > 8 && s.shape.Hkv == 2; }).shape ==
+        Shape{1, 18, 2, 1, 1, 1, 1});
+  CHECK(min_of([](const CaseSpec &s) { return s.shape.B > 2; }).shape == Shape{3, 1, 1, 1, 1, 1, 1});
+  // A group that is not a power of two: from 48, through 24, 12 and 6, to 3; from Qwen2.5-0.5B's 14/2 = 7 to 3.
+  const auto not_power_of_two = [](const CaseSpec &s) { return !power_of_two(s.shape.group()); };
+  big.shape = Shape{16, 96, 2, 5, 7, 64, 64};
+  CHECK(min_of(not_power_of_two).shape == Shape{1, 3, 1, 1, 1, 1, 1});
+  big.shape = Shape{1, 14, 2, 3, 3, 8, 8};
+  CHECK(min_of(not_power_of_two).shape == Shape{1, 3, 1, 1, 1, 1, 1});
 }

@@ -41,10 +41,12 @@ int declines_dv(const attncheck_params *p, const DLTensor *q, const DLTensor *k,
   return run_recorded(p, q, k, v, out, lse);
 }
 
-/// A kernel that implements one key of head dimension 1 only: no pool can give it three shapes.
+/// A kernel that implements one key, one or two queries, of head dimension 1 only: the pool's all-ones shape and its
+/// Lq = 2 one, and no third.
 int one_key_only(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v, DLTensor *out,
                  DLTensor *lse) {
-  if (k->shape[2] != 1 || q->shape[3] != 1 || v->shape[3] != 1 || q->shape[0] != 1 || q->shape[1] != 1)
+  if (k->shape[2] != 1 || q->shape[2] > 2 || q->shape[3] != 1 || v->shape[3] != 1 || q->shape[0] != 1 ||
+      q->shape[1] != 1)
     return ATTNCHECK_UNSUPPORTED;
   return run_recorded(p, q, k, v, out, lse);
 }

@@ -2,10 +2,17 @@
 #pragma once
 
 #include "attncheck/check.h"
+#include "attncheck/kernel_abi.h"
 #include "attncheck/property.h"
 #include "variant_kernels.h"
 
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attncheck::test {
@@ -24,6 +31,16 @@ inline std::vector<support::Variant> summation_orders() {
 }
 
 inline const attncheck_kernel &bug(support::Bug b) { return support::variant_kernel(support::bug_variant(b)); }
+
+/// The bundled kernel `name` ("naive", "flash"), as libattncheck_builtin exports it through attncheck_kernels() like
+/// any plugin. Throws std::invalid_argument when it exports none of that name.
+inline const attncheck_kernel &builtin(std::string_view name) {
+  std::int32_t n = 0;
+  const attncheck_kernel *ks = attncheck_kernels(&n);
+  const auto *k = std::find_if(ks, ks + n, [&](const attncheck_kernel &x) { return x.name == name; });
+  if (k == ks + n) throw std::invalid_argument("no bundled kernel named " + std::string(name));
+  return *k;
+}
 
 inline CheckOptions options(Dtype dt = Dtype::f32, std::uint64_t seed = 1) {
   CheckOptions o;
@@ -49,6 +66,15 @@ inline Env env_of(const attncheck_kernel &kernel, std::string_view text = "") {
 inline const Counterexample *counterexample(const Report &r, std::string_view id) {
   const PropertyReport *p = r.find(id);
   return p && p->counterexample ? &*p->counterexample : nullptr;
+}
+
+/// The shape a failure of `property` on `kernel` shrinks to: REQUIREs that the check fails (showing its report).
+inline Shape minimal_failing_shape(const attncheck_kernel &kernel, std::string_view property,
+                                   const CheckOptions &o = options()) {
+  const Report r = check_property(kernel, property, o);
+  INFO(r.text());
+  REQUIRE(r.verdict() == Verdict::fail);
+  return counterexample(r, property)->minimal.spec.shape;
 }
 
 }  // namespace attncheck::test

@@ -58,7 +58,7 @@ def _exec_verdicts(dtype, seed):
                            str(seed), "--jobs", "1", "--quiet", "--report-dir", with_reports],
                           capture_output=True, text=True)
     elapsed = time.monotonic() - start
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 3), proc.stderr  # a verdict (pass, fail, undecided), not an error
     with open(os.path.join(with_reports, "report.json")) as f:
         doc = json.load(f)
     return [(p["id"], p["verdict"], p["cases"]) for p in doc["runs"][0]["properties"]], elapsed

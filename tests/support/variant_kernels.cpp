@@ -248,8 +248,15 @@ struct Ctx {
 
   bool has(Bug b) const { return var.bug == b; }
 
-  /// kv head of query head h: h / (Hq/Hkv), or h % Hkv under Bug::gqa_head_mod.
-  std::int64_t kv_head(std::int64_t h) const { return has(Bug::gqa_head_mod) ? h % s.Hkv : s.kv_head(h); }
+  /// kv head of query head h: h / (Hq/Hkv), h % Hkv under Bug::gqa_head_mod, (h / 8) % Hkv under
+  /// Bug::gqa_group_past_8 when the group is larger than 8.
+  std::int64_t kv_head(std::int64_t h) const {
+    if (has(Bug::gqa_head_mod)) return h % s.Hkv;
+    if (has(Bug::gqa_group_past_8) && s.group() > kGroupTile) return (h / kGroupTile) % s.Hkv;
+    return s.kv_head(h);
+  }
+  /// The batch entry whose k and v batch entry b reads: b, or b mod 2 under Bug::kv_batch_wraps_2.
+  std::int64_t kv_batch(std::int64_t b) const { return has(Bug::kv_batch_wraps_2) ? b % 2 : b; }
 
   /// The last key causal row i sees (< 0: none): bottom-right i + Lk − Lq, top-left i, one more under the bug.
   std::int64_t last_seen(std::int64_t i) const {
@@ -286,7 +293,7 @@ struct Ctx {
   /// Element x of key row j of k or v in kv head hk: the stored element for j < Lk; for the read-past key j = Lk,
   /// the element one key stride further when it lies within the tensor's extent, else 0.
   float key_elem(const View &t, std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t x) const {
-    const std::int64_t off = t.offset(b, hk, addressed_key(j), x);
+    const std::int64_t off = t.offset(kv_batch(b), hk, addressed_key(j), x);
     if (j < s.Lk) return t.load(off);
     return t.in_extent(off) ? t.load(off) : 0.f;
   }
@@ -834,6 +841,8 @@ std::string_view bug_name(Bug b) {
     case Bug::offsets_int32: return "offsets_int32";
     case Bug::softcap_unscaled: return "softcap_unscaled";
     case Bug::softcap_no_chain: return "softcap_no_chain";
+    case Bug::gqa_group_past_8: return "gqa_group_past_8";
+    case Bug::kv_batch_wraps_2: return "kv_batch_wraps_2";
   }
   return "unknown";
 }
@@ -861,6 +870,8 @@ std::vector<Bug> scale_bugs() {
 }
 
 std::vector<Bug> softcap_bugs() { return {Bug::softcap_unscaled, Bug::softcap_no_chain}; }
+
+std::vector<Bug> reach_bugs() { return {Bug::gqa_group_past_8, Bug::kv_batch_wraps_2}; }
 
 Variant bug_variant(Bug b) {
   Variant v;

@@ -101,7 +101,18 @@ enum class Bug : std::uint8_t {
                             ///< scale folded in after the tanh). Visible with softcap when scale ≠ 1.
   softcap_no_chain,         ///< backward: dS without softcap's chain factor 1 − t² (forward correct). Visible
                             ///< with softcap where the logits are not ≪ c.
+
+  // Reach bugs (reach_bugs(), not in all_bugs()): wrong only in the head ratios and batches of production models.
+
+  gqa_group_past_8,         ///< both: with a GQA group of more than kGroupTile (8) query heads, query head h reads
+                            ///< kv head (h / 8) mod Hkv instead of h / (Hq/Hkv) — a group tile of 8 heads assumed.
+                            ///< Visible when Hq/Hkv > 8 and Hkv ≥ 2.
+  kv_batch_wraps_2,         ///< both: k and v of batch entry b are read from batch entry b mod 2 (a one-bit kv batch
+                            ///< index). Visible when B > 2.
 };
+
+/// The group tile Bug::gqa_group_past_8 assumes.
+inline constexpr std::int64_t kGroupTile = 8;
 
 /// Keys per split of Bug::split_combine_over_two: splits = ⌈Lk / kSplitKeys⌉.
 inline constexpr std::int64_t kSplitKeys = 1024;
@@ -119,6 +130,8 @@ std::vector<Bug> scale_bugs();
 /// The softcap bugs: softcap_unscaled, softcap_no_chain. Their bug_variant implements softcap with the hardware's
 /// approximate tanh (tanh.approx.f32), so that a check declaring tanh=approx still has something to catch.
 std::vector<Bug> softcap_bugs();
+/// The reach bugs: gqa_group_past_8, kv_batch_wraps_2 (each wrong only past the old draws: Hq/Hkv > 8, B > 2).
+std::vector<Bug> reach_bugs();
 
 /// A kernel configuration. Default: per-key online softmax in float32 arithmetic, keys in order, no split.
 struct Variant {

@@ -1231,3 +1231,39 @@ TEST_CASE("the softcap bugs: the cap before the scale, and a backward without th
   CHECK(l1.get({0, 0, 0}) != l2.get({0, 0, 0}));
   CHECK(l1.get({0, 0, 0}) == l3.get({0, 0, 0}));
 }
+
+TEST_CASE("the reach bugs are listed apart and wrong only past a group of 8 or a batch of 2",
+          "[variants][bugs][reach]") {
+  REQUIRE(reach_bugs() == std::vector<Bug>{Bug::gqa_group_past_8, Bug::kv_batch_wraps_2});
+  const std::vector<Bug> ordinary = all_bugs();
+  std::set<std::string_view> names{"none"};
+  for (Bug b : ordinary) names.insert(bug_name(b));
+  for (Bug b : reach_bugs()) {
+    CHECK(std::find(ordinary.begin(), ordinary.end(), b) == ordinary.end());
+    CHECK(names.insert(bug_name(b)).second);
+    CHECK(bug_variant(b).name() == "bug:" + std::string(bug_name(b)));
+  }
+  struct Reach {
+    Bug bug;
+    Shape quiet, loud;  // correct on `quiet` (the largest shape of the old draws), wrong on `loud`
+  };
+  const std::vector<Reach> reach = {
+      {Bug::gqa_group_past_8, Shape{1, 2 * kGroupTile, 2, 3, 5, 4, 4}, Shape{1, 2 * (kGroupTile + 1), 2, 3, 5, 4, 4}},
+      {Bug::gqa_group_past_8, Shape{1, 64, 1, 3, 5, 4, 4}, Shape{1, 128, 2, 3, 5, 4, 4}},  // MQA: one kv head to read
+      {Bug::kv_batch_wraps_2, Shape{2, 2, 1, 3, 5, 4, 4}, Shape{3, 2, 1, 3, 5, 4, 4}},
+  };
+  for (const Reach &x : reach) {
+    const Variant v = bug_variant(x.bug);
+    INFO(v.name());
+    for (const Shape &s : {x.quiet, x.loud}) {
+      const Problem p = make_problem(s, Mask::none, Dtype::f32, kSeed);
+      const Run r = run(variant_kernel(v), p);
+      REQUIRE(r.fwd.ok());
+      REQUIRE(r.bwd.ok());
+      const Errors err = errors(r, exact(p));
+      INFO(s.describe() << ": largest error " << err.max() << ", of out " << err.out);
+      if (s == x.quiet) CHECK(err.max() <= tolerance(Variant{}, Dtype::f32));
+      else CHECK(err.out > tolerance(Variant{}, Dtype::f32));
+    }
+  }
+}

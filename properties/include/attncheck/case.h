@@ -14,6 +14,7 @@
 #include "attncheck/problem.h"
 #include "attncheck/tensor.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -132,6 +133,14 @@ struct CaseOptions {
   /// drops them first) — the combinations production models run (a window with softcap, sinks or ALiBi).
   std::uint32_t combinable = 0;
   std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()
+  /// The fewest keys a case may have (least_keys()); kept while shrinking.
+  std::int64_t min_keys = 1;
+  /// Under tie_head_dims, the fewest keys: a property whose probes keep Dv = D only at D ≥ 2 sets 2, so that its cases
+  /// never have D = Lk = 1 (a probe the kernel would decline).
+  std::int64_t tied_min_keys = 1;
+  /// B, Hkv and the GQA group drawn small (gen.h kFewBatch, kFewKvHeads, kFewGroup) rather than from their buckets:
+  /// most shapes of a compile-friendly pool, whose few shapes then keep rows of several keys under the work cap.
+  bool few_heads = false;
   /// Compile-friendly generation: when not empty, every case's dimensions come from these shapes (adjusted to the
   /// constraints above), while mask, layout and values stay fully random — a kernel behind a JIT compiler then
   /// compiles a few shapes, not one per case. Shrinking tries these shapes before others. Shared, immutable.
@@ -143,12 +152,19 @@ struct CaseOptions {
   /// With stretch: > 0 draws, at RapidCheck size kHugeSize (gen.h), a decode row whose key tensor holds more than
   /// 2³¹ elements (huge_stretch()), when its tensors take at most this many bytes; 0 = never.
   std::uint64_t huge_bytes = 0;
-  /// The spec meets the options' constraints that shrinking must keep (empty_rows).
+  /// The spec meets the options' constraints that shrinking must keep (empty_rows, min_keys).
   bool admits(const CaseSpec &s) const;
+  /// The dim follows Lk under the ties above: Dv (dv_equals_lk), and D too (tie_head_dims). Draws, shrinkers and
+  /// slices leave such a dim alone; tie() sets it.
+  bool tied_dim(std::int64_t Shape::*m) const {
+    return dv_equals_lk && (m == &Shape::Dv || (tie_head_dims && m == &Shape::D));
+  }
+  /// The fewest keys a case may have: min_keys, and tied_min_keys under tie_head_dims.
+  std::int64_t least_keys() const { return tie_head_dims ? std::max(min_keys, tied_min_keys) : min_keys; }
   /// Applies the ties above: Dv = Lk (dv_equals_lk), and D = Lk too (tie_head_dims).
   void tie(Shape &s) const {
-    if (dv_equals_lk) s.Dv = s.Lk;
-    if (dv_equals_lk && tie_head_dims) s.D = s.Lk;
+    for (auto m : {&Shape::D, &Shape::Dv})
+      if (tied_dim(m)) s.*m = s.Lk;
   }
   /// The shape meets the ties as it is.
   bool tied(const Shape &s) const {

@@ -7,10 +7,13 @@
 //
 // Shapes come from three regimes drawn at fixed rates, so that most cases stay cheap for the MPFR reference while
 // tiling edges and long rows are still reached:
-//   small    (1 − kBoundaryRate − kLongRowRate): every dim small, growing with RapidCheck's size;
-//   boundary (kBoundaryRate): Lq, Lk (one or both) or D or Dv at a tiling boundary (kTileBoundaries, kOddHeadDims);
+//   small    (1 − kBoundaryRate − kLongRowRate): lengths and head dims small, growing with RapidCheck's size;
+//   boundary (kBoundaryRate): Lq, Lk (one or both) or D or Dv at a tiling boundary (kTileBoundaries, kOddHeadDims),
+//            or D, Dv at a production head dim (kProductionHeadDims);
 //   long     (kLongRowRate): Lk in [kLongRowMin, kLongRowMin + kLongRowSpan), Lq ≤ kLongRowMaxLq, small heads, D.
-// Every spec respects CaseOptions::max_work (B·Hq·Lq·Lk·(D + Dv)).
+// Small and boundary cases draw B and the GQA group from buckets (kBatchBuckets, kGroupBuckets, MQA at kMqaRate).
+// Every spec respects CaseOptions::max_work (B·Hq·Lq·Lk·(D + Dv)); a rare batch or group (kRareBatch, kRareGroup)
+// keeps its size, within max_work / kRareWorkDivisor, while lengths and head dims give way.
 //
 // Example:
 //   attncheck::CaseOptions opts{.dtype = attncheck::Dtype::f16, .backward = true};
@@ -72,8 +75,41 @@ std::int64_t largest_tensor(const Shape &s);
 bool is_huge(const CaseSpec &s);
 /// Largest Lq, Lk and D, Dv of the small regime (reached at RapidCheck size ≥ rc::kNominalSize).
 inline constexpr std::int64_t kSmallMaxLength = 12, kSmallMaxHeadDim = 16;
-/// Largest B, Hkv and query-head group (Hq / Hkv) drawn.
-inline constexpr std::int64_t kMaxBatch = 2, kMaxKvHeads = 2, kMaxGroup = 4;
+/// A bucket of drawn sizes: one of them is chosen with probability weight ÷ the sum of its list's weights, then a size
+/// uniform in [lo, hi].
+struct Bucket {
+  std::int64_t lo, hi;
+  double weight;
+};
+/// Batches of the small and boundary regimes (weights: shares of the cases as drawn, before the work cap): a single
+/// sequence, two, the 3–8 of batched serving and past 8 (kernels that tile or split the batch grid).
+inline constexpr std::array<Bucket, 4> kBatchBuckets{{{1, 1, 0.40}, {2, 2, 0.25}, {3, 8, 0.25}, {9, 16, 0.10}}};
+/// GQA groups G = Hq / Hkv of the small and boundary regimes on Hkv ∈ [1, kMaxKvHeads], each met several times in a
+/// run of 100 cases: MHA; 2 and 4 (Llama-3-8B's and Mistral-7B's 32/8); 3 and 5–8, mostly not powers of two
+/// (Qwen2.5's 14/2 = 7 and 40/8 = 5; 3, the smallest) besides Llama-3-70B's 64/8; 16 (Falcon-40B's 128/8); 32 and
+/// 64 (past the group tiles of 8 kernels specialize for). Weights: shares of all cases; the rest, kMqaRate, is MQA.
+inline constexpr std::array<Bucket, 8> kGroupBuckets{{{1, 1, 0.25}, {2, 2, 0.12}, {3, 3, 0.08}, {4, 4, 0.10},
+                                                       {5, 8, 0.15}, {16, 16, 0.08}, {32, 32, 0.07},
+                                                       {64, 64, 0.07}}};
+inline constexpr std::int64_t kMaxKvHeads = 2;
+/// MQA: one kv head under kMqaHeads query heads (StarCoder's and PaLM's 48, Falcon-7B's odd 71; 32 and 128 the range
+/// served), at this share of the cases.
+inline constexpr double kMqaRate = 0.08;
+inline constexpr std::array<std::int64_t, 4> kMqaHeads{32, 48, 71, 128};
+/// Batches and groups this large (beyond the old B ≤ 2, G ≤ 4) are kept by the work cap: lengths and head dims give
+/// way first, so that they meet rows of several keys rather than only 1×1 cases.
+inline constexpr std::int64_t kRareBatch = 3, kRareGroup = 5;
+/// Such a case fits in CaseOptions::max_work / kRareWorkDivisor: they are about two thirds of the cases, and at the
+/// full cap they would make the MPFR reference 2.5× as costly on average; their rows stay several (mean Lq·Lk ≈ 50).
+inline constexpr std::int64_t kRareWorkDivisor = 8;
+/// Head dims of production models (boundary regime, one axis in six): Llama's 128, GPT-2's 64, 80
+/// (Phi-2), 96 (Phi-3-mini), 192 (DeepSeek-V3's MLA q·k, with 128 for v) and 256 (Gemma); D ≠ Dv among them too.
+inline constexpr std::array<std::int64_t, 6> kProductionHeadDims{64, 80, 96, 128, 192, 256};
+/// Heads of the long-row regime (B = Hkv = 1: its rows are long already).
+inline constexpr std::int64_t kLongRowMaxHeads = 2;
+/// Largest B, Hkv and query-head group (Hq / Hkv) of few heads (CaseOptions::few_heads) and of stretched cores (their
+/// problems are long already).
+inline constexpr std::int64_t kFewBatch = 2, kFewKvHeads = 2, kFewGroup = 4;
 
 // ---- draws ----
 /// A spec drawn from `random` at RapidCheck size `size` (0 … rc::kNominalSize), honouring `opts`.

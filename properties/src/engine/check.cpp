@@ -53,6 +53,8 @@ constexpr std::size_t kMinPassShapes = 3;
 constexpr std::string_view kHandsOver[] = {"nonfinite_output"};
 /// A compile-friendly pool grows past a shape the kernel declines: at most this many draws per shape asked for.
 constexpr int kPoolDrawsPerShape = 8;
+/// One drawn pool shape in this many has the buckets' batches and GQA groups; the others have few heads.
+constexpr int kPoolHeadsEvery = 3;
 
 enum class Phase { search, shrink, reproduce };
 
@@ -259,16 +261,18 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
     return {st.phase == Phase::search ? T::Failure : T::Success, "interrupted or unavailable"};
   }
   switch (st.phase) {
-    case Phase::search:
+    case Phase::search: {
       if (o.verdict == Verdict::unsupported) {
         ++st.counts.unsupported;
         remember_shape(st.declined_shapes, c.spec.shape);
         return {T::Discard, o.detail};
       }
       ++st.counts.cases;
+      // Which case: its number in the run and its spec (a note or the worst element names it).
+      const auto in_case = [&] { return "case " + std::to_string(st.counts.cases) + " (" + c.spec.describe() + "): "; };
       if (!slow.empty()) {  // too slow for its timeout, not a hang: undecided, and its size is not tried again
         ++st.counts.undecided;
-        if (st.first_undecided.empty()) st.first_undecided = slow;
+        if (st.first_undecided.empty()) st.first_undecided = in_case() + slow;
         remember_shape(*st.hung, c.spec.problem_shape());
         return {T::Success, slow};
       }
@@ -287,14 +291,15 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
       }
       if (o.verdict == Verdict::undecided) {
         ++st.counts.undecided;
-        if (st.first_undecided.empty()) st.first_undecided = o.detail;
+        if (st.first_undecided.empty()) st.first_undecided = in_case() + o.detail;
       }
       if (o.verdict == Verdict::pass) remember_shape(st.decided_shapes, c.spec.shape);
       if (o.verdict == Verdict::pass && (st.counts.worst.empty() || o.worst_ratio > st.counts.worst_ratio)) {
         st.counts.worst_ratio = o.worst_ratio;
-        st.counts.worst = "case " + std::to_string(st.counts.cases) + " (" + c.spec.describe() + "): " + o.worst;
+        st.counts.worst = in_case() + o.worst;
       }
       return {T::Success, o.detail};
+    }
     case Phase::shrink:
       if (o.verdict == Verdict::fail && o.step == st.fail_step && (!st.hang || timed_out)) {
         st.best = c;
@@ -427,6 +432,19 @@ bool declines_unequal_head_dims(const Env &env, Dtype dt) {
   return declines(Shape{.D = 16, .Dv = 8}) && !declines(Shape{.D = 16, .Dv = 16});
 }
 
+/// What one check() learns about the kernel and shares among its properties.
+struct KernelFacts {
+  std::vector<Shape> &hung;  ///< shapes that hung or were too slow: later cases at or above them are skipped
+  KernelSpeed &speed;        ///< the kernel's measured speed (a timeout: a hang, or a slow kernel?)
+  ShapePool pool;            ///< the compile-friendly pool the kernel accepts (none: shapes null)
+  /// declines_unequal_head_dims, asked once, when the first property with Dv = Lk needs it.
+  bool declines_unequal_head_dims(const Env &env, Dtype dt) {
+    if (!unequal_head_dims_declined) unequal_head_dims_declined = attncheck::declines_unequal_head_dims(env, dt);
+    return *unequal_head_dims_declined;
+  }
+  std::optional<bool> unequal_head_dims_declined;
+};
+
 /// `plan_shapes`: how many distinct shapes the plan offers (the pool's size asked for, whatever the kernel's declines
 /// left of it; without a pool, the target cases).
 void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &opt, std::size_t plan_shapes,
@@ -473,7 +491,8 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
 PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckOptions &opt, std::size_t index,
                             std::size_t count, std::optional<Clock::time_point> deadline,
                             const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce,
-                            std::vector<Shape> &hung, KernelSpeed &speed, const ShapePool &drawn_from) {
+                            KernelFacts &facts) {
+  const ShapePool &drawn_from = facts.pool;
   const std::shared_ptr<const std::vector<Shape>> &pool = drawn_from.shapes;
   PropertyReport pr;
   pr.id = std::string(def.id);
@@ -503,7 +522,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   co.backward = def.needs_backward;
   co.shape_pool = pool;
   if (def.require) def.require(co);
-  if (co.dv_equals_lk) co.tie_head_dims = declines_unequal_head_dims(env, opt.dtype);
+  if (co.dv_equals_lk) co.tie_head_dims = facts.declines_unequal_head_dims(env, opt.dtype);
   const std::optional<std::string> huge_skipped =
       co.stretch && opt.huge_cases ? allow_huge_case(opt, co) : std::optional<std::string>{};
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
@@ -519,8 +538,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   st.opt = &opt;
   st.index = index;
   st.count = count;
-  st.hung = &hung;
-  st.speed = &speed;
+  st.hung = &facts.hung;
+  st.speed = &facts.speed;
   st.declined_shapes = drawn_from.declined;  // the pool's, declined before it was drawn from
   const std::string key = run_id(def.id, opt.dtype);
 
@@ -594,7 +613,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     }
   }
   if (found && st.hang) {
-    hung.push_back(st.best.spec.problem_shape());
+    facts.hung.push_back(st.best.spec.problem_shape());
     if (st.largest_ran)
       add_note(pr, "the largest case that ran: " + st.largest_ran->describe());
   }
@@ -633,28 +652,38 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
 }
 
 /// The compile-friendly pool's shapes, drawn from the seed and dtype alone: the all-ones shape, one with a row that
-/// sees no key, then shapes drawn as usual (with Dv = Lk) at sizes spread over the range of `n` — and past n, as
-/// many more as asked for (a pool that grows past declined shapes draws them at those sizes again).
+/// sees no key, then shapes drawn as usual (with Dv = Lk and two keys or more) at sizes spread over the range of `n` — and past n, as
+/// many more as asked for (a pool that grows past declined shapes draws them at those sizes again). Two drawn shapes
+/// in three have few heads (CaseOptions::few_heads), so that a pool of a few shapes keeps rows of several keys (and
+/// rows that see no key); every third has the batches and GQA groups of the buckets. Every other drawn shape has
+/// Lq > Lk (CaseOptions::empty_rows), so that empty_rows finds distinct shapes with rows that see no key.
 class PoolDraws {
  public:
   PoolDraws(int n, std::uint64_t seed, Dtype dt)
-      : n_(n), random_(mix(seed ^ fnv1a("shape_pool") ^ (static_cast<std::uint64_t>(dt) << 56))) {
-    co_.dtype = dt;
-    co_.dv_equals_lk = true;  // the properties that set v = I need Dv = Lk: with it, they reuse the pool's shapes too
-  }
+      : n_(n), dtype_(dt), random_(mix(seed ^ fnv1a("shape_pool") ^ (static_cast<std::uint64_t>(dt) << 56))) {}
   Shape next() {
     const int k = drawn_++;
     // The all-ones shape, and Lq = 2 > Lk = 1: a row that sees no key under bottom-right causal (empty_rows).
     if (k == 0) return Shape{};
     if (k == 1) return Shape{.Lq = 2};
     const int size = 2 + (k - 2) % std::max(1, n_ - 2);
-    return draw_spec(random_.split(), size * rc::kNominalSize / std::max(n_, 1), co_).shape;
+    return draw_spec(random_.split(), size * rc::kNominalSize / std::max(n_, 1), options(k)).shape;
   }
 
  private:
+  /// The constraints of the k-th draw.
+  CaseOptions options(int k) const {
+    CaseOptions co;
+    co.dtype = dtype_;
+    co.dv_equals_lk = true;  // the properties that set v = I need Dv = Lk: with it, they reuse the pool's shapes too
+    co.min_keys = 2;  // the first two shapes have one key
+    co.few_heads = (k - 2) % kPoolHeadsEvery != kPoolHeadsEvery - 1;
+    if (k % 2 == 0) co.empty_rows = true;
+    return co;
+  }
   int n_, drawn_ = 0;
+  Dtype dtype_;
   rc::Random random_;
-  CaseOptions co_;
 };
 
 /// The compile-friendly pool of n shapes (PoolDraws' first, duplicates dropped): the same pool for every property,
@@ -819,12 +848,13 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   std::optional<Clock::time_point> guard;
   if (options.time_budget.count() > 0) guard = options.end ? *options.end : check_start + options.time_budget;
   KernelSpeed local_speed;
-  KernelSpeed &speed = options.speed ? *options.speed : local_speed;
+  KernelFacts facts{.hung = hung, .speed = options.speed ? *options.speed : local_speed, .pool = std::move(accepted),
+                    .unequal_head_dims_declined = {}};
   for (std::size_t n = 0; n < selected.size(); ++n) {
     const Clock::time_point started = Clock::now();
     const std::chrono::nanoseconds kernel_before = CallRecord::kernel_time();
     PropertyReport pr = run_property(*selected[n], env, options, n, selected.size(), guard,
-                                     replay ? &replay->reproduce : nullptr, hung, speed, accepted);
+                                     replay ? &replay->reproduce : nullptr, facts);
     pr.timing = {.seconds = std::chrono::duration<double>(Clock::now() - started).count(),
                  .kernel_seconds = std::chrono::duration<double>(CallRecord::kernel_time() - kernel_before).count()};
     rep.properties.push_back(std::move(pr));

@@ -68,6 +68,45 @@ std::int64_t size_scaled(int size, std::int64_t max) {
   return 1 + (max - 1) * s / kPercent;
 }
 
+/// A value of `buckets`: a bucket drawn with probability its weight ÷ the weights' sum, then uniform within it.
+template <std::size_t N>
+std::int64_t draw_bucket(Bits &b, const std::array<Bucket, N> &buckets) {
+  double total = 0;
+  for (const Bucket &k : buckets) total += k.weight;
+  double u = b.unit() * total;
+  for (const Bucket &k : buckets) {
+    if (u < k.weight) return b.uniform(k.lo, k.hi);
+    u -= k.weight;
+  }
+  return b.uniform(buckets.back().lo, buckets.back().hi);
+}
+
+/// B, Hkv and Hq of few heads (CaseOptions::few_heads, stretched cores): uniform up to kFewBatch, kFewKvHeads, kFewGroup.
+void draw_few_heads(Bits &b, Shape &sh) {
+  sh.B = b.uniform(1, kFewBatch);
+  sh.Hkv = b.uniform(1, kFewKvHeads);
+  sh.Hq = sh.Hkv * b.uniform(1, kFewGroup);
+}
+
+/// B, Hkv and Hq of the small and boundary regimes: the batch and the GQA group from their buckets, or MQA.
+void draw_heads(Bits &b, Shape &sh) {
+  sh.B = draw_bucket(b, kBatchBuckets);
+  if (b.chance(kMqaRate)) {
+    sh.Hkv = 1;
+    sh.Hq = b.pick(kMqaHeads);
+  } else {
+    sh.Hkv = b.uniform(1, kMaxKvHeads);
+    sh.Hq = sh.Hkv * draw_bucket(b, kGroupBuckets);
+  }
+}
+
+/// The pool slot of a case at RapidCheck size `size` among `n` shapes: size × (n − 1) / kPercent, rounded. A run of
+/// m ≤ kPercent / 2 cases has sizes ⌊i·kPercent / (m − 1)⌋, so with m = n it draws each of the n slots once.
+std::size_t pool_slot(int size, std::size_t n) {
+  const auto s = static_cast<std::size_t>(std::clamp(size, 0, kPercent));
+  return (s * (n - 1) + kPercent / 2) / kPercent;
+}
+
 /// Significand bits of the dtype: 24, 11, 8.
 int precision_bits(Dtype dt) { return -std::ilogb(unit_roundoff(dt)); }
 /// Spacing of the dtype's values around x.
@@ -103,27 +142,37 @@ double entry(Bits &b, Family family, double sigma) {
 }
 
 /// Shrinks dims until spec.work() ≤ max_work: batches, then heads, then the largest unprotected length or head
-/// dim, and only then the protected (boundary or long-row) dim.
+/// dim, and only then the protected (boundary or long-row) dim. A rare batch (≥ kRareBatch) or GQA group (≥ kRareGroup)
+/// is kept instead, within max_work / kRareWorkDivisor: its kv heads go first, then the lengths and head dims, and it
+/// is halved only when they are at 1.
 void fit_work(CaseSpec &s, const CaseOptions &opts, std::int64_t Shape::*protect) {
   Shape &sh = s.shape;
   auto sync = [&] { opts.tie(sh); };
   sync();
-  while (s.work() > opts.max_work) {
-    if (sh.B > 1) {
+  const bool rare_batch = sh.B >= kRareBatch, rare_group = sh.group() >= kRareGroup;
+  const std::int64_t cap = rare_batch || rare_group ? opts.max_work / kRareWorkDivisor : opts.max_work;
+  while (s.work() > cap) {
+    if (sh.B > 1 && !rare_batch) {
       sh.B = 1;
-    } else if (sh.Hq > 1) {
+    } else if (sh.Hq > 1 && !rare_group) {
       sh.Hq = sh.Hkv = 1;
+    } else if (sh.Hkv > 1) {  // a rare group keeps its size on one kv head
+      sh.Hq /= sh.Hkv, sh.Hkv = 1;
     } else {
       std::int64_t Shape::*largest = nullptr;
       for (auto m : {&Shape::Lq, &Shape::Lk, &Shape::D, &Shape::Dv}) {
-        if (m == protect || (opts.dv_equals_lk && m == &Shape::Dv) || (opts.tie_head_dims && m == &Shape::D) ||
-            sh.*m == 1)
-          continue;
+        if (m == protect || opts.tied_dim(m) || sh.*m == 1) continue;
         if (!largest || sh.*m > sh.*largest) largest = m;
       }
-      if (!largest) largest = protect ? protect : &Shape::Lk;
-      if (sh.*largest == 1) break;  // nothing left to shrink
-      sh.*largest = (sh.*largest + 1) / 2;
+      if (!largest && sh.B > 1) {  // only the rare batch or group is left before the protected dim
+        sh.B = (sh.B + 1) / 2;
+      } else if (!largest && sh.Hq > 1) {
+        sh.Hq = (sh.Hq + 1) / 2;
+      } else {
+        if (!largest) largest = protect ? protect : &Shape::Lk;
+        if (sh.*largest == 1) break;  // nothing left to shrink
+        sh.*largest = (sh.*largest + 1) / 2;
+      }
     }
     sync();
   }
@@ -178,9 +227,7 @@ CaseSpec draw_stretched(Bits &b, int size, const CaseOptions &opts) {
     finish(s, true);
     return s;
   }
-  sh.B = b.uniform(1, kMaxBatch);
-  sh.Hkv = b.uniform(1, kMaxKvHeads);
-  sh.Hq = sh.Hkv * b.uniform(1, kMaxGroup);
+  draw_few_heads(b, sh);
   sh.Lq = b.uniform(1, kMaxCoreQueries);
   sh.Lk = b.uniform(1, kMaxLiveKeys);
   sh.D = b.chance(0.5) ? b.uniform(1, kSmallMaxHeadDim) : b.pick(kStretchCoreDims);
@@ -302,9 +349,11 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
   s.dtype = opts.dtype;
   Shape &sh = s.shape;
   const std::int64_t len_max = size_scaled(size, kSmallMaxLength), dim_max = size_scaled(size, kSmallMaxHeadDim);
-  sh.B = b.uniform(1, kMaxBatch);
-  sh.Hkv = b.uniform(1, kMaxKvHeads);
-  sh.Hq = sh.Hkv * b.uniform(1, kMaxGroup);
+  if (opts.few_heads) {
+    draw_few_heads(b, sh);
+  } else {
+    draw_heads(b, sh);
+  }
   sh.Lq = b.uniform(1, len_max);
   sh.Lk = b.uniform(1, len_max);
   sh.D = b.uniform(1, dim_max);
@@ -314,12 +363,12 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
   const double regime = b.unit();
   if (regime < kLongRowRate) {
     sh.B = sh.Hkv = 1;
-    sh.Hq = b.uniform(1, kMaxKvHeads);
+    sh.Hq = b.uniform(1, kLongRowMaxHeads);
     sh.Lk = kLongRowMin + b.uniform(0, kLongRowSpan - 1);
     sh.Lq = b.uniform(1, kLongRowMaxLq);
     protect = &Shape::Lk;
   } else if (regime < kLongRowRate + kBoundaryRate) {
-    enum Axis { kLq, kLk, kBothL, kD, kDv, kAxes };
+    enum Axis { kLq, kLk, kBothL, kD, kDv, kProductionD, kAxes };
     switch (b.uniform(0, kAxes - 1)) {
       case kLq: sh.Lq = b.pick(kTileBoundaries), protect = &Shape::Lq; break;
       case kLk: sh.Lk = b.pick(kTileBoundaries), protect = &Shape::Lk; break;
@@ -333,20 +382,26 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
         protect = &Shape::D;
         break;
       }
-      default: sh.Dv = b.pick(kTileBoundaries), protect = &Shape::Dv; break;
+      case kDv: sh.Dv = b.pick(kTileBoundaries), protect = &Shape::Dv; break;
+      default:
+        sh.D = b.pick(kProductionHeadDims);
+        sh.Dv = b.chance(kDvEqualsDRate) ? sh.D : b.pick(kProductionHeadDims);
+        protect = &Shape::D;
     }
   }
   s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);
   if (opts.shape_pool && !opts.shape_pool->empty()) {
     // The pool's dimensions: one that meets the constraints as it is when there is one (no new shape to compile),
-    // else any, adjusted below.
+    // else any, adjusted below. Stratified by size: RapidCheck spreads a run's sizes evenly over 0 … kPercent, so
+    // its cases cover the pool before a shape repeats (a pass needs several distinct shapes, kMinPassShapes).
     std::vector<Shape> fit;
     for (const Shape &p : *opts.shape_pool) {
       CaseSpec t = s;
       t.shape = p;
       if (opts.admits(t) && opts.tied(p)) fit.push_back(p);
     }
-    sh = b.pick(fit.empty() ? *opts.shape_pool : fit);
+    const std::vector<Shape> &from = fit.empty() ? *opts.shape_pool : fit;
+    sh = from[pool_slot(size, from.size())];
     protect = nullptr;
   }
   s.layout = opts.layout.value_or(b.pick(kLayouts));
@@ -356,6 +411,10 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
   if (!opts.admits(s)) {
     std::swap(sh.Lq, sh.Lk);
     if (sh.Lq == sh.Lk) ++sh.Lq;
+    opts.tie(sh);
+  }
+  if (sh.Lk < opts.least_keys()) {
+    sh.Lk = opts.least_keys();
     opts.tie(sh);
   }
   if (opts.features) {

@@ -102,9 +102,9 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
     for (auto n : dim_toward(sh.Lq, 1)) with([&](Shape &x) { x.Lq = x.Lk = n; });
   for (auto n : dim_toward(sh.Lk, 1)) with([&](Shape &x) { x.Lk = n; });
   for (auto n : dim_toward(sh.Lq, 1)) with([&](Shape &x) { x.Lq = n; });
-  if (sh.D == sh.Dv && !opts.dv_equals_lk)
+  if (sh.D == sh.Dv && !opts.tied_dim(&Shape::Dv))
     for (auto n : dim_toward(sh.D, 1)) with([&](Shape &x) { x.D = x.Dv = n; });
-  if (!opts.tie_head_dims)
+  if (!opts.tied_dim(&Shape::D))
     for (auto n : dim_toward(sh.D, 1)) with([&](Shape &x) { x.D = n; });
   for (auto n : dim_toward(sh.Dv, 1)) with([&](Shape &x) { x.Dv = n; });
   // Heads: one head; the GQA group on a single kv head; MHA; then fewer kv heads or a smaller group.
@@ -170,13 +170,14 @@ std::vector<Slice> slices(const Case &c, const CaseOptions &opts) {
   std::vector<Slice> out;
   const Shape &sh = c.spec.shape;
   for (A a : {A::key, A::query, A::diagonal, A::head_dim, A::value_dim, A::kv_head, A::group, A::batch}) {
-    if (a == A::value_dim && opts.dv_equals_lk) continue;  // Dv follows Lk
-    if (a == A::head_dim && opts.tie_head_dims) continue;  // so does D
+    if ((a == A::value_dim && opts.tied_dim(&Shape::Dv)) || (a == A::head_dim && opts.tied_dim(&Shape::D)))
+      continue;  // the dim follows Lk
     const std::int64_t n = axis_length(sh, a);
     if (n <= 1) continue;
     auto add = [&](Slice s) {
-      s.value_dim_too = opts.dv_equals_lk && (a == A::key || a == A::diagonal);
-      s.head_dim_too = s.value_dim_too && opts.tie_head_dims;
+      const bool keys = a == A::key || a == A::diagonal;
+      s.value_dim_too = keys && opts.tied_dim(&Shape::Dv);
+      s.head_dim_too = keys && opts.tied_dim(&Shape::D);
       if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
     };
     add({a, 0, n / 2});

@@ -51,6 +51,7 @@ void require(CaseOptions &o) {
   o.mask = Mask::none;
   o.dv_equals_lk = true;
   o.draw_v = false;  // the case's values only seed the probes
+  o.tied_min_keys = 2;  // under tie_head_dims, D = Lk ≥ 2: probes with Dv = D (probe_dv_equals_d)
 }
 
 /// The t > 0 with (m/2)·f(t) = log(2/α) for an increasing f on (0, t_max): the Chernoff threshold of one tail.
