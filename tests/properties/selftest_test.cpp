@@ -198,6 +198,9 @@ TEST_CASE("self-test: paged KV read at the logical page is caught by paged on a 
 TEST_CASE("self-test: a dropout mask not reproducible from its seed is caught by dropout on a small case") {
   caught(support::FeatureBug::dropout_mask_not_reproducible, "dropout");
 }
+TEST_CASE("self-test: a dropout draw shared across query heads is caught by dropout's independence test") {
+  caught(support::FeatureBug::dropout_shared_across_heads, "dropout");
+}
 TEST_CASE("self-test: FP8 inputs read without their descales are caught by fp8 on a small case") {
   caught(support::FeatureBug::fp8_without_descale, "fp8");
 }

@@ -271,7 +271,11 @@ struct Call {
   float dropout(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
     if (!on(ATTNCHECK_FEATURE_DROPOUT)) return 1;
     const std::uint64_t s = has(FeatureBug::dropout_mask_not_reproducible) ? seed + 1 : seed;
-    return feature_dropout_keep(s, drop_p, b, h, i, j) ? 1.f / (1.f - drop_p) : 0.f;
+    return feature_dropout_keep(s, drop_p, b, drawn_head(h), i, j) ? 1.f / (1.f - drop_p) : 0.f;
+  }
+  /// The head whose dropout decisions head h draws: h, or 0 under dropout_shared_across_heads.
+  std::int64_t drawn_head(std::int64_t h) const {
+    return has(FeatureBug::dropout_shared_across_heads) ? 0 : h;
   }
 
   /// Whether row i of (b, h) sees key j, and its logit: fills *t and returns true when the key enters the row.
@@ -530,7 +534,7 @@ int run_forward(FeatureBug bug, const attncheck_params *params, const DLTensor *
       for (std::int64_t h = 0; h < drop.dim(1); ++h)
         for (std::int64_t i = 0; i < drop.dim(2); ++i)
           for (std::int64_t j = 0; j < drop.dim(3); ++j)
-            drop.set(b, h, i, j, feature_dropout_keep(c.seed, c.drop_p, b, h, i, j) ? 1.f : 0.f);
+            drop.set(b, h, i, j, feature_dropout_keep(c.seed, c.drop_p, b, c.drawn_head(h), i, j) ? 1.f : 0.f);
   std::vector<float> qrow(static_cast<std::size_t>(c.D)), orow(static_cast<std::size_t>(c.Dv));
   std::vector<Term> ts;
   for (std::int64_t b = 0; b < c.B; ++b)
@@ -649,7 +653,7 @@ constexpr attncheck_kernel kernel_of(const char *name) {
   return attncheck_kernel{ATTNCHECK_ABI_VERSION, name, &forward_of<B>, &backward_of<B>, &last_error};
 }
 
-constexpr std::size_t kKernelCount = 8;  ///< FeatureBug::none and its seven bugs
+constexpr std::size_t kKernelCount = 9;  ///< FeatureBug::none and its eight bugs
 constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::none>("features_correct"),
     kernel_of<FeatureBug::window_right_off_by_one>("features_window_right_off_by_one"),
@@ -659,6 +663,7 @@ constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::paged_logical_page>("features_paged_logical_page"),
     kernel_of<FeatureBug::dropout_mask_not_reproducible>("features_dropout_mask_not_reproducible"),
     kernel_of<FeatureBug::fp8_without_descale>("features_fp8_without_descale"),
+    kernel_of<FeatureBug::dropout_shared_across_heads>("features_dropout_shared_across_heads"),
 }};
 
 }  // namespace
@@ -673,6 +678,7 @@ std::string_view feature_bug_name(FeatureBug bug) {
     case FeatureBug::paged_logical_page: return "paged_logical_page";
     case FeatureBug::dropout_mask_not_reproducible: return "dropout_mask_not_reproducible";
     case FeatureBug::fp8_without_descale: return "fp8_without_descale";
+    case FeatureBug::dropout_shared_across_heads: return "dropout_shared_across_heads";
   }
   return "unknown";
 }
@@ -681,7 +687,7 @@ std::vector<FeatureBug> all_feature_bugs() {
   return {FeatureBug::window_right_off_by_one, FeatureBug::softcap_after_mask,
           FeatureBug::alibi_reversed_slopes,   FeatureBug::varlen_reads_across_boundary,
           FeatureBug::paged_logical_page,      FeatureBug::dropout_mask_not_reproducible,
-          FeatureBug::fp8_without_descale};
+          FeatureBug::fp8_without_descale,     FeatureBug::dropout_shared_across_heads};
 }
 
 const attncheck_kernel &feature_kernel(FeatureBug bug) {

@@ -67,6 +67,9 @@ enum class FeatureBug : std::uint8_t {
   dropout_mask_not_reproducible,
   /// forward, FP8: reads q, k, v as stored, every descale taken as 1; visible when a descale is not 1.
   fp8_without_descale,
+  /// both: every query head draws head 0's decisions, keep(seed, b, 0, i, j), and writes what it applies; visible
+  /// only to independence across heads (O and the gradients are right given the returned mask), with dropout_p > 0.
+  dropout_shared_across_heads,
 };
 
 /// The features every kernel of the family declares and implements.

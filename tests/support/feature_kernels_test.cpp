@@ -545,9 +545,12 @@ struct Exposure {
   Problem on, off;
 };
 
+/// The shape of the exposures.
+constexpr Shape kExposedShape{3, 4, 2, 6, 10, 8, 6};
+
 Exposure exposure(FeatureBug bug, std::uint32_t seed) {
   std::mt19937 gen(seed);
-  const Shape s{3, 4, 2, 6, 10, 8, 6};
+  const Shape s = kExposedShape;
   Exposure e{make_problem(s, Mask::none, seed), make_problem(s, Mask::none, seed)};
   Features &on = e.on.features, &off = e.off.features;
   switch (bug) {
@@ -586,6 +589,7 @@ Exposure exposure(FeatureBug bug, std::uint32_t seed) {
       off.seqlens_k.clear();
       break;
     case FeatureBug::dropout_mask_not_reproducible:
+    case FeatureBug::dropout_shared_across_heads:
       on.dropout_p = 0.3;
       on.dropout_seed = seed;
       off = everything(gen, s);
@@ -616,9 +620,16 @@ TEST_CASE("every planted bug differs from the correct kernel on a problem that e
       Results fwd_only = got.got, want_fwd = want.got;
       fwd_only.dq = fwd_only.dk = fwd_only.dv = want_fwd.dq = want_fwd.dk = want_fwd.dv = {};
       CHECK(difference(fwd_only, want_fwd) > kVisible);
-      // Against the double computation on the same problem (the dropout bug: with the mask it returned).
+      // Against the double computation on the same problem (the dropout bugs: with the mask it returned). A mask
+      // shared across heads is applied as returned: only its heads' decisions give it away.
       const Results ref = reference(e.on);
-      CHECK(std::max(error(got.got.out, ref.out), error(got.got.lse, ref.lse)) > kVisible);
+      if (bug == FeatureBug::dropout_shared_across_heads) {
+        const std::vector<std::uint8_t> &z = e.on.features.dropout_keep;
+        const std::size_t head = static_cast<std::size_t>(kExposedShape.Lq * kExposedShape.Lk);
+        CHECK(std::equal(z.begin(), z.begin() + head, z.begin() + head));  // heads 0 and 1 of batch entry 0
+      } else {
+        CHECK(std::max(error(got.got.out, ref.out), error(got.got.lse, ref.lse)) > kVisible);
+      }
     }
 }
 

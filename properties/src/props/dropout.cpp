@@ -2,16 +2,48 @@
 // returned (kept weights scaled by 1/(1 − p)); the mask written for every key a row sees; the same seed giving the
 // same mask and bits; another seed another mask; and the keep rate within a binomial interval: on n decisions,
 // |kept/n − (1 − p)| ≤ √(ln(2/α)/(2n)) (Hoeffding), α = 10⁻⁶ the false-alarm probability of a correct kernel.
+// Independence: two decisions a correct kernel draws independently, each kept with probability r, agree with
+// probability a(r) = r² + (1 − r)². On m disjoint pairs that differ in one index — the head, the batch entry, the
+// row or the key — the share that agrees exceeds max a(r) over the rate interval above by more than √(ln(4/α)/(2m))
+// with probability at most α/4 (one-sided Hoeffding, four axes); a draw shared across that index agrees always.
 #include "feature_checks.h"
 
+#include <array>
 #include <cstring>
 
 namespace attncheck::props {
 
 namespace {
 constexpr double kFalseAlarm = 1e-6;
-/// The rate problem: one batch, kRateHeads heads of kRateRows × kRateKeys decisions (zeros: no reference needed).
-constexpr std::int64_t kRateHeads = 2, kRateRows = 64, kRateKeys = 256;
+/// The rate problem: kRateBatch entries of kRateHeads heads of kRateRows × kRateKeys decisions (zeros: no reference
+/// needed); two of each index, so that every axis of the independence test has pairs.
+constexpr std::int64_t kRateBatch = 2, kRateHeads = 2, kRateRows = 64, kRateKeys = 128;
+/// The axes of the independence test, in the mask's index order [B, Hq, Lq, Lk].
+constexpr std::array<const char *, 4> kAxes{"batch entries", "query heads", "rows", "keys"};
+
+/// Pairs of decisions that differ only in index `axis` (its even values and the next one), and how many agree.
+struct Agreement {
+  std::int64_t pairs = 0, agree = 0;
+};
+Agreement agreement(const std::vector<std::uint8_t> &z, const Shape &s, std::size_t axis) {
+  const std::array<std::int64_t, 4> dims{s.B, s.Hq, s.Lq, s.Lk};
+  Agreement a;
+  std::array<std::int64_t, 4> x{};
+  const auto at = [&](const std::array<std::int64_t, 4> &y) {
+    return static_cast<std::size_t>(((y[0] * dims[1] + y[1]) * dims[2] + y[2]) * dims[3] + y[3]);
+  };
+  for (x[0] = 0; x[0] < dims[0]; ++x[0])
+    for (x[1] = 0; x[1] < dims[1]; ++x[1])
+      for (x[2] = 0; x[2] < dims[2]; ++x[2])
+        for (x[3] = 0; x[3] < dims[3]; ++x[3]) {
+          if (x[axis] % 2 == 1 || x[axis] + 1 >= dims[axis]) continue;
+          std::array<std::int64_t, 4> y = x;
+          ++y[axis];
+          ++a.pairs;
+          a.agree += z[at(x)] == z[at(y)] ? 1 : 0;
+        }
+  return a;
+}
 
 /// Decisions the kernel made for keys rows see; false (with L failed) when one is not 0 or 1.
 bool written(Ladder &L, const FeatureRun &r, std::int64_t *kept, std::int64_t *n) {
@@ -41,7 +73,7 @@ Outcome run(const Env &env, const Case &c) {
   Case rate;
   rate.spec = c.spec;
   rate.spec.mask = Mask::none;
-  rate.spec.shape = Shape{1, kRateHeads, kRateHeads, kRateRows, kRateKeys, 1, 1};
+  rate.spec.shape = Shape{kRateBatch, kRateHeads, kRateHeads, kRateRows, kRateKeys, 1, 1};
   rate.resize_values(false);
   Case other = rate;
   other.spec.features.seed += 1;
@@ -73,9 +105,26 @@ Outcome run(const Env &env, const Case &c) {
                                      " (false-alarm probability 1e-6)"),
             L.outcome());
   if (r1.fr.dropout_keep == r2.fr.dropout_keep)
-    L.fail(Step::values, "seeds " + std::to_string(r1.p.features.dropout_seed) + " and " +
-                             std::to_string(r2.p.features.dropout_seed) + " gave the same dropout mask of " +
-                             std::to_string(rate_n) + " decisions");
+    return (L.fail(Step::values, "seeds " + std::to_string(r1.p.features.dropout_seed) + " and " +
+                                     std::to_string(r2.p.features.dropout_seed) + " gave the same dropout mask of " +
+                                     std::to_string(rate_n) + " decisions"),
+            L.outcome());
+  // Independence across each index (see the file comment): agreeing too often is a shared draw.
+  const auto agree_at = [](double r) { return r * r + (1 - r) * (1 - r); };  // convex: its max is at an end
+  const double a_max = std::max(agree_at(std::max(0.0, 1 - p - tol)), agree_at(std::min(1.0, 1 - p + tol)));
+  for (std::size_t axis = 0; axis < kAxes.size(); ++axis) {
+    const Agreement g = agreement(r1.fr.dropout_keep, r1.p.shape, axis);
+    const double m = static_cast<double>(g.pairs), share = static_cast<double>(g.agree) / m;
+    const double slack = std::sqrt(std::log(static_cast<double>(kAxes.size()) / kFalseAlarm) / (2 * m));
+    if (share > a_max + slack && a_max + slack < 1)
+      return (L.fail(Step::values, "dropout decisions of two " + std::string(kAxes[axis]) + " agree on " +
+                                       std::to_string(g.agree) + " of " + std::to_string(g.pairs) +
+                                       " pairs (" + std::to_string(share) + ") at p = " + std::to_string(p) +
+                                       ": independent draws agree on at most " + std::to_string(a_max + slack) +
+                                       " (false-alarm probability 1e-6) — one draw shared across the " +
+                                       kAxes[axis]),
+              L.outcome());
+  }
   return L.outcome();
 }
 }  // namespace
@@ -84,9 +133,11 @@ const PropertyDef &dropout_property() {
   static const PropertyDef def{
       .id = "dropout",
       .formula = "O_i = Σ_j P_ij z_ij v_j, z ∈ {0, 1/(1−p)} the returned mask, within β; same seed ⇒ same mask; keep "
-                 "rate within Hoeffding's 1e-6 interval",
+                 "rate within Hoeffding's 1e-6 interval; decisions independent across batch entries, heads, rows and "
+                 "keys (1e-6)",
       .summary = "dropout keeps the wrong share, applies another mask than it returns (not reproducible from the "
-                 "seed), forgets 1/(1−p), or ignores the seed",
+                 "seed), forgets 1/(1−p), ignores the seed, or shares one draw across heads, batch entries, rows or "
+                 "keys",
       .require = &with_feature<ATTNCHECK_FEATURE_DROPOUT>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_DROPOUT>,
       .feature = ATTNCHECK_FEATURE_DROPOUT,
