@@ -41,6 +41,9 @@ class Derived {
   std::uint64_t state_;
 };
 
+/// The largest byte of a boolean mask (uint8; FeatureSpec::mask_bytes draws its visible entries up to it).
+constexpr std::int64_t kMaxByte = 255;
+
 /// Sink logits: mostly N(0, 2²)-like values of a few bits, sometimes far below every logit (≡ no sink) or above.
 constexpr double kSinkFar = 64;
 
@@ -65,7 +68,7 @@ std::string FeatureSpec::describe() const {
   if (bits & ATTNCHECK_FEATURE_SOFTCAP) os << " softcap=" << softcap;
   if (bits & ATTNCHECK_FEATURE_MASK)
     os << " mask=" << (mask_kind == MaskKind::additive ? "additive" : "bool") << '[' << (mask_per_batch ? "B" : "1")
-       << ',' << (mask_per_head ? "Hq" : "1") << "] keep=" << mask_keep;
+       << ',' << (mask_per_head ? "Hq" : "1") << "] keep=" << mask_keep << (mask_bytes ? " bytes=1..255" : "");
   if (bits & ATTNCHECK_FEATURE_PAGED) os << " page_size=" << page_size;
   if (bits & ATTNCHECK_FEATURE_DROPOUT) os << " dropout=" << dropout_p;
   if (bits & ATTNCHECK_FEATURE_FP8) os << " fp8=" << fp8_name(fp8);
@@ -109,8 +112,8 @@ Features features_of(const CaseSpec &spec) {
     f.mask.resize(static_cast<std::size_t>(f.mask_B * f.mask_H * s.Lq * s.Lk));
     for (double &m : f.mask) {
       const bool keep = d.unit() < fs.mask_keep;
-      if (fs.mask_kind == MaskKind::boolean)
-        m = keep ? 1 : 0;
+      if (fs.mask_kind == MaskKind::boolean)  // visible: 1, or any nonzero byte (mask_bytes)
+        m = keep ? (fs.mask_bytes ? static_cast<double>(d.uniform(1, kMaxByte)) : 1) : 0;
       else  // small exact biases (multiples of 1/4 in [−4, 4]) where visible
         m = keep ? static_cast<double>(d.uniform(-16, 16)) / 4 : -std::numeric_limits<double>::infinity();
     }

@@ -72,6 +72,7 @@ ojson spec_json(const CaseSpec &s) {
       fj["mask_per_batch"] = f.mask_per_batch;
       fj["mask_per_head"] = f.mask_per_head;
       fj["mask_keep"] = hex(f.mask_keep);
+      if (f.mask_bytes) fj["mask_bytes"] = true;
     }
     if (f.bits & ATTNCHECK_FEATURE_PAGED) fj["page_size"] = f.page_size;
     if (f.bits & ATTNCHECK_FEATURE_DROPOUT) fj["dropout_p"] = hex(f.dropout_p);
@@ -341,6 +342,9 @@ CaseSpec read_spec(const Obj &o) {
       f.mask_per_head = fo.boolean("mask_per_head");
       f.mask_keep = fo.value("mask_keep");
       if (!(f.mask_keep >= 0 && f.mask_keep <= 1)) fail(fo.where() + "\"mask_keep\" is outside [0, 1]");
+      f.mask_bytes = fo.has("mask_bytes") && fo.boolean("mask_bytes");
+      if (f.mask_bytes && f.mask_kind != MaskKind::boolean)
+        fail(fo.where() + "\"mask_bytes\" is for a boolean mask only");
     }
     if (f.bits & ATTNCHECK_FEATURE_PAGED) f.page_size = fo.integer("page_size", 1, kMaxDim);
     if (f.bits & ATTNCHECK_FEATURE_FP8) {

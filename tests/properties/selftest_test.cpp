@@ -201,6 +201,9 @@ TEST_CASE("self-test: a dropout mask not reproducible from its seed is caught by
 TEST_CASE("self-test: a dropout draw shared across query heads is caught by dropout's independence test") {
   caught(support::FeatureBug::dropout_shared_across_heads, "dropout");
 }
+TEST_CASE("self-test: a boolean mask read as visible only where it is 1 is caught by attn_mask on a small case") {
+  caught(support::FeatureBug::mask_byte_one, "attn_mask");
+}
 TEST_CASE("self-test: FP8 inputs read without their descales are caught by fp8 on a small case") {
   caught(support::FeatureBug::fp8_without_descale, "fp8");
 }

@@ -163,6 +163,17 @@ TEST_CASE("a case whose spec sets every FeatureSpec field reads back equal from 
   CHECK(back.runs.at(0).report.contract == doc.runs[0].report.contract);
 }
 
+TEST_CASE("a boolean mask with bytes other than 1 writes mask_bytes and reads it back, an additive one never") {
+  FeatureSpec f = every_field();
+  f.mask_kind = MaskKind::boolean;
+  f.mask_bytes = true;
+  const std::string json = to_json(document_of(feature_case(f)));
+  CHECK(json.find("\"mask_bytes\": true") != std::string::npos);
+  const Document back = from_json(json);
+  CHECK(back.runs.at(0).report.properties.at(0).counterexample->minimal.spec.features == f);
+  CHECK(to_json(document_of(feature_case(every_field()))).find("\"mask_bytes\"") == std::string::npos);  // additive
+}
+
 TEST_CASE("each feature alone round-trips with only its own fields") {
   for (const std::uint32_t bit : kAllFeatures) {
     FeatureSpec full = every_field();
@@ -244,6 +255,7 @@ TEST_CASE("malformed feature objects are rejected with one line naming the field
       {"an unknown mask kind", [](ojson &f) { f["mask"] = "none"; }, "\"mask\""},
       {"mask_keep above 1", [](ojson &f) { f["mask_keep"] = "0x1.8p+0"; }, "\"mask_keep\""},
       {"mask_per_head not a boolean", [](ojson &f) { f["mask_per_head"] = 1; }, "\"mask_per_head\""},
+      {"mask_bytes on an additive mask", [](ojson &f) { f["mask_bytes"] = true; }, "\"mask_bytes\""},
       {"a page size of 0", [](ojson &f) { f["page_size"] = 0; }, "\"page_size\""},
       {"a seed that is not decimal", [](ojson &f) { f["seed"] = "0x10"; }, "\"seed\""},
       {"an unknown FP8 format", [](ojson &f) { f["fp8"] = "e3m4"; }, "\"fp8\""},

@@ -292,7 +292,7 @@ struct Call {
     if (on(ATTNCHECK_FEATURE_MASK) && i < mask.dim(2) && j < mask.dim(3)) {  // past its extent: visible (the bug's key)
       const float m = mask.get(mask.dim(0) == 1 ? 0 : b, mask.dim(1) == 1 ? 0 : h, i, j);
       if (mask.kind() == Kind::u8) {
-        if (m == 0) hidden = true;
+        if (m == 0 || (has(FeatureBug::mask_byte_one) && m != 1)) hidden = true;
       } else if (m == -kInf) {
         hidden = true;
       } else {
@@ -653,7 +653,7 @@ constexpr attncheck_kernel kernel_of(const char *name) {
   return attncheck_kernel{ATTNCHECK_ABI_VERSION, name, &forward_of<B>, &backward_of<B>, &last_error};
 }
 
-constexpr std::size_t kKernelCount = 9;  ///< FeatureBug::none and its eight bugs
+constexpr std::size_t kKernelCount = 10;  ///< FeatureBug::none and its nine bugs
 constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::none>("features_correct"),
     kernel_of<FeatureBug::window_right_off_by_one>("features_window_right_off_by_one"),
@@ -664,6 +664,7 @@ constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::dropout_mask_not_reproducible>("features_dropout_mask_not_reproducible"),
     kernel_of<FeatureBug::fp8_without_descale>("features_fp8_without_descale"),
     kernel_of<FeatureBug::dropout_shared_across_heads>("features_dropout_shared_across_heads"),
+    kernel_of<FeatureBug::mask_byte_one>("features_mask_byte_one"),
 }};
 
 }  // namespace
@@ -679,6 +680,7 @@ std::string_view feature_bug_name(FeatureBug bug) {
     case FeatureBug::dropout_mask_not_reproducible: return "dropout_mask_not_reproducible";
     case FeatureBug::fp8_without_descale: return "fp8_without_descale";
     case FeatureBug::dropout_shared_across_heads: return "dropout_shared_across_heads";
+    case FeatureBug::mask_byte_one: return "mask_byte_one";
   }
   return "unknown";
 }
@@ -687,7 +689,8 @@ std::vector<FeatureBug> all_feature_bugs() {
   return {FeatureBug::window_right_off_by_one, FeatureBug::softcap_after_mask,
           FeatureBug::alibi_reversed_slopes,   FeatureBug::varlen_reads_across_boundary,
           FeatureBug::paged_logical_page,      FeatureBug::dropout_mask_not_reproducible,
-          FeatureBug::fp8_without_descale,     FeatureBug::dropout_shared_across_heads};
+          FeatureBug::fp8_without_descale,     FeatureBug::dropout_shared_across_heads,
+          FeatureBug::mask_byte_one};
 }
 
 const attncheck_kernel &feature_kernel(FeatureBug bug) {

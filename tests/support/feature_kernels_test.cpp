@@ -588,6 +588,11 @@ Exposure exposure(FeatureBug bug, std::uint32_t seed) {
       off.seqlens_q.clear();
       off.seqlens_k.clear();
       break;
+    case FeatureBug::mask_byte_one:
+      set_mask(on, gen, s, MaskKind::boolean, 1, s.Hq);
+      for (double &m : on.mask) m *= 2 + static_cast<double>(gen() % 254);  // visible bytes 2…255
+      off = everything(gen, s);  // its mask is additive
+      break;
     case FeatureBug::dropout_mask_not_reproducible:
     case FeatureBug::dropout_shared_across_heads:
       on.dropout_p = 0.3;

@@ -66,6 +66,8 @@ struct FeatureSpec {
   MaskKind mask_kind = MaskKind::boolean;            ///< mask: boolean or additive
   bool mask_per_batch = false, mask_per_head = false;  ///< mask: [B|1, Hq|1, Lq, Lk]
   double mask_keep = 1;                              ///< mask: share of visible entries
+  /// Boolean mask: visible entries hold nonzero bytes other than 1 too (the ABI: any nonzero byte is visible).
+  bool mask_bytes = false;
   std::int64_t page_size = 0;                        ///< paged: keys per page
   double dropout_p = 0;                              ///< dropout: probability of dropping
   bool top_left = false;  ///< rows aligned top-left (the kernel declares causal=top-left), causal or not

@@ -27,6 +27,8 @@ constexpr double kSoftcapMin = 0.5, kSoftcapMax = 100;
 constexpr std::array<double, 4> kMaskKeep{0.1, 0.5, 0.9, 1.0};
 constexpr std::array<std::int64_t, 7> kPageSizes{1, 2, 3, 5, 16, 17, 64};
 constexpr std::array<double, 3> kDropoutRates{0.1, 0.5, 0.9};
+/// Share of boolean masks whose visible entries hold bytes 1…255 (FeatureSpec::mask_bytes), not only 1.
+constexpr double kMaskBytesRate = 0.5;
 /// Paged and varlen cases in the decode regime: up to kMaxDecodeRows query rows against caches of up to
 /// kMaxDecodeKeys keys (log-uniform), at rate kDecodeRate.
 constexpr double kDecodeRate = 0.25;
@@ -314,6 +316,8 @@ FeatureSpec draw_features(Bits &b, const CaseSpec &s, std::uint32_t bits) {
   if (bits & ATTNCHECK_FEATURE_PAGED) f.page_size = b.pick(kPageSizes);
   if (bits & ATTNCHECK_FEATURE_DROPOUT) f.dropout_p = b.pick(kDropoutRates);
   if (bits & ATTNCHECK_FEATURE_FP8) f.fp8 = b.chance(0.5) ? Fp8::e4m3fn : Fp8::e5m2;
+  // Drawn last: the draws above stay those of the seeds before it.
+  if ((bits & ATTNCHECK_FEATURE_MASK) && f.mask_kind == MaskKind::boolean) f.mask_bytes = b.chance(kMaskBytesRate);
   return f;
 }
 }  // namespace
