@@ -201,6 +201,9 @@ TEST_CASE("self-test: a dropout mask not reproducible from its seed is caught by
 TEST_CASE("self-test: a dropout draw shared across query heads is caught by dropout's independence test") {
   caught(support::FeatureBug::dropout_shared_across_heads, "dropout");
 }
+TEST_CASE("self-test: a dropout draw shared across batch entries is caught by dropout's independence test") {
+  caught(support::FeatureBug::dropout_shared_across_batch, "dropout");
+}
 TEST_CASE("self-test: a boolean mask read as visible only where it is 1 is caught by attn_mask on a small case") {
   caught(support::FeatureBug::mask_byte_one, "attn_mask");
 }

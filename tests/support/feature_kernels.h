@@ -70,6 +70,9 @@ enum class FeatureBug : std::uint8_t {
   /// both: every query head draws head 0's decisions, keep(seed, b, 0, i, j), and writes what it applies; visible
   /// only to independence across heads (O and the gradients are right given the returned mask), with dropout_p > 0.
   dropout_shared_across_heads,
+  /// both: every batch entry draws entry 0's decisions, keep(seed, 0, h, i, j) (a random offset not advanced per
+  /// sequence), and writes what it applies; visible only to independence across batch entries, with B ≥ 2.
+  dropout_shared_across_batch,
   /// both: a boolean mask entry is visible only when it is 1 (the ABI: any nonzero byte); visible with a boolean
   /// mask holding other nonzero bytes.
   mask_byte_one,

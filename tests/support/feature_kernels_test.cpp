@@ -595,6 +595,7 @@ Exposure exposure(FeatureBug bug, std::uint32_t seed) {
       break;
     case FeatureBug::dropout_mask_not_reproducible:
     case FeatureBug::dropout_shared_across_heads:
+    case FeatureBug::dropout_shared_across_batch:
       on.dropout_p = 0.3;
       on.dropout_seed = seed;
       off = everything(gen, s);
@@ -628,10 +629,13 @@ TEST_CASE("every planted bug differs from the correct kernel on a problem that e
       // Against the double computation on the same problem (the dropout bugs: with the mask it returned). A mask
       // shared across heads is applied as returned: only its heads' decisions give it away.
       const Results ref = reference(e.on);
+      const std::vector<std::uint8_t> &z = e.on.features.dropout_keep;
+      const auto head = static_cast<std::size_t>(kExposedShape.Lq * kExposedShape.Lk),
+                 entry = head * static_cast<std::size_t>(kExposedShape.Hq);
       if (bug == FeatureBug::dropout_shared_across_heads) {
-        const std::vector<std::uint8_t> &z = e.on.features.dropout_keep;
-        const std::size_t head = static_cast<std::size_t>(kExposedShape.Lq * kExposedShape.Lk);
         CHECK(std::equal(z.begin(), z.begin() + head, z.begin() + head));  // heads 0 and 1 of batch entry 0
+      } else if (bug == FeatureBug::dropout_shared_across_batch) {
+        CHECK(std::equal(z.begin(), z.begin() + entry, z.begin() + entry));  // batch entries 0 and 1
       } else {
         CHECK(std::max(error(got.got.out, ref.out), error(got.got.lse, ref.lse)) > kVisible);
       }
