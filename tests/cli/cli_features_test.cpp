@@ -60,6 +60,8 @@ std::vector<PlantedBug> planted_bugs() {
       {"features_dropout_mask_not_reproducible", "dropout"},
       {"features_dropout_shared_across_heads", "dropout"},
       {"features_dropout_shared_across_batch", "dropout"},
+      {"features_dropout_shared_across_rows", "dropout"},
+      {"features_dropout_shared_across_keys", "dropout"},
       {"features_mask_byte_one", "attn_mask"},
   };
   // The fp8 kernel carries a planted bug once FP8 is generated (a property checks it); before, it is reserved.

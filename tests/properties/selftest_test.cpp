@@ -204,6 +204,12 @@ TEST_CASE("self-test: a dropout draw shared across query heads is caught by drop
 TEST_CASE("self-test: a dropout draw shared across batch entries is caught by dropout's independence test") {
   caught(support::FeatureBug::dropout_shared_across_batch, "dropout");
 }
+TEST_CASE("self-test: a dropout draw shared across rows is caught by dropout's independence test") {
+  caught(support::FeatureBug::dropout_shared_across_rows, "dropout");
+}
+TEST_CASE("self-test: a dropout draw shared across the keys of a row is caught by dropout's independence test") {
+  caught(support::FeatureBug::dropout_shared_across_keys, "dropout");
+}
 TEST_CASE("self-test: a boolean mask read as visible only where it is 1 is caught by attn_mask on a small case") {
   caught(support::FeatureBug::mask_byte_one, "attn_mask");
 }

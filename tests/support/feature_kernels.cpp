@@ -271,15 +271,16 @@ struct Call {
   float dropout(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
     if (!on(ATTNCHECK_FEATURE_DROPOUT)) return 1;
     const std::uint64_t s = has(FeatureBug::dropout_mask_not_reproducible) ? seed + 1 : seed;
-    return feature_dropout_keep(s, drop_p, drawn_entry(b), drawn_head(h), i, j) ? 1.f / (1.f - drop_p) : 0.f;
+    return keeps(s, b, h, i, j) ? 1.f / (1.f - drop_p) : 0.f;
   }
-  /// The head whose dropout decisions head h draws: h, or 0 under dropout_shared_across_heads.
-  std::int64_t drawn_head(std::int64_t h) const {
-    return has(FeatureBug::dropout_shared_across_heads) ? 0 : h;
-  }
-  /// The batch entry whose dropout decisions entry b draws: b, or 0 under dropout_shared_across_batch.
-  std::int64_t drawn_entry(std::int64_t b) const {
-    return has(FeatureBug::dropout_shared_across_batch) ? 0 : b;
+  /// The decision of (b, h, i, j) under `seed`, drawn at the indices the dropout bugs share (the correct kernels':
+  /// feature_dropout_keep at (b, h, i, j)).
+  bool keeps(std::uint64_t s, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    if (has(FeatureBug::dropout_shared_across_batch)) b = 0;
+    if (has(FeatureBug::dropout_shared_across_heads)) h = 0;
+    if (has(FeatureBug::dropout_shared_across_rows)) i = 0;
+    if (has(FeatureBug::dropout_shared_across_keys)) j = 0;
+    return feature_dropout_keep(s, drop_p, b, h, i, j);
   }
 
   /// Whether row i of (b, h) sees key j, and its logit: fills *t and returns true when the key enters the row.
@@ -538,7 +539,7 @@ int run_forward(FeatureBug bug, const attncheck_params *params, const DLTensor *
       for (std::int64_t h = 0; h < drop.dim(1); ++h)
         for (std::int64_t i = 0; i < drop.dim(2); ++i)
           for (std::int64_t j = 0; j < drop.dim(3); ++j)
-            drop.set(b, h, i, j, feature_dropout_keep(c.seed, c.drop_p, c.drawn_entry(b), c.drawn_head(h), i, j) ? 1.f : 0.f);
+            drop.set(b, h, i, j, c.keeps(c.seed, b, h, i, j) ? 1.f : 0.f);
   std::vector<float> qrow(static_cast<std::size_t>(c.D)), orow(static_cast<std::size_t>(c.Dv));
   std::vector<Term> ts;
   for (std::int64_t b = 0; b < c.B; ++b)
@@ -657,7 +658,7 @@ constexpr attncheck_kernel kernel_of(const char *name) {
   return attncheck_kernel{ATTNCHECK_ABI_VERSION, name, &forward_of<B>, &backward_of<B>, &last_error};
 }
 
-constexpr std::size_t kKernelCount = 11;  ///< FeatureBug::none and its ten bugs
+constexpr std::size_t kKernelCount = 13;  ///< FeatureBug::none and its twelve bugs
 constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::none>("features_correct"),
     kernel_of<FeatureBug::window_right_off_by_one>("features_window_right_off_by_one"),
@@ -669,6 +670,8 @@ constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::fp8_without_descale>("features_fp8_without_descale"),
     kernel_of<FeatureBug::dropout_shared_across_heads>("features_dropout_shared_across_heads"),
     kernel_of<FeatureBug::dropout_shared_across_batch>("features_dropout_shared_across_batch"),
+    kernel_of<FeatureBug::dropout_shared_across_rows>("features_dropout_shared_across_rows"),
+    kernel_of<FeatureBug::dropout_shared_across_keys>("features_dropout_shared_across_keys"),
     kernel_of<FeatureBug::mask_byte_one>("features_mask_byte_one"),
 }};
 
@@ -686,6 +689,8 @@ std::string_view feature_bug_name(FeatureBug bug) {
     case FeatureBug::fp8_without_descale: return "fp8_without_descale";
     case FeatureBug::dropout_shared_across_heads: return "dropout_shared_across_heads";
     case FeatureBug::dropout_shared_across_batch: return "dropout_shared_across_batch";
+    case FeatureBug::dropout_shared_across_rows: return "dropout_shared_across_rows";
+    case FeatureBug::dropout_shared_across_keys: return "dropout_shared_across_keys";
     case FeatureBug::mask_byte_one: return "mask_byte_one";
   }
   return "unknown";
@@ -696,7 +701,8 @@ std::vector<FeatureBug> all_feature_bugs() {
           FeatureBug::alibi_reversed_slopes,   FeatureBug::varlen_reads_across_boundary,
           FeatureBug::paged_logical_page,      FeatureBug::dropout_mask_not_reproducible,
           FeatureBug::fp8_without_descale,     FeatureBug::dropout_shared_across_heads,
-          FeatureBug::dropout_shared_across_batch, FeatureBug::mask_byte_one};
+          FeatureBug::dropout_shared_across_batch, FeatureBug::dropout_shared_across_rows,
+          FeatureBug::dropout_shared_across_keys,  FeatureBug::mask_byte_one};
 }
 
 const attncheck_kernel &feature_kernel(FeatureBug bug) {

@@ -73,6 +73,12 @@ enum class FeatureBug : std::uint8_t {
   /// both: every batch entry draws entry 0's decisions, keep(seed, 0, h, i, j) (a random offset not advanced per
   /// sequence), and writes what it applies; visible only to independence across batch entries, with B ≥ 2.
   dropout_shared_across_batch,
+  /// both: every row draws row 0's decisions, keep(seed, b, h, 0, j) (one draw per row tile reused), and writes what
+  /// it applies; visible only to independence across rows, with Lq ≥ 2.
+  dropout_shared_across_rows,
+  /// both: every key of a row draws key 0's decision, keep(seed, b, h, i, 0) (a whole row kept or dropped), and
+  /// writes what it applies; visible only to independence across keys, with Lk ≥ 2.
+  dropout_shared_across_keys,
   /// both: a boolean mask entry is visible only when it is 1 (the ABI: any nonzero byte); visible with a boolean
   /// mask holding other nonzero bytes.
   mask_byte_one,

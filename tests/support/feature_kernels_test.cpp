@@ -596,6 +596,8 @@ Exposure exposure(FeatureBug bug, std::uint32_t seed) {
     case FeatureBug::dropout_mask_not_reproducible:
     case FeatureBug::dropout_shared_across_heads:
     case FeatureBug::dropout_shared_across_batch:
+    case FeatureBug::dropout_shared_across_rows:
+    case FeatureBug::dropout_shared_across_keys:
       on.dropout_p = 0.3;
       on.dropout_seed = seed;
       off = everything(gen, s);
@@ -630,12 +632,17 @@ TEST_CASE("every planted bug differs from the correct kernel on a problem that e
       // shared across heads is applied as returned: only its heads' decisions give it away.
       const Results ref = reference(e.on);
       const std::vector<std::uint8_t> &z = e.on.features.dropout_keep;
-      const auto head = static_cast<std::size_t>(kExposedShape.Lq * kExposedShape.Lk),
-                 entry = head * static_cast<std::size_t>(kExposedShape.Hq);
+      const auto row = static_cast<std::size_t>(kExposedShape.Lk);
+      const std::size_t head = row * static_cast<std::size_t>(kExposedShape.Lq),
+                        entry = head * static_cast<std::size_t>(kExposedShape.Hq);
       if (bug == FeatureBug::dropout_shared_across_heads) {
         CHECK(std::equal(z.begin(), z.begin() + head, z.begin() + head));  // heads 0 and 1 of batch entry 0
       } else if (bug == FeatureBug::dropout_shared_across_batch) {
         CHECK(std::equal(z.begin(), z.begin() + entry, z.begin() + entry));  // batch entries 0 and 1
+      } else if (bug == FeatureBug::dropout_shared_across_rows) {
+        CHECK(std::equal(z.begin(), z.begin() + row, z.begin() + row));  // rows 0 and 1
+      } else if (bug == FeatureBug::dropout_shared_across_keys) {
+        CHECK(std::all_of(z.begin(), z.begin() + row, [&](std::uint8_t x) { return x == z[0]; }));  // row 0
       } else {
         CHECK(std::max(error(got.got.out, ref.out), error(got.got.lse, ref.lse)) > kVisible);
       }

@@ -652,11 +652,12 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
 }
 
 /// The compile-friendly pool's shapes, drawn from the seed and dtype alone: the all-ones shape, one with a row that
-/// sees no key, then shapes drawn as usual (with Dv = Lk and two keys or more) at sizes spread over the range of `n` — and past n, as
-/// many more as asked for (a pool that grows past declined shapes draws them at those sizes again). Two drawn shapes
-/// in three have few heads (CaseOptions::few_heads), so that a pool of a few shapes keeps rows of several keys (and
-/// rows that see no key); every third has the batches and GQA groups of the buckets. Every other drawn shape has
-/// Lq > Lk (CaseOptions::empty_rows), so that empty_rows finds distinct shapes with rows that see no key.
+/// sees no key, then shapes drawn as usual (with Dv = Lk and two keys or more) at sizes spread over the range of `n`
+/// — and past n, as many more as asked for (a pool that grows past declined shapes draws them at those sizes again).
+/// Two drawn shapes in three have few heads (CaseOptions::few_heads), so that a pool of a few shapes keeps rows of
+/// several keys (and rows that see no key); every third has the batches and GQA groups of the buckets. Every other
+/// drawn shape has Lq > Lk (CaseOptions::empty_rows), so that empty_rows finds distinct shapes with rows that see no
+/// key.
 class PoolDraws {
  public:
   PoolDraws(int n, std::uint64_t seed, Dtype dt)

@@ -83,7 +83,8 @@ std::int64_t draw_bucket(Bits &b, const std::array<Bucket, N> &buckets) {
   return b.uniform(buckets.back().lo, buckets.back().hi);
 }
 
-/// B, Hkv and Hq of few heads (CaseOptions::few_heads, stretched cores): uniform up to kFewBatch, kFewKvHeads, kFewGroup.
+/// B, Hkv and Hq of few heads (CaseOptions::few_heads, stretched cores): uniform up to kFewBatch, kFewKvHeads and
+/// kFewGroup.
 void draw_few_heads(Bits &b, Shape &sh) {
   sh.B = b.uniform(1, kFewBatch);
   sh.Hkv = b.uniform(1, kFewKvHeads);
