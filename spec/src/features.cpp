@@ -166,7 +166,7 @@ double logit_bias(const Features &f, const RowFrame &fr, std::int64_t Lq, std::i
 double dropout_factor(const Features &f, std::int64_t Hq, std::int64_t Lq, std::int64_t Lk, std::int64_t b,
                       std::int64_t h, std::int64_t i, std::int64_t j) {
   if (!(f.dropout_p > 0)) return 1;
-  const std::size_t n = static_cast<std::size_t>(((b * Hq + h) * Lq + i) * Lk + j);
+  const std::size_t n = dropout_index(Hq, Lq, Lk, b, h, i, j);
   return n < f.dropout_keep.size() && f.dropout_keep[n] ? 1 / (1 - f.dropout_p) : 0;
 }
 

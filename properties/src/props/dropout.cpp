@@ -21,6 +21,10 @@ constexpr std::int64_t kRateBatch = 2, kRateHeads = 2, kRateRows = 64, kRateKeys
 /// The axes of the independence test, in the mask's index order [B, Hq, Lq, Lk].
 constexpr std::array<const char *, 4> kAxes{"batch entries", "query heads", "rows", "keys"};
 
+std::size_t mask_index(const Shape &s, const std::array<std::int64_t, 4> &x) {
+  return dropout_index(s.Hq, s.Lq, s.Lk, x[0], x[1], x[2], x[3]);
+}
+
 /// Pairs of decisions that differ only in index `axis` (its even values and the next one), and how many agree.
 struct Agreement {
   std::int64_t pairs = 0, agree = 0;
@@ -29,9 +33,6 @@ Agreement agreement(const std::vector<std::uint8_t> &z, const Shape &s, std::siz
   const std::array<std::int64_t, 4> dims{s.B, s.Hq, s.Lq, s.Lk};
   Agreement a;
   std::array<std::int64_t, 4> x{};
-  const auto at = [&](const std::array<std::int64_t, 4> &y) {
-    return static_cast<std::size_t>(((y[0] * dims[1] + y[1]) * dims[2] + y[2]) * dims[3] + y[3]);
-  };
   for (x[0] = 0; x[0] < dims[0]; ++x[0])
     for (x[1] = 0; x[1] < dims[1]; ++x[1])
       for (x[2] = 0; x[2] < dims[2]; ++x[2])
@@ -40,7 +41,7 @@ Agreement agreement(const std::vector<std::uint8_t> &z, const Shape &s, std::siz
           std::array<std::int64_t, 4> y = x;
           ++y[axis];
           ++a.pairs;
-          a.agree += z[at(x)] == z[at(y)] ? 1 : 0;
+          a.agree += z[mask_index(s, x)] == z[mask_index(s, y)] ? 1 : 0;
         }
   return a;
 }
@@ -55,7 +56,7 @@ bool written(Ladder &L, const FeatureRun &r, std::int64_t *kept, std::int64_t *n
         const RowFrame fr = row_frame(f, r.p.params.mask, b, i, s.Lq, s.Lk);
         for (std::int64_t j = 0; j < s.Lk; ++j) {
           if (!sees(f, r.p.params.mask, fr, s.Lq, s.Lk, b, h, i, j)) continue;
-          const std::uint8_t z = r.fr.dropout_keep[static_cast<std::size_t>(((b * s.Hq + h) * s.Lq + i) * s.Lk + j)];
+          const std::uint8_t z = r.fr.dropout_keep[mask_index(s, {b, h, i, j})];
           if (z > 1)
             return L.fail(Step::shape, "the dropout mask holds " + std::to_string(z) + " at [" + std::to_string(b) +
                                            "," + std::to_string(h) + "," + std::to_string(i) + "," +

@@ -121,6 +121,11 @@ double logit_bias(const Features &f, const RowFrame &fr, std::int64_t Lq, std::i
 inline double descaled_q(const Features &f) { return f.fp8 ? f.descale_q : 1; }
 inline double descaled_k(const Features &f) { return f.fp8 ? f.descale_k : 1; }
 inline double descaled_v(const Features &f) { return f.fp8 ? f.descale_v : 1; }
+/// The index of decision (b, h, i, j) in a dropout mask [B, Hq, Lq, Lk] (row-major).
+inline std::size_t dropout_index(std::int64_t Hq, std::int64_t Lq, std::int64_t Lk, std::int64_t b, std::int64_t h,
+                                 std::int64_t i, std::int64_t j) {
+  return static_cast<std::size_t>(((b * Hq + h) * Lq + i) * Lk + j);
+}
 /// Dropout's factor for (b, h, i, j): 0 (dropped), 1/(1 − p) (kept), or 1 without dropout.
 double dropout_factor(const Features &f, std::int64_t Hq, std::int64_t Lq, std::int64_t Lk, std::int64_t b,
                       std::int64_t h, std::int64_t i, std::int64_t j);
