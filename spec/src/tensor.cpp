@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace attncheck {
 
@@ -46,31 +47,60 @@ Tensor Tensor::contiguous(Dtype dt, std::vector<std::int64_t> shape) {
   return Tensor(dt, std::move(shape), std::move(strides), 0, std::max<std::int64_t>(n, 1));
 }
 
-Tensor Tensor::with_layout(Dtype dt, std::vector<std::int64_t> shape, Layout layout, std::int64_t pad) {
+std::string_view broadcast_name(Broadcast b) {
+  switch (b) {
+    case Broadcast::none: return "none";
+    case Broadcast::batch: return "batch";
+    case Broadcast::heads: return "heads";
+  }
+  return "?";
+}
+
+int broadcast_dim(Broadcast b) { return b == Broadcast::batch ? 0 : (b == Broadcast::heads ? 1 : -1); }
+
+namespace {
+/// Strides of a rank-4 layout and the elements its storage spans (without the pad before and after).
+std::pair<std::vector<std::int64_t>, std::int64_t> layout_span(const std::vector<std::int64_t> &shape, Layout layout,
+                                                               std::int64_t pad) {
   if (shape.size() != 4) throw std::invalid_argument("tensor: layouts are defined for rank 4");
   const std::int64_t B = shape[0], H = shape[1], L = shape[2], X = shape[3];
-  std::vector<std::int64_t> st(4);
-  std::int64_t span = 0;
   switch (layout) {
-    case Layout::bhld:
-      st = {H * L * X, L * X, X, 1};
-      span = B * H * L * X;
-      break;
-    case Layout::blhd:
-      st = {L * H * X, X, H * X, 1};
-      span = B * L * H * X;
-      break;
-    case Layout::transposed:
-      st = {H * X * L, X * L, 1, L};
-      span = B * H * X * L;
-      break;
+    case Layout::bhld: return {{H * L * X, L * X, X, 1}, B * H * L * X};
+    case Layout::blhd: return {{L * H * X, X, H * X, 1}, B * L * H * X};
+    case Layout::transposed: return {{H * X * L, X * L, 1, L}, B * H * X * L};
     case Layout::padded: {
       const std::int64_t row = X + pad, head = L * row + pad;
-      st = {H * head, head, row, 1};
-      span = B * H * head;
-      break;
+      return {{H * head, head, row, 1}, B * H * head};
     }
   }
+  throw std::invalid_argument("tensor: unknown layout");
+}
+}  // namespace
+
+std::vector<std::int64_t> Tensor::layout_strides(const std::vector<std::int64_t> &shape, Layout layout,
+                                                 std::int64_t pad) {
+  return layout_span(shape, layout, pad).first;
+}
+
+Tensor Tensor::with_layout(Dtype dt, std::vector<std::int64_t> shape, Layout layout, std::int64_t pad) {
+  auto [st, span] = layout_span(shape, layout, pad);
+  return Tensor(dt, std::move(shape), std::move(st), pad, std::max<std::int64_t>(span, 1) + 2 * pad);
+}
+
+Tensor Tensor::expanded(Dtype dt, std::vector<std::int64_t> shape, Layout layout, Broadcast b, std::int64_t pad) {
+  const int d = broadcast_dim(b);
+  if (d < 0) return with_layout(dt, std::move(shape), layout, pad);
+  std::vector<std::int64_t> one = shape;
+  one[static_cast<std::size_t>(d)] = 1;  // the storage of one slice
+  auto [st, span] = layout_span(one, layout, pad);
+  st[static_cast<std::size_t>(d)] = 0;
+  return Tensor(dt, std::move(shape), std::move(st), pad, std::max<std::int64_t>(span, 1) + 2 * pad);
+}
+
+Tensor Tensor::rows_with_layout(Dtype dt, std::vector<std::int64_t> shape, Layout layout, std::int64_t pad) {
+  if (shape.size() != 3) throw std::invalid_argument("tensor: row layouts are defined for rank 3");
+  auto [st, span] = layout_span({shape[0], shape[1], shape[2], 1}, layout, pad);
+  st.pop_back();
   return Tensor(dt, std::move(shape), std::move(st), pad, std::max<std::int64_t>(span, 1) + 2 * pad);
 }
 

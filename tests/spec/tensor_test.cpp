@@ -39,3 +39,37 @@ TEST_CASE("values round-trip through a strided tensor and padding stays apart", 
 TEST_CASE("a tensor whose strides leave its storage is refused", "[tensor]") {
   REQUIRE_THROWS_WITH(Tensor(Dtype::f32, {2, 2}, {2, 1}, 1, 4), Catch::Contains("outside the storage"));
 }
+
+TEST_CASE("an expanded tensor reads one slice with stride 0 on its broadcast dimension", "[tensor]") {
+  for (Layout l : {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded})
+    for (Broadcast b : {Broadcast::batch, Broadcast::heads}) {
+      INFO(layout_name(l) << " broadcast " << broadcast_name(b));
+      const Tensor one = Tensor::with_layout(Dtype::f32, {b == Broadcast::batch ? 1 : 3, b == Broadcast::heads ? 1 : 2,
+                                                          4, 5},
+                                             l, 2);
+      Tensor t = Tensor::expanded(Dtype::f32, {3, 2, 4, 5}, l, b, 2);
+      const int d = broadcast_dim(b);
+      REQUIRE(t.strides()[static_cast<std::size_t>(d)] == 0);
+      REQUIRE(t.storage_elems() == one.storage_elems());  // the storage of one slice
+      t.fill_storage(0);
+      t.set({0, 0, 3, 4}, 7);
+      // Every index of the broadcast dimension reads the element just written.
+      CHECK(t.get({2, 0, 3, 4}) == (b == Broadcast::batch ? 7 : 0));
+      CHECK(t.get({0, 1, 3, 4}) == (b == Broadcast::heads ? 7 : 0));
+      CHECK(t.get({0, 0, 3, 4}) == 7);
+    }
+  CHECK(Tensor::expanded(Dtype::f32, {3, 2, 4, 5}, Layout::blhd, Broadcast::none).strides() ==
+        Tensor::with_layout(Dtype::f32, {3, 2, 4, 5}, Layout::blhd).strides());
+}
+
+TEST_CASE("a row tensor takes the strides of its layout with a last dimension of 1", "[tensor]") {
+  CHECK(Tensor::rows_with_layout(Dtype::f32, {2, 3, 4}, Layout::bhld).strides() == std::vector<std::int64_t>{12, 4, 1});
+  CHECK(Tensor::rows_with_layout(Dtype::f32, {2, 3, 4}, Layout::blhd).strides() == std::vector<std::int64_t>{12, 1, 3});
+  const Tensor p = Tensor::rows_with_layout(Dtype::f32, {2, 3, 4}, Layout::padded, 2);
+  CHECK(p.strides() == std::vector<std::int64_t>{3 * (4 * 3 + 2), 4 * 3 + 2, 3});
+  CHECK(p.offset() == 2);
+  std::int64_t elems = 0;
+  for (bool b : p.element_mask()) elems += b;
+  CHECK(elems == p.numel());
+  CHECK(Tensor::layout_strides({2, 3, 4, 5}, Layout::transposed) == std::vector<std::int64_t>{60, 20, 1, 4});
+}

@@ -80,6 +80,9 @@ struct Problem {
   Tensor q, k, v;
   std::optional<Tensor> dout;
   Features features;
+  /// The layouts the gate allocates the outputs in, which the backward then reads back: O (and dQ, dK, dV follow
+  /// q, k, v) in out_layout, else q's; the LSE in lse_layout (Tensor::rows_with_layout), else compact.
+  std::optional<Layout> out_layout, lse_layout;
   Dtype dtype() const { return q.dtype(); }
 };
 

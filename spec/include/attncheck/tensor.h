@@ -26,6 +26,17 @@ enum class Layout : std::uint8_t {
 };
 std::string_view layout_name(Layout l);
 
+/// A dimension of a rank-4 [B, H, L, X] input read with stride 0 (what `torch.expand` gives: one K/V shared by every
+/// batch entry — a common prefix — or by every head). The ABI allows any stride on the inputs; outputs never alias.
+enum class Broadcast : std::uint8_t {
+  none,
+  batch,  ///< stride 0 on B: every batch entry reads batch 0's storage
+  heads,  ///< stride 0 on H: every head reads head 0's storage
+};
+std::string_view broadcast_name(Broadcast b);  ///< "none", "batch", "heads"
+/// The dimension index a broadcast zeroes (0 for batch, 1 for heads; −1 for none).
+int broadcast_dim(Broadcast b);
+
 /// DLPack promises `data` aligned to 256 bytes (the first element is at data + byte_offset).
 inline constexpr std::size_t kDLPackAlignment = 256;
 
@@ -57,6 +68,15 @@ class Tensor {
   /// Rank-4 tensor in the given layout; `pad` extra elements per padded row/head (Layout::padded only) and
   /// `pad` elements before the first and after the last element for every layout.
   static Tensor with_layout(Dtype dt, std::vector<std::int64_t> shape, Layout layout, std::int64_t pad = 0);
+  /// with_layout's strides for a rank-4 shape (no storage allocated).
+  static std::vector<std::int64_t> layout_strides(const std::vector<std::int64_t> &shape, Layout layout,
+                                                  std::int64_t pad = 0);
+  /// with_layout with the dimension `b` names read with stride 0: the storage of one slice, which every index of
+  /// that dimension reads (a read-only input; writing one element writes it for the whole dimension).
+  static Tensor expanded(Dtype dt, std::vector<std::int64_t> shape, Layout layout, Broadcast b, std::int64_t pad = 0);
+  /// A rank-3 [B, H, L] tensor (the LSE) with the strides `layout` gives a [B, H, L, 1] tensor: bhld and transposed
+  /// are compact, blhd is [B, L, H] in memory, padded puts `pad` elements after every row and head.
+  static Tensor rows_with_layout(Dtype dt, std::vector<std::int64_t> shape, Layout layout, std::int64_t pad = 0);
 
   Dtype dtype() const { return dtype_; }
   int rank() const { return static_cast<int>(shape_.size()); }
