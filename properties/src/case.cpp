@@ -34,12 +34,43 @@ Family value_family_of_v(Family f) {
   }
 }
 
+std::string_view operand_name(Operand o) {
+  switch (o) {
+    case Operand::q: return "q";
+    case Operand::k: return "k";
+    case Operand::v: return "v";
+    case Operand::out: return "out";
+    case Operand::lse: return "lse";
+    case Operand::dout: return "dout";
+  }
+  return "?";
+}
+
+std::string TensorLayouts::describe() const {
+  std::string out;
+  for (int x = 0; x < kOperandCount; ++x) {
+    const TensorLayout &t = of[static_cast<std::size_t>(x)];
+    if (!t.own()) continue;
+    out += (out.empty() ? "" : " ") + std::string(operand_name(static_cast<Operand>(x))) + "=";
+    if (t.layout) out += layout_name(*t.layout);
+    if (t.broadcast != Broadcast::none)
+      out += std::string(t.layout ? "," : "") + "expand-" + std::string(broadcast_name(t.broadcast));
+  }
+  return out;
+}
+
+Layout CaseSpec::layout_of(Operand o) const {
+  if (layouts[o].layout) return *layouts[o].layout;
+  return o == Operand::lse || o == Operand::dout ? Layout::bhld : layout;
+}
+
 std::string CaseSpec::describe() const {
   return std::string(dtype_name(dtype)) + " " + shape.describe() + " mask=" + std::string(mask_name(mask)) +
          " layout=" + std::string(layout_name(layout)) + " values=" + std::string(family_name(family)) +
          (stretch.active() ? " stretched to Lq=" + std::to_string(stretch.Lq) + " Lk=" + std::to_string(stretch.Lk)
                            : "") +
-         (features.active() ? " " + features.describe() : "");
+         (features.active() ? " " + features.describe() : "") +
+         (layouts.any() ? " layouts " + layouts.describe() : "");
 }
 
 Shape CaseSpec::problem_shape() const { return stretch.active() ? stretched_shape(*this) : shape; }
@@ -59,8 +90,44 @@ std::size_t count(const std::vector<std::int64_t> &shape) {
   return static_cast<std::size_t>(n);
 }
 
-Tensor input(Dtype dt, std::vector<std::int64_t> shape, Layout layout, const std::vector<double> &values) {
-  Tensor t = Tensor::with_layout(dt, std::move(shape), layout, Case::kInputPad);
+/// The four dims of each value vector, by operand (out and lse hold no values).
+std::vector<std::int64_t> dims_of(const Shape &s, Operand o) {
+  switch (o) {
+    case Operand::q: return q_shape(s);
+    case Operand::k: return k_shape(s);
+    case Operand::v: return v_shape(s);
+    default: return o_shape(s);
+  }
+}
+
+/// Visits, for a [d0, d1, d2, d3] row-major vector broadcast on dimension `bd`, every run of elements that must
+/// equal the matching run of slice 0: f(first element of the run, first element of slice 0's run, length).
+template <class F>
+void for_each_broadcast_run(const std::vector<std::int64_t> &dims, Broadcast b, F &&f) {
+  const int bd = broadcast_dim(b);
+  if (bd < 0) return;
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < bd; ++d) outer *= dims[static_cast<std::size_t>(d)];
+  for (int d = bd + 1; d < 4; ++d) inner *= dims[static_cast<std::size_t>(d)];
+  const std::int64_t n = dims[static_cast<std::size_t>(bd)];
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 1; i < n; ++i)
+      f(static_cast<std::size_t>((o * n + i) * inner), static_cast<std::size_t>(o * n * inner),
+        static_cast<std::size_t>(inner));
+}
+
+bool equal_along(const std::vector<double> &values, const std::vector<std::int64_t> &dims, Broadcast b) {
+  bool equal = true;
+  for_each_broadcast_run(dims, b, [&](std::size_t at, std::size_t from, std::size_t n) {
+    equal = equal && std::memcmp(values.data() + at, values.data() + from, n * sizeof(double)) == 0;
+  });
+  return equal;
+}
+
+/// An input in `layout` (broadcast on `b` when its values allow it), padding NaN.
+Tensor input(Dtype dt, std::vector<std::int64_t> shape, Layout layout, Broadcast b, const std::vector<double> &values) {
+  if (b != Broadcast::none && !equal_along(values, shape, b)) b = Broadcast::none;  // a derived case: materialized
+  Tensor t = Tensor::expanded(dt, std::move(shape), layout, b, Case::kInputPad);
   t.fill_storage(std::numeric_limits<double>::quiet_NaN());  // padding stays NaN: reads of it become visible
   t.assign(values);
   return t;
@@ -99,23 +166,32 @@ Problem Case::problem() const {
   p.params.scale = default_scale(s.D);
   p.params.mask = spec.mask;
   p.features = features_of(spec);
+  auto send = [&](Operand o, const std::vector<double> &values) {
+    return input(spec.dtype, dims_of(s, o), spec.layout_of(o), spec.broadcast_of(o), values);
+  };
   if (p.features.fp8) {
     auto fp8 = [&](std::vector<double> xs) {
       for (double &x : xs) x = fp8_value(*p.features.fp8, x);
       return xs;
     };
-    p.q = input(spec.dtype, q_shape(s), spec.layout, fp8(q));
-    p.k = input(spec.dtype, k_shape(s), spec.layout, fp8(k));
-    p.v = input(spec.dtype, v_shape(s), spec.layout, fp8(v));
+    p.q = send(Operand::q, fp8(q));
+    p.k = send(Operand::k, fp8(k));
+    p.v = send(Operand::v, fp8(v));
   } else {
-    p.q = input(spec.dtype, q_shape(s), spec.layout, q);
-    p.k = input(spec.dtype, k_shape(s), spec.layout, k);
-    p.v = input(spec.dtype, v_shape(s), spec.layout, v);
+    p.q = send(Operand::q, q);
+    p.k = send(Operand::k, k);
+    p.v = send(Operand::v, v);
   }
   if (!dout.empty()) {
-    p.dout = Tensor::contiguous(spec.dtype, o_shape(s));
-    p.dout->assign(dout);
+    if (spec.layouts[Operand::dout].own()) {
+      p.dout = send(Operand::dout, dout);
+    } else {
+      p.dout = Tensor::contiguous(spec.dtype, o_shape(s));
+      p.dout->assign(dout);
+    }
   }
+  p.out_layout = spec.layouts[Operand::out].layout;
+  p.lse_layout = spec.layouts[Operand::lse].layout;
   return p;
 }
 
@@ -145,6 +221,34 @@ void Case::set_flat(const std::vector<double> &values) {
     std::copy(at, at + static_cast<std::ptrdiff_t>(t->size()), t->begin());
     at += static_cast<std::ptrdiff_t>(t->size());
   }
+}
+
+namespace {
+constexpr std::array<Operand, 4> kValueOperands{Operand::q, Operand::k, Operand::v, Operand::dout};
+/// The values of input `o` (q, k, v or dout) of a case, const or not.
+template <class C>
+auto &values_of(C &c, Operand o) {
+  return o == Operand::q ? c.q : (o == Operand::k ? c.k : (o == Operand::v ? c.v : c.dout));
+}
+}  // namespace
+
+void Case::broadcast_values() {
+  for (Operand o : kValueOperands) {
+    std::vector<double> &t = values_of(*this, o);
+    if (t.empty()) continue;
+    for_each_broadcast_run(dims_of(spec.shape, o), spec.broadcast_of(o), [&](std::size_t at, std::size_t from,
+                                                                             std::size_t n) {
+      std::copy_n(t.begin() + static_cast<std::ptrdiff_t>(from), n, t.begin() + static_cast<std::ptrdiff_t>(at));
+    });
+  }
+}
+
+bool Case::broadcast_consistent() const {
+  for (Operand o : kValueOperands) {
+    const std::vector<double> &t = values_of(*this, o);
+    if (!t.empty() && !equal_along(t, dims_of(spec.shape, o), spec.broadcast_of(o))) return false;
+  }
+  return true;
 }
 
 bool Case::same_as(const Case &o) const {

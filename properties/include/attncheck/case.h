@@ -15,6 +15,7 @@
 #include "attncheck/tensor.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -79,6 +80,34 @@ struct FeatureSpec {
   friend bool operator==(const FeatureSpec &, const FeatureSpec &) = default;
 };
 
+/// The tensors of a forward and a backward call whose layouts a case may set one by one.
+enum class Operand : std::uint8_t { q, k, v, out, lse, dout };
+inline constexpr int kOperandCount = 6;
+std::string_view operand_name(Operand o);  ///< "q", "k", "v", "out", "lse", "dout"
+/// The read-only inputs: the ones a broadcast (stride 0) may be sent for.
+inline bool is_input(Operand o) { return o != Operand::out && o != Operand::lse; }
+
+/// One tensor's own layout, when it is not the case's (CaseSpec::layout_of), and for an input a dimension sent with
+/// stride 0 (Tensor::expanded: its values are equal along that dimension, Case::broadcast_values).
+struct TensorLayout {
+  std::optional<Layout> layout;
+  Broadcast broadcast = Broadcast::none;
+  bool own() const { return layout || broadcast != Broadcast::none; }
+  friend bool operator==(const TensorLayout &, const TensorLayout &) = default;
+};
+/// Per-tensor layouts of a case (all default: q, k, v and out in CaseSpec::layout, lse compact, dout contiguous).
+struct TensorLayouts {
+  std::array<TensorLayout, kOperandCount> of{};
+  TensorLayout &operator[](Operand o) { return of[static_cast<std::size_t>(o)]; }
+  const TensorLayout &operator[](Operand o) const { return of[static_cast<std::size_t>(o)]; }
+  bool any() const {
+    return std::any_of(of.begin(), of.end(), [](const TensorLayout &t) { return t.own(); });
+  }
+  /// "v=transposed dout=blhd k=expand-heads" ("" when none).
+  std::string describe() const;
+  friend bool operator==(const TensorLayouts &, const TensorLayouts &) = default;
+};
+
 /// Shape-level description of a case: everything but the values.
 struct CaseSpec {
   Shape shape;
@@ -88,7 +117,12 @@ struct CaseSpec {
   Family family = Family::normal;
   Stretch stretch;  ///< when active, `shape` is the core of a long problem (stretch.h)
   FeatureSpec features;  ///< the ABI 1.2 features the kernel is called with (none by default)
+  TensorLayouts layouts;  ///< tensors in layouts of their own (none by default)
   friend bool operator==(const CaseSpec &, const CaseSpec &) = default;
+  /// The layout tensor `o` is sent (or allocated) in: its own, else `layout` for q, k, v, out and bhld for lse, dout.
+  Layout layout_of(Operand o) const;
+  /// The dimension input `o` is sent with stride 0 (Broadcast::none for outputs and by default).
+  Broadcast broadcast_of(Operand o) const { return layouts[o].broadcast; }
   /// "f32 B=1 Hq=1 Hkv=1 Lq=2 Lk=2 D=4 Dv=4 mask=none layout=bhld values=normal" (+ " stretched to Lq=… Lk=…")
   std::string describe() const;
   /// The shape of the problem the kernel is given: `shape`, or the stretched one (stretch.h: one more D).
@@ -184,8 +218,11 @@ struct Case {
   CaseSpec spec;
   std::vector<double> q, k, v, dout;
 
-  /// The problem: tensors in spec.layout with kInputPad elements of padding around them (and between rows for
-  /// Layout::padded), every padding element NaN; scale 1/√D; dout contiguous when present. A stretched case gives
+  /// The problem: tensors in their layouts (CaseSpec::layout_of) with kInputPad elements of padding around them (and
+  /// between rows for Layout::padded), every padding element NaN; scale 1/√D; dout contiguous when present and
+  /// without a layout of its own. A broadcast input is sent with stride 0 when its values are equal along that
+  /// dimension (drawn and shrunk cases always are); a property's derived case whose values differ there gets it
+  /// materialized in its layout. A stretched case gives
   /// its long problem (stretch.h). Under FP8, q, k, v are rounded to the format (clamped to its largest value): the
   /// values the kernel is sent (shrinking may propose others).
   Problem problem() const;
@@ -196,6 +233,11 @@ struct Case {
   std::vector<double> flat() const;
   /// Inverse of flat(): splits `values` (of the same total size) back into q, k, v, dout.
   void set_flat(const std::vector<double> &values);
+  /// Makes every broadcast input (CaseSpec::broadcast_of) equal along its broadcast dimension: each slice becomes a
+  /// copy of slice 0 (what a tensor of stride 0 there holds).
+  void broadcast_values();
+  /// Every broadcast input is equal along its dimension already (bit for bit).
+  bool broadcast_consistent() const;
   /// Equal specs and bit-identical values (NaN equals the same NaN bits, +0 differs from −0).
   bool same_as(const Case &o) const;
   /// Spec line and every value as hex and decimal, at most `max_values_per_tensor` per tensor (then "… N more").

@@ -56,6 +56,11 @@ inline constexpr std::int64_t kMaxStretchWork = std::int64_t{1} << 28;
 /// Feature cases: the chance that each combinable feature the kernel declares joins the property's own
 /// (CaseOptions::combinable).
 inline constexpr double kExtraFeatureRate = 0.125;
+/// Per-tensor layouts (CaseSpec::layouts) of cases that neither fix the layout nor use varlen, paged or stretch: each
+/// of q, k, v, out, lse, dout takes a layout of its own at kOwnLayoutRate (an LSE one of bhld, blhd, padded); k and v
+/// are expanded together (stride 0 on B or H, as a shared prefix or an expanded MQA cache) at kExpandedKvRate, and
+/// each of q, k, v, dout alone at kExpandedRate. A broadcast goes to a dimension longer than 1 when there is one.
+inline constexpr double kOwnLayoutRate = 0.1, kExpandedKvRate = 0.1, kExpandedRate = 0.05;
 /// CaseOptions::huge_bytes: the RapidCheck size that draws a case of more than 2³¹ elements (once per 101 cases).
 inline constexpr int kHugeSize = 20;
 /// The huge case: a decode row per head, kHugeHeads heads of kHugeKeys keys, problem head dim kHugeHeadDim, Dv 1 —

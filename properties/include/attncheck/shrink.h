@@ -22,7 +22,7 @@ std::vector<std::int64_t> dim_toward(std::int64_t n, std::int64_t lo);
 
 /// Simpler specs, most aggressive first: shorter Lq and Lk (jointly when equal, so causal squares stay square),
 /// smaller D and Dv, fewer heads (one head; GQA kept on one kv head; MHA), fewer batches; then mask none, layout
-/// bhld, value family small_ints (then normal). Fields `opts` fixes are kept; Dv follows Lk with dv_equals_lk.
+/// bhld, the per-tensor layouts (layout_shrinks), value family small_ints (then normal). Fields `opts` fixes are kept; Dv follows Lk with dv_equals_lk.
 std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts);
 
 /// A shape reduction that keeps the surviving values (unlike spec_shrinks, whose smaller specs get fresh values):
@@ -49,8 +49,12 @@ struct Slice {
 std::vector<Slice> slices(const Case &c, const CaseOptions &opts);
 /// `c` reduced by `s`: its spec's shape shrinks, the kept values stay where they were.
 Case apply(const Case &c, const Slice &s);
-/// Simplifications that keep shape and values: mask none, layout bhld (when `opts` does not fix them).
+/// Simplifications that keep shape and values: mask none, layout bhld (when `opts` does not fix them), then the
+/// per-tensor layouts of layout_shrinks.
 std::vector<Case> relabel_shrinks(const Case &c, const CaseOptions &opts);
+/// Per-tensor layouts back toward the case's (CaseSpec::layouts): all of them at once, then each tensor's broadcast,
+/// then each tensor's own layout — so a failure keeps only the tensor whose layout it needs.
+std::vector<TensorLayouts> layout_shrinks(const TensorLayouts &t);
 
 /// The simplicity order of values: 0 < integers (by magnitude, positive first) < other finite values (by number
 /// of significant bits, then magnitude, positive first) < non-finite values.

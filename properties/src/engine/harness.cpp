@@ -10,10 +10,18 @@ namespace attncheck {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-/// The layout whose strides `t` has (with Case::kInputPad), so outputs mirror the inputs; bhld if none matches.
+/// The layout whose strides `t` has (with Case::kInputPad; a zero-stride dimension matches any stride), so that
+/// outputs mirror the inputs; bhld if none matches.
 Layout layout_of(const Tensor &t) {
-  for (Layout l : {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded})
-    if (Tensor::with_layout(t.dtype(), t.shape(), l, Case::kInputPad).strides() == t.strides()) return l;
+  for (Layout l : {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded}) {
+    std::vector<std::int64_t> shape = t.shape();
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (t.strides()[d] == 0) shape[d] = 1;  // an expanded dimension: compare the layout of one slice
+    std::vector<std::int64_t> st = Tensor::layout_strides(shape, l, Case::kInputPad);
+    for (std::size_t d = 0; d < st.size(); ++d)
+      if (t.strides()[d] == 0) st[d] = 0;
+    if (st == t.strides()) return l;
+  }
   return Layout::bhld;
 }
 
@@ -27,11 +35,10 @@ Tensor poisoned(Dtype dt, std::vector<std::int64_t> shape, Layout layout) {
 ForwardRun run_forward(const Env &env, const Problem &p) {
   const Shape &s = p.shape;
   ForwardRun r;
-  r.out = poisoned(p.dtype(), {s.B, s.Hq, s.Lq, s.Dv}, layout_of(p.q));
+  r.out = poisoned(p.dtype(), {s.B, s.Hq, s.Lq, s.Dv}, p.out_layout.value_or(layout_of(p.q)));
   // The LSE the contract declares: float32, the storage dtype, or none (the kernel gets NULL; r.lse stays NaN).
   r.has_lse = env.contract.lse != LseOutput::none;
-  r.lse = Tensor(env.profile.lse, {s.B, s.Hq, s.Lq}, {s.Hq * s.Lq, s.Lq, 1}, kOutputPad,
-                 s.B * s.Hq * s.Lq + 2 * kOutputPad);
+  r.lse = Tensor::rows_with_layout(env.profile.lse, {s.B, s.Hq, s.Lq}, p.lse_layout.value_or(Layout::bhld), kOutputPad);
   r.lse.fill_storage(kNaN);
   r.call = call_forward(env.kernel, p, r.out, r.has_lse ? &r.lse : nullptr, &r.dropout_keep);
   return r;

@@ -347,6 +347,36 @@ std::uint64_t tensor_bytes(const CaseSpec &s) {
   return n * static_cast<std::uint64_t>(dtype_size(s.dtype)) + lse;
 }
 
+/// The ABI's own layouts of an LSE: Tensor::rows_with_layout gives transposed the strides of bhld.
+constexpr std::array<Layout, 3> kLseLayouts{Layout::bhld, Layout::blhd, Layout::padded};
+
+/// CaseSpec::layouts as gen.h's kOwnLayoutRate, kExpandedKvRate and kExpandedRate draw them.
+void draw_layouts(Bits &b, CaseSpec &s, const CaseOptions &opts) {
+  if (opts.layout || (s.features.bits & (ATTNCHECK_FEATURE_VARLEN | ATTNCHECK_FEATURE_PAGED))) return;
+  TensorLayouts &t = s.layouts;
+  for (int x = 0; x < kOperandCount; ++x) {
+    const auto o = static_cast<Operand>(x);
+    if (o == Operand::dout && !opts.backward) continue;
+    if (b.chance(kOwnLayoutRate)) t[o].layout = o == Operand::lse ? b.pick(kLseLayouts) : b.pick(kLayouts);
+  }
+  const Shape &sh = s.shape;
+  // The broadcast dimension: one longer than 1 when the input has one (B, or its heads).
+  auto dim = [&](std::int64_t heads) {
+    if (sh.B > 1 && heads > 1) return b.chance(0.5) ? Broadcast::batch : Broadcast::heads;
+    if (heads > 1) return Broadcast::heads;
+    if (sh.B > 1) return Broadcast::batch;
+    return b.chance(0.5) ? Broadcast::batch : Broadcast::heads;
+  };
+  if (b.chance(kExpandedKvRate)) {
+    t[Operand::k].broadcast = t[Operand::v].broadcast = dim(sh.Hkv);
+  } else {
+    for (Operand o : {Operand::k, Operand::v})
+      if (b.chance(kExpandedRate)) t[o].broadcast = dim(sh.Hkv);
+  }
+  if (b.chance(kExpandedRate)) t[Operand::q].broadcast = dim(sh.Hq);
+  if (opts.backward && b.chance(kExpandedRate)) t[Operand::dout].broadcast = dim(sh.Hq);
+}
+
 CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) {
   Bits b(random);
   if (opts.stretch) return draw_stretched(b, size, opts);
@@ -439,6 +469,7 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
     s.features = draw_features(b, s, bits);
     s.features.top_left = opts.causal == Mask::causal_top_left;
   }
+  draw_layouts(b, s, opts);
   return s;
 }
 
@@ -508,6 +539,7 @@ Case draw_case(const rc::Random &random, const CaseSpec &spec, const CaseOptions
         }
       }
   }
+  c.broadcast_values();  // an expanded input holds one slice's values
   return c;
 }
 

@@ -43,22 +43,28 @@ rc::Shrinkable<Case> shrinkable_case(Case c, const CaseOptions &opts) {
   if (is_huge(c.spec)) return rc::shrinkable::just(std::move(c));  // gen.h: at its threshold already
   return rc::shrinkable::shrinkRecur(std::move(c), [opts](const Case &x) {
     const Dtype dt = x.spec.dtype;
+    // An expanded input keeps one slice's values: a candidate changing another slice is restored by
+    // broadcast_values, and such no-ops are left out (accepted, they would repeat forever).
     auto with_values = [x](std::vector<double> values) {
       Case y = x;
       y.set_flat(values);
+      y.broadcast_values();
       return y;
     };
+    auto changed = [x](const Case &y) { return !y.same_as(x); };
     const std::vector<double> flat = x.flat();
     return rc::seq::concat(
         rc::seq::filter(rc::seq::map(rc::seq::fromContainer(shrink::slices(x, opts)),
                                      [x](const shrink::Slice &s) { return shrink::apply(x, s); }),
                         [opts](const Case &y) { return opts.admits(y.spec); }),
         rc::seq::fromContainer(shrink::relabel_shrinks(x, opts)),
-        rc::seq::map(rc::seq::fromContainer(shrink::all_values_shrinks(flat, dt)), with_values),
-        rc::seq::map(rc::shrink::eachElement(flat, [dt](double v) {
-                       return rc::seq::fromContainer(shrink::value_shrinks(v, dt));
-                     }),
-                     with_values));
+        rc::seq::filter(rc::seq::map(rc::seq::fromContainer(shrink::all_values_shrinks(flat, dt)), with_values),
+                        changed),
+        rc::seq::filter(rc::seq::map(rc::shrink::eachElement(flat, [dt](double v) {
+                                       return rc::seq::fromContainer(shrink::value_shrinks(v, dt));
+                                     }),
+                                     with_values),
+                        changed));
   });
 }
 

@@ -127,6 +127,11 @@ std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts) {
     c.layout = Layout::bhld;
     add_spec(out, s, c);
   }
+  for (const TensorLayouts &t : layout_shrinks(s.layouts)) {
+    CaseSpec c = s;
+    c.layouts = t;
+    add_spec(out, s, c);
+  }
   if (!opts.family)
     for (Family f : {Family::small_ints, Family::normal})
       if (f < s.family) {
@@ -244,6 +249,30 @@ std::vector<Case> relabel_shrinks(const Case &c, const CaseOptions &opts) {
     out.push_back(c);
     out.back().spec.layout = Layout::bhld;
   }
+  for (const TensorLayouts &t : layout_shrinks(c.spec.layouts)) {
+    out.push_back(c);
+    out.back().spec.layouts = t;
+  }
+  return out;
+}
+
+std::vector<TensorLayouts> layout_shrinks(const TensorLayouts &t) {
+  std::vector<TensorLayouts> out;
+  if (!t.any()) return out;
+  out.emplace_back();
+  std::size_t own = 0;
+  for (const TensorLayout &x : t.of) own += x.layout.has_value() + (x.broadcast != Broadcast::none);
+  if (own == 1) return out;  // the one change is all of them
+  for (std::size_t x = 0; x < t.of.size(); ++x)
+    if (t.of[x].broadcast != Broadcast::none) {
+      out.push_back(t);
+      out.back().of[x].broadcast = Broadcast::none;
+    }
+  for (std::size_t x = 0; x < t.of.size(); ++x)
+    if (t.of[x].layout) {
+      out.push_back(t);
+      out.back().of[x].layout.reset();
+    }
   return out;
 }
 
