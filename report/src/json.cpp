@@ -36,7 +36,7 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
     if (name(static_cast<E>(x)) == s) return *out = static_cast<E>(x), true;
   return false;
 }
-constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
+constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kBroadcasts = 3, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
 constexpr int kApprox = 4;  ///< Tanh and Exp values
 static_assert(static_cast<int>(Verdict::warn) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
               static_cast<int>(Mask::causal_top_left) == kMasks - 1);
@@ -78,6 +78,18 @@ ojson spec_json(const CaseSpec &s) {
     if (f.bits & ATTNCHECK_FEATURE_DROPOUT) fj["dropout_p"] = hex(f.dropout_p);
     if (f.bits & ATTNCHECK_FEATURE_FP8) fj["fp8"] = fp8_name(f.fp8);
     j["features"] = std::move(fj);
+  }
+  if (s.layouts.any()) {
+    ojson lj = ojson::object();
+    for (int x = 0; x < kOperandCount; ++x) {
+      const TensorLayout &t = s.layouts.of[static_cast<std::size_t>(x)];
+      if (!t.own()) continue;
+      ojson tj = ojson::object();
+      if (t.layout) tj["layout"] = layout_name(*t.layout);
+      if (t.broadcast != Broadcast::none) tj["broadcast"] = broadcast_name(t.broadcast);
+      lj[std::string(operand_name(static_cast<Operand>(x)))] = std::move(tj);
+    }
+    j["layouts"] = std::move(lj);
   }
   return j;
 }
@@ -197,6 +209,7 @@ class Obj {
   }
   const std::string &path() const { return path_; }
   bool has(const char *key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  const json &self() const { return j_; }
   const json &at(const char *key) const {
     if (!j_.contains(key)) fail(where() + "\"" + key + "\" is missing");
     return j_.at(key);
@@ -287,6 +300,25 @@ class Obj {
   std::string path_;
 };
 
+/// A spec's "layouts": {operand: {"layout": …, "broadcast": "batch" | "heads"}}, a broadcast on inputs only.
+TensorLayouts read_layouts(const Obj &o) {
+  TensorLayouts out;
+  for (const auto &[key, value] : o.self().items()) {
+    Operand op{};
+    if (!parse_enum<Operand, kOperandCount>(key, operand_name, &op))
+      fail(o.where() + "\"" + key + "\" is not a tensor (q, k, v, out, lse, dout)");
+    const Obj t = o.obj(key.c_str());
+    TensorLayout &l = out[op];
+    if (t.has("layout")) l.layout = t.name<Layout, kLayouts>("layout", layout_name);
+    if (t.has("broadcast")) l.broadcast = t.name<Broadcast, kBroadcasts>("broadcast", broadcast_name);
+    if (l.broadcast != Broadcast::none && !is_input(op))
+      fail(t.where() + "an output is never sent with stride 0 (\"broadcast\" is for q, k, v and dout)");
+    if (op == Operand::lse && l.layout == Layout::transposed)
+      fail(t.where() + "the LSE has no transposed layout (bhld, blhd or padded)");
+  }
+  return out;
+}
+
 CaseSpec read_spec(const Obj &o) {
   CaseSpec s;
   s.dtype = o.name<Dtype, kDtypes>("dtype", dtype_name);
@@ -357,6 +389,7 @@ CaseSpec read_spec(const Obj &o) {
       if (!(f.dropout_p > 0 && f.dropout_p < 1)) fail(fo.where() + "\"dropout_p\" is outside (0, 1)");
     }
   }
+  if (o.has("layouts")) s.layouts = read_layouts(o.obj("layouts"));
   return s;
 }
 
@@ -437,6 +470,11 @@ Counterexample read_counterexample(const Obj &o, std::size_t number, std::option
   Counterexample c;
   if (!o.has("inputs")) fail(failure + " has no inputs");
   c.minimal = read_case(o.obj("inputs"), failure + " has no inputs");
+  // A shrunk case repeats slice 0 along each broadcast (Case::broadcast_values); a property's derived failing_case
+  // need not (Case::problem sends it materialized).
+  if (!c.minimal.broadcast_consistent())
+    fail(o.obj("inputs").where() + "a broadcast input's values differ along its broadcast dimension (each slice "
+         "must repeat slice 0)");
   const Obj out = o.obj("outcome");
   c.outcome.verdict = out.name<Verdict, kVerdicts>("verdict", detail::verdict_id);
   c.outcome.step = read_step(out, "step");

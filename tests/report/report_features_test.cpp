@@ -271,6 +271,79 @@ TEST_CASE("malformed feature objects are rejected with one line naming the field
   }
 }
 
+// ---- the layouts object of a spec ----
+
+namespace {
+/// feature_case without features, with k and v expanded on the batch, v transposed, out padded, lse blhd and dout
+/// expanded on its heads in blhd.
+Case layouts_case() {
+  Case c = feature_case(FeatureSpec{});
+  TensorLayouts &t = c.spec.layouts;
+  t[Operand::k].broadcast = t[Operand::v].broadcast = Broadcast::batch;
+  t[Operand::v].layout = Layout::transposed;
+  t[Operand::out].layout = Layout::padded;
+  t[Operand::lse].layout = Layout::blhd;
+  t[Operand::dout].layout = Layout::blhd;
+  t[Operand::dout].broadcast = Broadcast::heads;
+  c.broadcast_values();
+  return c;
+}
+
+std::string with_layouts(const std::string &json, void (*edit)(ojson &layouts)) {
+  ojson j = ojson::parse(json);
+  edit(j["runs"][0]["properties"][0]["counterexample"]["inputs"]["spec"]["layouts"]);
+  return j.dump(2);
+}
+}  // namespace
+
+TEST_CASE("a case with per-tensor layouts and broadcasts reads back equal from report.json") {
+  const Case c = layouts_case();
+  const std::string json = to_json(document_of(c));
+  const ojson l = ojson::parse(json)["runs"][0]["properties"][0]["counterexample"]["inputs"]["spec"]["layouts"];
+  CHECK(l == ojson::parse(R"({"k": {"broadcast": "batch"}, "v": {"layout": "transposed", "broadcast": "batch"},
+                              "out": {"layout": "padded"}, "lse": {"layout": "blhd"},
+                              "dout": {"layout": "blhd", "broadcast": "heads"}})"));
+  const Document back = from_json(json);
+  CHECK(to_json(back) == json);
+  const Counterexample &b = *back.runs.at(0).report.properties.at(0).counterexample;
+  CHECK(b.minimal.spec.layouts == c.spec.layouts);
+  CHECK(b.minimal.same_as(c));
+  // The judged case (k changed in one batch entry) is a property's derived case: it need not repeat slice 0.
+  REQUIRE(b.outcome.failing_case.has_value());
+  CHECK_FALSE(b.outcome.failing_case->broadcast_consistent());
+  // Without layouts of their own, no layouts object is written.
+  CHECK(to_json(document_of(feature_case(FeatureSpec{}))).find("\"layouts\"") == std::string::npos);
+}
+
+TEST_CASE("malformed layouts objects are rejected with one line naming what is wrong") {
+  const std::string json = to_json(document_of(layouts_case()));
+  REQUIRE(error_of(json).empty());
+  struct Bad {
+    const char *what;
+    void (*edit)(ojson &);
+    const char *says;
+  };
+  const std::vector<Bad> bad = {
+      {"an unknown tensor", [](ojson &l) { l["dq"] = {{"layout", "bhld"}}; }, "\"dq\" is not a tensor"},
+      {"an unknown layout", [](ojson &l) { l["q"] = {{"layout", "hbld"}}; }, "\"layout\""},
+      {"an unknown broadcast", [](ojson &l) { l["q"] = {{"broadcast", "rows"}}; }, "\"broadcast\""},
+      {"a broadcast output", [](ojson &l) { l["out"]["broadcast"] = "batch"; }, "an output is never sent with stride 0"},
+      {"a broadcast LSE", [](ojson &l) { l["lse"]["broadcast"] = "heads"; }, "an output is never sent with stride 0"},
+      {"a transposed LSE", [](ojson &l) { l["lse"]["layout"] = "transposed"; }, "no transposed layout"},
+      {"layouts not an object", [](ojson &l) { l = ojson::array(); }, "layouts: is not an object"},
+      {"a broadcast the values do not repeat", [](ojson &l) { l["q"] = {{"broadcast", "batch"}}; },
+       "differ along its broadcast dimension"},
+  };
+  for (const Bad &b : bad) {
+    INFO(b.what);
+    const std::string message = error_of(with_layouts(json, b.edit));
+    INFO(message);
+    CHECK(message.starts_with("report.json: "));
+    CHECK(message.find('\n') == std::string::npos);
+    CHECK(message.find(b.says) != std::string::npos);
+  }
+}
+
 // ---- real checks of feature kernels ----
 
 TEST_CASE("a planted feature bug's report.json round-trips byte for byte with its features and evidence") {
