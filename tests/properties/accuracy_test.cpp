@@ -87,6 +87,22 @@ TEST_CASE("accuracy: k and v of batch entries past 2 read from entry b mod 2 are
   CHECK(s.Hq * s.Lq * s.Lk * s.D * s.Dv == 1);
 }
 
+TEST_CASE("accuracy: a v expanded with stride 0 but read at compact offsets is found on an expanded v alone") {
+  const Report r = check_property(bug(Bug::v_zero_stride_as_compact), "accuracy", options());
+  INFO(r.text());
+  REQUIRE(r.verdict() == Verdict::fail);
+  const CaseSpec &m = counterexample(r, "accuracy")->minimal.spec;
+  INFO(m.describe());
+  TensorLayouts only_v;
+  only_v[Operand::v].broadcast = m.broadcast_of(Operand::v);
+  CHECK(m.layouts == only_v);
+  REQUIRE(only_v.any());
+  // The broadcast dimension is 2 long (one slice more than the storage holds), everything else 1.
+  const Shape &s = m.shape;
+  CHECK((m.broadcast_of(Operand::v) == Broadcast::batch ? s.B : s.Hkv) == 2);
+  CHECK(s.Lq * s.Lk * s.D * s.Dv == 1);
+}
+
 TEST_CASE("accuracy: the bundled naive and flash kernels pass on the new large groups and batches and head dims") {
   for (const char *name : {"naive", "flash"}) {
     const Report r = check_property(builtin(name), "accuracy", options());

@@ -435,3 +435,128 @@ TEST_CASE("shrinking a large or non-power-of-two group or a large batch stops at
   big.shape = Shape{1, 14, 2, 3, 3, 8, 8};
   CHECK(min_of(not_power_of_two).shape == Shape{1, 3, 1, 1, 1, 1, 1});
 }
+
+namespace {
+/// Own layouts and broadcasts met in kReachDraws backward specs: "<operand> <layout>" and "<operand> expand-<dim>".
+std::map<std::string, int> layout_reach(const std::vector<CaseSpec> &specs) {
+  std::map<std::string, int> met;
+  for (const CaseSpec &s : specs)
+    for (int x = 0; x < kOperandCount; ++x) {
+      const auto o = static_cast<Operand>(x);
+      const TensorLayout &t = s.layouts[o];
+      if (t.layout) ++met[std::string(operand_name(o)) + " " + std::string(layout_name(*t.layout))];
+      if (t.broadcast != Broadcast::none)
+        ++met[std::string(operand_name(o)) + " expand-" + std::string(broadcast_name(t.broadcast))];
+    }
+  return met;
+}
+}  // namespace
+
+TEST_CASE("every tensor of a call meets a layout of its own and every input a stride-0 batch and head dimension") {
+  CaseOptions opts;
+  opts.backward = true;
+  const std::map<std::string, int> met = layout_reach(nominal_specs(opts, kReachDraws, 31));
+  auto count = [&](const std::string &k) { return met.count(k) ? met.at(k) : 0; };
+  for (std::string o : {"q", "k", "v", "out", "dout"})
+    for (Layout l : {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded}) {
+      INFO(o << " " << layout_name(l) << ": " << count(o + " " + std::string(layout_name(l))));
+      CHECK(count(o + " " + std::string(layout_name(l))) >= kMinEach);
+    }
+  for (std::string l : {"bhld", "blhd", "padded"}) {
+    INFO("lse " << l << ": " << count("lse " + l));
+    CHECK(count("lse " + l) >= kMinEach);
+  }
+  CHECK(count("lse transposed") == 0);  // an LSE has no feature dim to transpose
+  for (std::string o : {"q", "k", "v", "dout"})
+    for (std::string d : {"batch", "heads"}) {
+      INFO(o << " expand-" << d << ": " << count(o + " expand-" + d));
+      CHECK(count(o + " expand-" + d) >= kMinEach);
+    }
+  CHECK(count("out expand-batch") + count("out expand-heads") + count("lse expand-batch") +
+            count("lse expand-heads") ==
+        0);  // outputs never alias
+  // A forward-only run has no dout to lay out.
+  const std::map<std::string, int> fwd = layout_reach(nominal_specs(CaseOptions{}, kReachDraws, 31));
+  for (const auto &[k, n] : fwd) CHECK(k.rfind("dout", 0) != 0);
+}
+
+TEST_CASE("a fixed layout or a varlen case keeps every tensor in the case's layout") {
+  CaseOptions fixed;
+  fixed.layout = Layout::blhd;
+  for (const CaseSpec &s : nominal_specs(fixed, 500, 37)) CHECK_FALSE(s.layouts.any());
+  CaseOptions varlen;
+  varlen.features = ATTNCHECK_FEATURE_VARLEN;
+  for (const CaseSpec &s : nominal_specs(varlen, 500, 37)) CHECK_FALSE(s.layouts.any());
+}
+
+TEST_CASE("an expanded input holds one slice's values and is sent with stride 0; a derived case that breaks it is "
+          "materialized") {
+  CaseOptions opts;
+  opts.backward = true;
+  rc::Random r(41);
+  int expanded = 0;
+  for (int n = 0; n < 400 && expanded < 20; ++n) {
+    const CaseSpec s = draw_spec(r.split(), rc::kNominalSize, opts);
+    if (s.broadcast_of(Operand::k) == Broadcast::none || s.shape.Hkv * s.shape.B == 1) continue;
+    ++expanded;
+    Case c = draw_case(r.split(), s, opts);
+    INFO(c.spec.describe());
+    REQUIRE(c.broadcast_consistent());
+    const int d = broadcast_dim(s.broadcast_of(Operand::k));
+    const Problem p = c.problem();
+    CHECK(p.k.strides()[static_cast<std::size_t>(d)] == 0);
+    CHECK(p.k.to_vector() == c.k);
+    // A property's derived case (here: one key entry changed) no longer repeats one slice: sent in full.
+    Case derived = c;
+    derived.k.back() = c.k.back() == 1 ? 2 : 1;  // exactly representable in every dtype
+    CHECK_FALSE(derived.broadcast_consistent());
+    const Problem q = derived.problem();
+    CHECK(q.k.strides()[static_cast<std::size_t>(d)] != 0);
+    CHECK(q.k.to_vector() == derived.k);
+  }
+  CHECK(expanded == 20);
+}
+
+TEST_CASE("layouts shrink all at once, then one broadcast, then one own layout at a time") {
+  TensorLayouts t;
+  t[Operand::v].layout = Layout::transposed;
+  t[Operand::k].broadcast = Broadcast::heads;
+  t[Operand::lse].layout = Layout::blhd;
+  const std::vector<TensorLayouts> s = shrink::layout_shrinks(t);
+  REQUIRE(s.size() == 4);
+  CHECK_FALSE(s[0].any());
+  CHECK(s[1].describe() == "v=transposed lse=blhd");
+  CHECK(s[2].describe() == "k=expand-heads lse=blhd");
+  CHECK(s[3].describe() == "k=expand-heads v=transposed");
+  TensorLayouts one;
+  one[Operand::dout].broadcast = Broadcast::batch;
+  CHECK(shrink::layout_shrinks(one).size() == 1);
+  CHECK(shrink::layout_shrinks(TensorLayouts{}).empty());
+  // A failure that needs v's layout ends with v's layout alone.
+  CaseSpec big;
+  big.shape = Shape{2, 4, 2, 3, 5, 4, 4};
+  big.layouts = t;
+  const CaseSpec min = rc::shrinkable::findLocalMin(shrinkable_spec(big, CaseOptions{}), [](const CaseSpec &x) {
+                         return x.layouts[Operand::v].layout == Layout::transposed;
+                       }).first;
+  CHECK(min.layouts.describe() == "v=transposed");
+}
+
+TEST_CASE("every shrink of an expanded case changes it and keeps its inputs expanded") {
+  Case c;
+  c.spec.shape = Shape{3, 2, 2, 2, 3, 2, 2};
+  c.spec.layouts[Operand::k].broadcast = Broadcast::batch;
+  c.spec.layouts[Operand::dout].broadcast = Broadcast::heads;
+  c.resize_values(true);
+  for (auto *t : {&c.q, &c.k, &c.v, &c.dout})
+    for (std::size_t x = 0; x < t->size(); ++x) (*t)[x] = static_cast<double>(x % 5) + 0.5;
+  c.broadcast_values();
+  const rc::Shrinkable<Case> root = shrinkable_case(c, CaseOptions{});
+  int children = 0;
+  for (auto seq = root.shrinks(); auto child = seq.next(); ++children) {
+    const Case y = child->value();
+    CHECK_FALSE(y.same_as(c));
+    CHECK(y.broadcast_consistent());
+  }
+  CHECK(children > 0);
+}

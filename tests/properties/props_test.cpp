@@ -20,12 +20,14 @@ int lse_base2_forward(const attncheck_params *params, const DLTensor *q, const D
   const attncheck_kernel &good = support::variant_kernel(support::Variant{});
   const int status = good.forward(params, q, k, v, out, lse);
   if (status != ATTNCHECK_OK || lse == nullptr) return status;
-  auto *data = static_cast<float *>(lse->data);
-  std::int64_t n = 1;
-  for (int d = 0; d < lse->ndim; ++d) n *= lse->shape[d];
-  // lse is compact here (the strides are those of a dense [B,Hq,Lq] tensor, honoured through byte_offset).
-  data = reinterpret_cast<float *>(reinterpret_cast<char *>(data) + lse->byte_offset);
-  for (std::int64_t x = 0; x < n; ++x) data[x] = static_cast<float>(data[x] * std::numbers::log2e);
+  // Every element through its strides: the LSE may come in a layout of its own (CaseSpec::layouts).
+  auto *data = reinterpret_cast<float *>(static_cast<char *>(lse->data) + lse->byte_offset);
+  for (std::int64_t b = 0; b < lse->shape[0]; ++b)
+    for (std::int64_t h = 0; h < lse->shape[1]; ++h)
+      for (std::int64_t i = 0; i < lse->shape[2]; ++i) {
+        float &x = data[b * lse->strides[0] + h * lse->strides[1] + i * lse->strides[2]];
+        x = static_cast<float>(x * std::numbers::log2e);
+      }
   return ATTNCHECK_OK;
 }
 const attncheck_kernel kLseBase2{ATTNCHECK_ABI_VERSION, "lse_base2", lse_base2_forward, nullptr, nullptr};
@@ -42,6 +44,13 @@ const attncheck_kernel &forward_only() {
 }
 
 const Shape &shrunk(const Report &r, std::string_view id) { return counterexample(r, id)->minimal.spec.shape; }
+/// The tensors of `c` that have a layout of their own.
+std::vector<Operand> own_layouts(const Counterexample &c) {
+  std::vector<Operand> out;
+  for (int x = 0; x < kOperandCount; ++x)
+    if (c.minimal.spec.layouts[static_cast<Operand>(x)].own()) out.push_back(static_cast<Operand>(x));
+  return out;
+}
 }  // namespace
 
 // ---- lse ----
@@ -74,6 +83,19 @@ TEST_CASE("lse: a missing scale is caught and shrinks to L ≤ 2, D ≤ 4") {
 }
 
 // ---- sum_to_one ----
+
+TEST_CASE("lse: an LSE written at compact offsets whatever its strides is caught on an LSE of its own layout alone") {
+  const Report r = check_property(bug(Bug::lse_assumed_compact), "lse", options());
+  INFO(r.text());
+  REQUIRE(r.verdict() == Verdict::fail);
+  const Counterexample &c = *counterexample(r, "lse");
+  CHECK(own_layouts(c) == std::vector<Operand>{Operand::lse});
+  CHECK(c.minimal.spec.layouts[Operand::lse].layout != Layout::bhld);
+  const Shape &s = c.minimal.spec.shape;
+  // The fewest rows the layout places apart from BHLD: two (padded), or two heads of two rows (blhd).
+  CHECK(s.Lq * s.Hq * s.B <= 4);
+  CHECK(s.Lk * s.D * s.Dv == 1);
+}
 
 TEST_CASE("sum_to_one: each softmax row of a correct kernel sums to 1 within its bound") {
   // Dv = Lk makes these cases the suite's most expensive: three summation orders suffice here.
@@ -158,6 +180,17 @@ TEST_CASE("gradient_accuracy: dS without the −D_i term is caught and shrinks t
   CHECK(s.Lq == 1);
   CHECK(s.Lk <= 2);
   CHECK(s.D * s.Dv <= 2);
+}
+
+TEST_CASE("gradient_accuracy: a dO read at compact offsets whatever its strides is caught on a dO of its own layout "
+          "alone") {
+  const Report r = check_property(bug(Bug::dout_assumed_compact), "gradient_accuracy", options());
+  INFO(r.text());
+  REQUIRE(r.verdict() == Verdict::fail);
+  const Counterexample &c = *counterexample(r, "gradient_accuracy");
+  CHECK(own_layouts(c) == std::vector<Operand>{Operand::dout});
+  const Shape &s = c.minimal.spec.shape;
+  CHECK(s.Lk * s.D == 1);
 }
 
 TEST_CASE("gradient_accuracy: a kernel without a backward is unsupported, not failed") {

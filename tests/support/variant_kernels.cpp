@@ -109,11 +109,26 @@ class View {
   }
   /// From now on offset() computes offsets as a 32-bit signed integer would (when `on`).
   void wrap_offsets_32(bool on) { wrap32_ = on; }
+  /// Some stride is 0 (an expanded tensor).
+  bool has_zero_stride() const {
+    return std::any_of(strides_.begin(), strides_.begin() + rank_, [](std::int64_t x) { return x == 0; });
+  }
+  /// From now on offsets use compact row-major strides, whatever the tensor's (the layout bugs); an offset outside
+  /// the tensor's real extent then loads 0 and stores nothing.
+  void assume_compact() {
+    std::int64_t compact = 1;
+    for (int d = rank_ - 1; d >= 0; --d) {
+      strides_[d] = compact;
+      compact *= shape_[d];
+    }
+    guarded_ = true;
+  }
   /// True when `off` lies within the tensor's extent: the smallest element range holding all its elements, hence
   /// inside the storage the caller allocated for it.
   bool in_extent(std::int64_t off) const { return lo_ <= off && off <= hi_; }
 
   float load(std::int64_t off) const {
+    if (guarded_ && !in_extent(off)) return 0.f;
     const std::byte *p = data_ + off * dtype_size(dt_);
     std::uint16_t bits = 0;
     switch (dt_) {
@@ -129,6 +144,7 @@ class View {
   }
   /// Stores x rounded (to nearest even) to the dtype.
   void store(std::int64_t off, float x) const {
+    if (guarded_ && !in_extent(off)) return;
     std::byte *p = data_ + off * dtype_size(dt_);
     std::uint16_t bits = 0;
     switch (dt_) {
@@ -152,6 +168,7 @@ class View {
   std::array<std::int64_t, kMaxRank> shape_{1, 1, 1, 1}, strides_{0, 0, 0, 0};
   std::int64_t lo_ = 0, hi_ = -1;
   bool wrap32_ = false;
+  bool guarded_ = false;  ///< assume_compact: offsets checked against the real extent
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -345,6 +362,7 @@ int make_ctx(const Variant &var, const attncheck_params *params, const DLTensor 
   if (!c->q.bind(q, "q", kMaxRank, &why) || !c->k.bind(k, "k", kMaxRank, &why) || !c->v.bind(v, "v", kMaxRank, &why))
     return fail(ATTNCHECK_ERROR, why);
   for (View *t : {&c->q, &c->k, &c->v}) t->wrap_offsets_32(var.bug == Bug::offsets_int32);
+  if (var.bug == Bug::v_zero_stride_as_compact && c->v.has_zero_stride()) c->v.assume_compact();
   if (!shape_of(*q, *k, *v, &c->s, &why)) return fail(ATTNCHECK_ERROR, why);
   if (c->q.dtype() != c->k.dtype() || c->q.dtype() != c->v.dtype())
     return fail(ATTNCHECK_ERROR, "q, k and v must share one dtype");
@@ -556,6 +574,7 @@ int run_forward(const Variant &var, const attncheck_params *params, const DLTens
   if (!bind_like(&o, out, "out", c.storage, {s.B, s.Hq, s.Lq, s.Dv}, &why)) return fail(ATTNCHECK_ERROR, why);
   if (lse && !bind_lse(&l, lse, c.storage, s, &why)) return fail(ATTNCHECK_ERROR, why);
   for (View *t : {&o, &l}) t->wrap_offsets_32(c.has(Bug::offsets_int32));
+  if (c.has(Bug::lse_assumed_compact)) l.assume_compact();
   Scratch w(c);
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t h = 0; h < s.Hq; ++h)
@@ -592,6 +611,8 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
       !bind_like(&gv, dv, "dv", c.storage, {s.B, s.Hkv, s.Lk, s.Dv}, &why))
     return fail(ATTNCHECK_ERROR, why);
   for (View *t : {&o, &l, &go, &gq, &gk, &gv}) t->wrap_offsets_32(c.has(Bug::offsets_int32));
+  if (c.has(Bug::lse_assumed_compact)) l.assume_compact();
+  if (c.has(Bug::dout_assumed_compact)) go.assume_compact();
 
   Scratch w(c);
   const std::size_t D = static_cast<std::size_t>(s.D), Dv = static_cast<std::size_t>(s.Dv);
@@ -843,6 +864,9 @@ std::string_view bug_name(Bug b) {
     case Bug::softcap_no_chain: return "softcap_no_chain";
     case Bug::gqa_group_past_8: return "gqa_group_past_8";
     case Bug::kv_batch_wraps_2: return "kv_batch_wraps_2";
+    case Bug::v_zero_stride_as_compact: return "v_zero_stride_as_compact";
+    case Bug::lse_assumed_compact: return "lse_assumed_compact";
+    case Bug::dout_assumed_compact: return "dout_assumed_compact";
   }
   return "unknown";
 }
@@ -872,6 +896,10 @@ std::vector<Bug> scale_bugs() {
 std::vector<Bug> softcap_bugs() { return {Bug::softcap_unscaled, Bug::softcap_no_chain}; }
 
 std::vector<Bug> reach_bugs() { return {Bug::gqa_group_past_8, Bug::kv_batch_wraps_2}; }
+
+std::vector<Bug> layout_bugs() {
+  return {Bug::v_zero_stride_as_compact, Bug::lse_assumed_compact, Bug::dout_assumed_compact};
+}
 
 Variant bug_variant(Bug b) {
   Variant v;

@@ -109,6 +109,16 @@ enum class Bug : std::uint8_t {
                             ///< Visible when Hq/Hkv > 8 and Hkv ≥ 2.
   kv_batch_wraps_2,         ///< both: k and v of batch entry b are read from batch entry b mod 2 (a one-bit kv batch
                             ///< index). Visible when B > 2.
+
+  // Layout bugs (layout_bugs(), not in all_bugs()): wrong only for a tensor's own layout or a zero stride. A wrong
+  // offset outside the tensor's extent reads 0 and stores nothing (never outside its storage).
+
+  v_zero_stride_as_compact,  ///< both: a v with a zero stride (an expanded v) is addressed with compact row-major
+                             ///< strides. Visible when v is expanded on a dimension longer than 1.
+  lse_assumed_compact,       ///< both: the LSE is written (forward) and read (backward) at compact [B, Hq, Lq]
+                             ///< offsets, whatever its strides. Visible when the LSE has a layout of its own.
+  dout_assumed_compact,      ///< backward: dO is read at compact offsets, whatever its strides (a dO not made
+                             ///< contiguous). Visible when dO is not compact.
 };
 
 /// The group tile Bug::gqa_group_past_8 assumes.
@@ -132,6 +142,9 @@ std::vector<Bug> scale_bugs();
 std::vector<Bug> softcap_bugs();
 /// The reach bugs: gqa_group_past_8, kv_batch_wraps_2 (each wrong only past the old draws: Hq/Hkv > 8, B > 2).
 std::vector<Bug> reach_bugs();
+/// The layout bugs: v_zero_stride_as_compact, lse_assumed_compact, dout_assumed_compact (each wrong only for a
+/// tensor's own layout or broadcast, CaseSpec::layouts).
+std::vector<Bug> layout_bugs();
 
 /// A kernel configuration. Default: per-key online softmax in float32 arithmetic, keys in order, no split.
 struct Variant {

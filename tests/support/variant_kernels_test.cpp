@@ -1267,3 +1267,69 @@ TEST_CASE("the reach bugs are listed apart and wrong only past a group of 8 or a
     }
   }
 }
+
+TEST_CASE("the layout bugs are listed apart and wrong only for an expanded v, an LSE or a dO of its own layout",
+          "[variants][bugs][layout]") {
+  REQUIRE(layout_bugs() ==
+          std::vector<Bug>{Bug::v_zero_stride_as_compact, Bug::lse_assumed_compact, Bug::dout_assumed_compact});
+  const std::vector<Bug> ordinary = all_bugs();
+  std::set<std::string_view> names{"none"};
+  for (Bug b : ordinary) names.insert(bug_name(b));
+  for (Bug b : reach_bugs()) names.insert(bug_name(b));
+  for (Bug b : layout_bugs()) {
+    CHECK(std::find(ordinary.begin(), ordinary.end(), b) == ordinary.end());
+    CHECK(names.insert(bug_name(b)).second);
+  }
+  const Shape s{3, 4, 2, 5, 6, 4, 3};
+  const Problem base = make_problem(s, Mask::none, Dtype::f32, kSeed);
+  // The same values with v expanded on the batch (v of batch 0 everywhere), or materialized.
+  Problem expanded = base, materialized = base;
+  expanded.v = Tensor::expanded(Dtype::f32, {s.B, s.Hkv, s.Lk, s.Dv}, Layout::bhld, Broadcast::batch, kPad);
+  expanded.v.fill_storage(kNaN);
+  for_each_index(expanded.v.shape(), [&](std::span<const std::int64_t> i) {
+    expanded.v.set(i, base.v.get({0, i[1], i[2], i[3]}));
+  });
+  materialized.v = Tensor::with_layout(Dtype::f32, {s.B, s.Hkv, s.Lk, s.Dv}, Layout::bhld);
+  materialized.v.assign(expanded.v.to_vector());
+  // dO transposed and padded (not compact).
+  Problem transposed = base;
+  transposed.dout = Tensor::with_layout(Dtype::f32, {s.B, s.Hq, s.Lq, s.Dv}, Layout::transposed, kPad);
+  transposed.dout->fill_storage(kNaN);
+  transposed.dout->assign(base.dout->to_vector());
+
+  struct Call {
+    Bug bug;
+    const Problem &p;
+    Layout lse;
+    bool loud;
+  };
+  const std::vector<Call> calls = {
+      {Bug::v_zero_stride_as_compact, materialized, Layout::bhld, false},
+      {Bug::v_zero_stride_as_compact, expanded, Layout::bhld, true},
+      {Bug::lse_assumed_compact, base, Layout::bhld, false},
+      {Bug::lse_assumed_compact, base, Layout::blhd, true},
+      {Bug::lse_assumed_compact, base, Layout::padded, true},
+      {Bug::dout_assumed_compact, base, Layout::bhld, false},
+      {Bug::dout_assumed_compact, transposed, Layout::bhld, true},
+  };
+  const double tol = tolerance(Variant{}, Dtype::f32);
+  for (const Call &c : calls) {
+    INFO(bug_name(c.bug) << ", lse " << layout_name(c.lse) << ", loud " << c.loud);
+    const attncheck_kernel k = variant_kernel(bug_variant(c.bug)), ok = variant_kernel(Variant{});
+    auto errs = [&](const attncheck_kernel &kernel) {
+      Run r = run(kernel, c.p);
+      r.lse = Tensor::rows_with_layout(r.lse.dtype(), {s.B, s.Hq, s.Lq}, c.lse, kPad);
+      r.lse.fill_storage(kNaN);
+      r.fwd = call_forward(kernel, c.p, r.out, &r.lse);
+      r.bwd = call_backward(kernel, c.p, r.out, &r.lse, r.dq, r.dk, r.dv);
+      REQUIRE(r.fwd.ok());
+      REQUIRE(r.bwd.ok());
+      return errors(r, exact(c.p));
+    };
+    CHECK(errs(ok).max() <= tol);  // the correct kernel reads every one of these layouts
+    const Errors e = errs(k);
+    INFO("largest error " << e.max());
+    if (c.loud) CHECK(e.max() > tol);
+    else CHECK(e.max() <= tol);
+  }
+}
