@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace attncheck::containment {
@@ -244,14 +246,22 @@ int kill_strays() {
 std::uint64_t peak_resident_mib(pid_t pid) {
   constexpr std::uint64_t kKiBPerMiB = 1024;
   const auto mib = [](std::uint64_t kib) { return (kib + kKiBPerMiB - 1) / kKiBPerMiB; };
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return mib(std::strtoull(line.c_str() + 6, nullptr, 10));  // "VmHWM: 1234 kB"
-  // A zombie has no VmHWM: waitid's rusage (a raw syscall: glibc's wrapper drops it), left unreaped (WNOWAIT).
-  siginfo_t info{};
-  rusage usage{};
-  if (syscall(SYS_waitid, P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT, &usage) == 0 && info.si_pid == pid)
-    return mib(static_cast<std::uint64_t>(usage.ru_maxrss));  // KiB on Linux
+  // A process in the middle of exiting has lost its VmHWM but is not a zombie yet: ask again until it is one (a
+  // crashing child gets there at once; the deadline only guards against one that never does).
+  constexpr auto kExitingGrace = std::chrono::seconds(5);
+  const auto deadline = std::chrono::steady_clock::now() + kExitingGrace;
+  do {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmHWM:", 0) == 0) return mib(std::strtoull(line.c_str() + 6, nullptr, 10));  // "VmHWM: 1234 kB"
+    // A zombie has no VmHWM: waitid's rusage (a raw syscall: glibc's wrapper drops it), left unreaped (WNOWAIT).
+    siginfo_t info{};
+    rusage usage{};
+    const long got = syscall(SYS_waitid, P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT, &usage);
+    if (got != 0) return 0;  // not our child, or already reaped
+    if (info.si_pid == pid) return mib(static_cast<std::uint64_t>(usage.ru_maxrss));  // KiB on Linux
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (std::chrono::steady_clock::now() < deadline);
   return 0;
 }
 
