@@ -489,8 +489,8 @@ TEST_CASE("a fixed layout or a varlen case keeps every tensor in the case's layo
   for (const CaseSpec &s : nominal_specs(varlen, 500, 37)) CHECK_FALSE(s.layouts.any());
 }
 
-TEST_CASE("an expanded input holds one slice's values and is sent with stride 0; a derived case that breaks it is "
-          "materialized") {
+TEST_CASE("an expanded input holds one slice's values and is sent with stride 0, and a derived case that breaks it "
+          "is materialized") {
   CaseOptions opts;
   opts.backward = true;
   rc::Random r(41);
