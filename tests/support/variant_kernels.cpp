@@ -11,8 +11,10 @@
 #include <exception>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -236,6 +238,14 @@ float exp2_approx(Exp e, float a) {
 // ---------------------------------------------------------------------------------------------------------------
 // One call's context: the variant, the problem's shape and inputs, and the helpers every pass shares.
 
+/// Bug::scale_cached_per_shape: the scale of the first call of each shape (over every thread).
+float first_scale_of_shape(const Shape &s, float scale) {
+  static std::mutex m;
+  static std::map<std::array<std::int64_t, 7>, float> first;
+  const std::lock_guard<std::mutex> lock(m);
+  return first.emplace(std::array{s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.Dv}, scale).first->second;
+}
+
 /// The scale the kernel actually uses: params.scale, or what a scale bug puts in its place.
 double effective_scale(Bug bug, double scale, const Shape &s) {
   switch (bug) {
@@ -376,6 +386,7 @@ int make_ctx(const Variant &var, const attncheck_params *params, const DLTensor 
   c->dot = Arith{var.bug == Bug::f16_dot_accumulation ? Dtype::f16 : qk};
   c->logit = var.bug == Bug::f16_dot_accumulation ? c->acc : c->dot;
   c->scale = c->acc.r(static_cast<float>(effective_scale(var.bug, params->scale, c->s)));
+  if (var.bug == Bug::scale_cached_per_shape) c->scale = first_scale_of_shape(c->s, c->scale);
   c->score_mul = var.exp2_fold ? c->acc.mul(c->scale, kLog2e) : c->scale;
   c->key_end = c->s.Lk + (var.bug == Bug::read_past_last_key ? 1 : 0);
   const bool auto_splits = var.bug == Bug::split_combine_over_two;  // ⌈Lk / kSplitKeys⌉ splits (Lk ≥ 1)
@@ -563,6 +574,57 @@ float forward_row(const Ctx &c, Scratch &w, std::int64_t b, std::int64_t h, std:
   return lse;
 }
 
+/// Every row of the forward into o (and l when `with_lse`).
+void forward_rows(const Ctx &c, View &o, View &l, bool with_lse) {
+  const Shape &s = c.s;
+  Scratch w(c);
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        const float row_lse = forward_row(c, w, b, h, i);
+        for (std::int64_t x = 0; x < s.Dv; ++x) {
+          const std::int64_t off = o.offset(b, h, i, x);
+          o.store(off, c.result(o, off, w.o[static_cast<std::size_t>(x)]));
+        }
+        if (with_lse) l.store(l.offset(b, h, i), c.returned_lse(row_lse));
+      }
+}
+
+/// Bug::result_cached_by_address: the last forward call's inputs and what it wrote (one entry, over every thread).
+struct LastCall {
+  const void *q, *k, *v;
+  std::uint64_t q_offset, k_offset, v_offset;
+  Shape s;
+  bool with_lse;
+  std::vector<float> out, lse;  ///< row-major
+  bool same_inputs(const LastCall &o) const {
+    return q == o.q && k == o.k && v == o.v && q_offset == o.q_offset && k_offset == o.k_offset &&
+           v_offset == o.v_offset && s == o.s && with_lse == o.with_lse;
+  }
+};
+std::mutex g_last_call_mutex;
+std::optional<LastCall> g_last_call;
+
+LastCall record(LastCall key, const View &o, const View &l, const Shape &s) {
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        for (std::int64_t x = 0; x < s.Dv; ++x) key.out.push_back(o.load(o.offset(b, h, i, x)));
+        if (key.with_lse) key.lse.push_back(l.load(l.offset(b, h, i)));
+      }
+  return key;
+}
+
+void replay(const LastCall &last, const View &o, const View &l, const Shape &s) {
+  std::size_t n = 0, r = 0;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        for (std::int64_t x = 0; x < s.Dv; ++x) o.store(o.offset(b, h, i, x), last.out[n++]);
+        if (last.with_lse) l.store(l.offset(b, h, i), last.lse[r++]);
+      }
+}
+
 int run_forward(const Variant &var, const attncheck_params *params, const DLTensor *q, const DLTensor *k,
                 const DLTensor *v, DLTensor *out, DLTensor *lse) {
   Ctx c;
@@ -575,17 +637,18 @@ int run_forward(const Variant &var, const attncheck_params *params, const DLTens
   if (lse && !bind_lse(&l, lse, c.storage, s, &why)) return fail(ATTNCHECK_ERROR, why);
   for (View *t : {&o, &l}) t->wrap_offsets_32(c.has(Bug::offsets_int32));
   if (c.has(Bug::lse_assumed_compact)) l.assume_compact();
-  Scratch w(c);
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t h = 0; h < s.Hq; ++h)
-      for (std::int64_t i = 0; i < s.Lq; ++i) {
-        const float row_lse = forward_row(c, w, b, h, i);
-        for (std::int64_t x = 0; x < s.Dv; ++x) {
-          const std::int64_t off = o.offset(b, h, i, x);
-          o.store(off, c.result(o, off, w.o[static_cast<std::size_t>(x)]));
-        }
-        if (lse) l.store(l.offset(b, h, i), c.returned_lse(row_lse));
-      }
+  if (c.has(Bug::result_cached_by_address)) {
+    const LastCall key{q->data, k->data, v->data, q->byte_offset, k->byte_offset, v->byte_offset, s, lse != nullptr};
+    const std::lock_guard<std::mutex> lock(g_last_call_mutex);
+    if (g_last_call && g_last_call->same_inputs(key)) {
+      replay(*g_last_call, o, l, s);
+      return ATTNCHECK_OK;
+    }
+    forward_rows(c, o, l, lse != nullptr);
+    g_last_call = record(key, o, l, s);
+    return ATTNCHECK_OK;
+  }
+  forward_rows(c, o, l, lse != nullptr);
   return ATTNCHECK_OK;
 }
 
@@ -867,6 +930,8 @@ std::string_view bug_name(Bug b) {
     case Bug::v_zero_stride_as_compact: return "v_zero_stride_as_compact";
     case Bug::lse_assumed_compact: return "lse_assumed_compact";
     case Bug::dout_assumed_compact: return "dout_assumed_compact";
+    case Bug::scale_cached_per_shape: return "scale_cached_per_shape";
+    case Bug::result_cached_by_address: return "result_cached_by_address";
   }
   return "unknown";
 }
@@ -900,6 +965,8 @@ std::vector<Bug> reach_bugs() { return {Bug::gqa_group_past_8, Bug::kv_batch_wra
 std::vector<Bug> layout_bugs() {
   return {Bug::v_zero_stride_as_compact, Bug::lse_assumed_compact, Bug::dout_assumed_compact};
 }
+
+std::vector<Bug> history_bugs() { return {Bug::scale_cached_per_shape, Bug::result_cached_by_address}; }
 
 Variant bug_variant(Bug b) {
   Variant v;

@@ -119,6 +119,15 @@ enum class Bug : std::uint8_t {
                              ///< offsets, whatever its strides. Visible when the LSE has a layout of its own.
   dout_assumed_compact,      ///< backward: dO is read at compact offsets, whatever its strides (a dO not made
                              ///< contiguous). Visible when dO is not compact.
+
+  // History bugs (history_bugs(), not in all_bugs()): right on a first call, wrong after certain earlier calls.
+
+  scale_cached_per_shape,    ///< both: the scale of the first call of each shape is used for every later call of
+                             ///< that shape (a plan cache keyed by shape without the scale). Visible when a shape
+                             ///< comes back with another scale.
+  result_cached_by_address,  ///< forward: when q, k, v are the last call's tensors (addresses, offsets, shape), the
+                             ///< last call's O and LSE are written again (result reuse keyed by pointer). Visible
+                             ///< when the same buffers come back with new values.
 };
 
 /// The group tile Bug::gqa_group_past_8 assumes.
@@ -145,6 +154,9 @@ std::vector<Bug> reach_bugs();
 /// The layout bugs: v_zero_stride_as_compact, lse_assumed_compact, dout_assumed_compact (each wrong only for a
 /// tensor's own layout or broadcast, CaseSpec::layouts).
 std::vector<Bug> layout_bugs();
+/// The history bugs: scale_cached_per_shape, result_cached_by_address (each wrong only after an earlier call of the
+/// same shape or on the same buffers).
+std::vector<Bug> history_bugs();
 
 /// A kernel configuration. Default: per-key online softmax in float32 arithmetic, keys in order, no split.
 struct Variant {

@@ -1333,3 +1333,31 @@ TEST_CASE("the layout bugs are listed apart and wrong only for an expanded v, an
     else CHECK(e.max() <= tol);
   }
 }
+
+TEST_CASE("the history bugs are listed apart, right on a first call and wrong after their history",
+          "[variants][bugs][history]") {
+  REQUIRE(history_bugs() == std::vector<Bug>{Bug::scale_cached_per_shape, Bug::result_cached_by_address});
+  std::set<std::string_view> names{"none"};
+  for (const std::vector<Bug> &list : {all_bugs(), reach_bugs(), layout_bugs()})
+    for (Bug b : list) names.insert(bug_name(b));
+  for (Bug b : history_bugs()) CHECK(names.insert(bug_name(b)).second);
+  const double tol = tolerance(Variant{}, Dtype::f32);
+  // A shape no other test uses: its first call sets the cached scale.
+  const Shape s{1, 2, 1, 3, 7, 5, 3};
+  const Problem p = make_problem(s, Mask::none, Dtype::f32, kSeed);
+  const attncheck_kernel &scale_bug = variant_kernel(bug_variant(Bug::scale_cached_per_shape));
+  CHECK(errors(run(scale_bug, p), exact(p)).max() <= tol);
+  Problem other = p;
+  other.params.scale = 2 * p.params.scale;
+  CHECK(errors(run(scale_bug, other), exact(other)).out > tol);  // computed at the first call's scale
+  // The same buffers with new values: the last result comes back.
+  const attncheck_kernel &result_bug = variant_kernel(bug_variant(Bug::result_cached_by_address));
+  Problem same = p;
+  CHECK(errors(run(result_bug, same), exact(same)).max() <= tol);
+  std::vector<double> v = same.v.to_vector();
+  for (double &x : v) x = -x;
+  same.v.assign(v);
+  CHECK(errors(run(result_bug, same), exact(same)).out > tol);
+  const Problem moved = same;  // new buffers: computed again
+  CHECK(errors(run(result_bug, moved), exact(moved)).out <= tol);
+}
