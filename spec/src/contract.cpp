@@ -38,7 +38,7 @@ constexpr std::array<std::string_view, 4> kAllow{"auto", "yes", "no"};
 constexpr std::array<std::string_view, 4> kApprox{"accurate", "approx", "approx-f16", "approx-bf16"};
 
 // The order of describe(); `accumulate` and `determinism` are shorthands that set two keys and are not listed.
-const std::array<Key, 13> kKeys{{
+const std::array<Key, 14> kKeys{{
     {"causal", {"bottom-right", "top-left", ""}, [](const KernelContract &c) { return as_int(c.causal); },
      [](KernelContract &c, int v) { c.causal = static_cast<CausalAlign>(v); }},
     {"lse", {"f32", "storage", "none"}, [](const KernelContract &c) { return as_int(c.lse); },
@@ -51,6 +51,8 @@ const std::array<Key, 13> kKeys{{
      [](KernelContract &c, int v) { c.forward_determinism = static_cast<Determinism>(v); }},
     {"backward-determinism", kDeterminism, [](const KernelContract &c) { return as_int(c.backward_determinism); },
      [](KernelContract &c, int v) { c.backward_determinism = static_cast<Determinism>(v); }},
+    {"batch-invariant", {"no", "bitwise", ""}, [](const KernelContract &c) { return as_int(c.batch_invariant); },
+     [](KernelContract &c, int v) { c.batch_invariant = static_cast<BatchInvariance>(v); }},
     {"accumulate-qk", kDtypes, [](const KernelContract &c) { return as_int(c.accumulate_qk); },
      [](KernelContract &c, int v) { c.accumulate_qk = static_cast<Dtype>(v); }},
     {"accumulate-pv", kDtypes, [](const KernelContract &c) { return as_int(c.accumulate_pv); },

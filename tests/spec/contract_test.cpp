@@ -32,14 +32,15 @@ TEST_CASE("a contract that declares nothing is what FlashAttention-2 promises", 
 TEST_CASE("every key parses, and describe() parses back to the same contract", "[contract]") {
   const KernelContract c = parse_contract(
       "causal=top-left, lse=storage empty-rows=unspecified,hidden-keys=any forward-determinism=within-bound "
-      "backward-determinism=bitwise accumulate-qk=f16 accumulate-pv=bf16 round-p=no rowsum=exact grad-sum=per-head "
-      "tanh=approx exp=approx-bf16");
+      "backward-determinism=bitwise batch-invariant=bitwise accumulate-qk=f16 accumulate-pv=bf16 round-p=no "
+      "rowsum=exact grad-sum=per-head tanh=approx exp=approx-bf16");
   CHECK(c.causal == CausalAlign::top_left);
   CHECK(c.lse == LseOutput::storage);
   CHECK(c.empty_rows == EmptyRows::unspecified);
   CHECK(c.hidden_keys == HiddenKeys::any);
   CHECK(c.forward_determinism == Determinism::within_bound);
   CHECK(c.backward_determinism == Determinism::bitwise);
+  CHECK(c.batch_invariant == BatchInvariance::bitwise);
   CHECK(c.accumulate_qk == Dtype::f16);
   CHECK(c.accumulate_pv == Dtype::bf16);
   CHECK(c.round_p == Allow::no);
@@ -70,6 +71,13 @@ TEST_CASE("the transcendental keys default to accurate and take each approximati
   CHECK(parse_contract("exp=approx,exp=approx-f16").exp == Exp::approx_f16);
   CHECK_THROWS_WITH(parse_contract("tanh=fast"),
                     Catch::Matchers::Contains("tanh is one of accurate|approx|approx-f16|approx-bf16"));
+}
+
+TEST_CASE("batch invariance is not promised by default and is declared bitwise", "[contract]") {
+  CHECK(KernelContract{}.batch_invariant == BatchInvariance::no);
+  CHECK(KernelContract{}.describe().find("backward-determinism=within-bound batch-invariant=no") != std::string::npos);
+  CHECK(parse_contract("batch-invariant=bitwise").describe_changes() == "batch-invariant=bitwise");
+  CHECK_THROWS_WITH(parse_contract("batch-invariant=yes"), Catch::Matchers::Contains("batch-invariant is one of no|bitwise"));
 }
 
 TEST_CASE("shorthands set both of their keys, and later tokens override earlier ones", "[contract]") {

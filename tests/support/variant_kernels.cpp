@@ -391,6 +391,10 @@ int make_ctx(const Variant &var, const attncheck_params *params, const DLTensor 
   c->key_end = c->s.Lk + (var.bug == Bug::read_past_last_key ? 1 : 0);
   const bool auto_splits = var.bug == Bug::split_combine_over_two;  // ⌈Lk / kSplitKeys⌉ splits (Lk ≥ 1)
   c->splits = auto_splits ? (c->s.Lk + kSplitKeys - 1) / kSplitKeys : var.splits;
+  if (var.splits_by_occupancy) {
+    const std::int64_t rows = c->s.B * c->s.Hq;
+    c->splits = std::min(kMaxOccupancySplits, (kOccupancy + rows - 1) / rows);
+  }
   c->split_len = (c->key_end + c->splits - 1) / c->splits;
   const std::uint32_t implemented = var.softcap ? std::uint32_t{ATTNCHECK_FEATURE_SOFTCAP} : 0u;
   if (params->features & ~implemented) return fail(ATTNCHECK_UNSUPPORTED, "unsupported features");
@@ -893,6 +897,7 @@ std::string config_name(const Variant &v) {
   if (v.dense_pv) n += "_densePV";
   if (v.empty_rows_mean) n += "_emptyMean";
   if (v.nondeterministic_backward) n += "_nondetBwd";
+  if (v.splits_by_occupancy) n += "_splitsByOccupancy";
   if (v.softcap) n += "_softcap";
   if (v.tanh != Tanh::accurate) n += "_tanh" + approximation_suffix(v.tanh);
   if (v.exp != Exp::accurate) n += "_exp" + approximation_suffix(v.exp);

@@ -135,6 +135,8 @@ inline constexpr std::int64_t kGroupTile = 8;
 
 /// Keys per split of Bug::split_combine_over_two: splits = ⌈Lk / kSplitKeys⌉.
 inline constexpr std::int64_t kSplitKeys = 1024;
+/// Variant::splits_by_occupancy: the (B·Hq) rows a call must have to take one split, and the most splits it takes.
+inline constexpr std::int64_t kOccupancy = 2, kMaxOccupancySplits = 2;
 /// Bug::decode_drops_tail_block acts on decode calls with more keys than this.
 inline constexpr std::int64_t kDecodeLongRow = 4096;
 
@@ -221,6 +223,11 @@ struct Variant {
   /// like FlashAttention-2's atomic dQ accumulation. Thread-safe. Contract: backward-determinism=within-bound
   /// (the default).
   bool nondeterministic_backward = false;
+  /// Split-KV with the split count chosen by occupancy, as FlashDecoding's heuristic does: ⌈kOccupancy / (B·Hq)⌉
+  /// splits, at most kMaxOccupancySplits, replacing `splits` — so a row's bits depend on the batch it is in and on
+  /// how many heads share the call, while every result stays within the bound. Contract: batch-invariant=no (the
+  /// default).
+  bool splits_by_occupancy = false;
 
   // Softcap and the transcendental functions (contract: features=softcap, tanh=…, exp=…).
 

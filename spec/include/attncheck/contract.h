@@ -14,6 +14,9 @@
 //   hidden-keys     finite | any                     changes of masked keys that never reach visible rows
 //   determinism     forward=bitwise, backward=within-bound; `determinism=X` sets both,
 //   forward-determinism / backward-determinism       bitwise | within-bound
+//   batch-invariant no | bitwise                     a row's O and LSE bits do not depend on the batch it is in
+//                                                    or on Lq (a decode call of the row): vLLM's and SGLang's
+//                                                    batch-invariant modes; no = a warning when they do
 //   accumulate      f32 | f16 | bf16                 every dot product and sum (sets accumulate-qk and -pv)
 //   accumulate-qk   f32 | f16 | bf16                 the logits q·k (and the scale)
 //   accumulate-pv   f32 | f16 | bf16                 softmax, P·V and every backward product
@@ -88,6 +91,7 @@ enum class LseOutput : std::uint8_t { f32, storage, none };
 enum class EmptyRows : std::uint8_t { zero, unspecified };
 enum class HiddenKeys : std::uint8_t { finite, any };
 enum class Determinism : std::uint8_t { bitwise, within_bound };
+enum class BatchInvariance : std::uint8_t { no, bitwise };
 /// A tri-state switch of the precision profile: auto follows the storage dtype (PrecisionProfile::for_storage).
 enum class Allow : std::uint8_t { automatic, yes, no };
 
@@ -99,6 +103,7 @@ struct KernelContract {
   HiddenKeys hidden_keys = HiddenKeys::finite;
   Determinism forward_determinism = Determinism::bitwise;
   Determinism backward_determinism = Determinism::within_bound;  ///< atomic dQ accumulation is FlashAttention-2's default
+  BatchInvariance batch_invariant = BatchInvariance::no;  ///< split counts chosen by occupancy are the default
   Dtype accumulate_qk = Dtype::f32;
   Dtype accumulate_pv = Dtype::f32;
   Allow round_p = Allow::automatic;
