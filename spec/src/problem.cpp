@@ -17,8 +17,9 @@ void Shape::validate() const {
   auto need = [](bool ok, const char *what) {
     if (!ok) throw std::invalid_argument(what);
   };
-  need(B >= 1 && Hq >= 1 && Hkv >= 1 && Lq >= 1 && Lk >= 1 && D >= 1 && Dv >= 1,
-       "every dimension (B, Hq, Hkv, Lq, Lk, D, Dv) must be at least 1");
+  need(B >= 1 && Hq >= 1 && Hkv >= 1 && D >= 1 && Dv >= 1,
+       "B, Hq, Hkv, D and Dv must be at least 1 (Lq and Lk may be 0: SPEC.md §2.3)");
+  need(Lq >= 0 && Lk >= 0, "Lq and Lk must not be negative");
   if (Hq % Hkv != 0)
     throw std::invalid_argument("Hq = " + std::to_string(Hq) + " is not a multiple of Hkv = " + std::to_string(Hkv) +
                                 " (GQA needs query heads in equal groups per kv head)");

@@ -641,6 +641,7 @@ int run_forward(const Variant &var, const attncheck_params *params, const DLTens
   if (lse && !bind_lse(&l, lse, c.storage, s, &why)) return fail(ATTNCHECK_ERROR, why);
   for (View *t : {&o, &l}) t->wrap_offsets_32(c.has(Bug::offsets_int32));
   if (c.has(Bug::lse_assumed_compact)) l.assume_compact();
+  if (c.has(Bug::empty_kv_unwritten) && s.Lk == 0) return ATTNCHECK_OK;
   if (c.has(Bug::result_cached_by_address)) {
     const LastCall key{q->data, k->data, v->data, q->byte_offset, k->byte_offset, v->byte_offset, s, lse != nullptr};
     const std::lock_guard<std::mutex> lock(g_last_call_mutex);
@@ -680,6 +681,7 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
   for (View *t : {&o, &l, &go, &gq, &gk, &gv}) t->wrap_offsets_32(c.has(Bug::offsets_int32));
   if (c.has(Bug::lse_assumed_compact)) l.assume_compact();
   if (c.has(Bug::dout_assumed_compact)) go.assume_compact();
+  if (c.has(Bug::empty_q_grads_unwritten) && s.Lq == 0) return ATTNCHECK_OK;
 
   Scratch w(c);
   const std::size_t D = static_cast<std::size_t>(s.D), Dv = static_cast<std::size_t>(s.Dv);
@@ -935,6 +937,8 @@ std::string_view bug_name(Bug b) {
     case Bug::v_zero_stride_as_compact: return "v_zero_stride_as_compact";
     case Bug::lse_assumed_compact: return "lse_assumed_compact";
     case Bug::dout_assumed_compact: return "dout_assumed_compact";
+    case Bug::empty_kv_unwritten: return "empty_kv_unwritten";
+    case Bug::empty_q_grads_unwritten: return "empty_q_grads_unwritten";
     case Bug::scale_cached_per_shape: return "scale_cached_per_shape";
     case Bug::result_cached_by_address: return "result_cached_by_address";
   }
@@ -970,6 +974,8 @@ std::vector<Bug> reach_bugs() { return {Bug::gqa_group_past_8, Bug::kv_batch_wra
 std::vector<Bug> layout_bugs() {
   return {Bug::v_zero_stride_as_compact, Bug::lse_assumed_compact, Bug::dout_assumed_compact};
 }
+
+std::vector<Bug> empty_bugs() { return {Bug::empty_kv_unwritten, Bug::empty_q_grads_unwritten}; }
 
 std::vector<Bug> history_bugs() { return {Bug::scale_cached_per_shape, Bug::result_cached_by_address}; }
 

@@ -120,6 +120,12 @@ enum class Bug : std::uint8_t {
   dout_assumed_compact,      ///< backward: dO is read at compact offsets, whatever its strides (a dO not made
                              ///< contiguous). Visible when dO is not compact.
 
+  // Empty-sequence bugs (empty_bugs(), not in all_bugs()): wrong only when Lk = 0 or Lq = 0.
+
+  empty_kv_unwritten,        ///< forward: with Lk = 0 the call returns at once ("nothing to attend"), O and LSE
+                             ///< left as they were.
+  empty_q_grads_unwritten,   ///< backward: with Lq = 0 the call returns at once, dK and dV left as they were.
+
   // History bugs (history_bugs(), not in all_bugs()): right on a first call, wrong after certain earlier calls.
 
   scale_cached_per_shape,    ///< both: the scale of the first call of each shape is used for every later call of
@@ -156,6 +162,8 @@ std::vector<Bug> reach_bugs();
 /// The layout bugs: v_zero_stride_as_compact, lse_assumed_compact, dout_assumed_compact (each wrong only for a
 /// tensor's own layout or broadcast, CaseSpec::layouts).
 std::vector<Bug> layout_bugs();
+/// The empty-sequence bugs: empty_kv_unwritten, empty_q_grads_unwritten (each wrong only with Lk = 0 or Lq = 0).
+std::vector<Bug> empty_bugs();
 /// The history bugs: scale_cached_per_shape, result_cached_by_address (each wrong only after an earlier call of the
 /// same shape or on the same buffers).
 std::vector<Bug> history_bugs();

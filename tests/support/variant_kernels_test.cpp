@@ -1334,13 +1334,16 @@ TEST_CASE("the layout bugs are listed apart and wrong only for an expanded v, an
   }
 }
 
-TEST_CASE("the history bugs are listed apart, right on a first call and wrong after their history",
+TEST_CASE("the history and empty-sequence bugs are listed apart, and the history bugs are right on a first call and "
+          "wrong after their history",
           "[variants][bugs][history]") {
   REQUIRE(history_bugs() == std::vector<Bug>{Bug::scale_cached_per_shape, Bug::result_cached_by_address});
   std::set<std::string_view> names{"none"};
   for (const std::vector<Bug> &list : {all_bugs(), reach_bugs(), layout_bugs()})
     for (Bug b : list) names.insert(bug_name(b));
-  for (Bug b : history_bugs()) CHECK(names.insert(bug_name(b)).second);
+  for (const std::vector<Bug> &list : {history_bugs(), empty_bugs()})
+    for (Bug b : list) CHECK(names.insert(bug_name(b)).second);  // every name its own
+  CHECK(empty_bugs() == std::vector<Bug>{Bug::empty_kv_unwritten, Bug::empty_q_grads_unwritten});
   const double tol = tolerance(Variant{}, Dtype::f32);
   // A shape no other test uses: its first call sets the cached scale.
   const Shape s{1, 2, 1, 3, 7, 5, 3};

@@ -34,7 +34,8 @@ struct Shape {
   /// B·Hq·Lq·Lk·(D + Dv): multiply-adds of a forward (q·k and P·V), what a kernel's (and the reference's) time grows
   /// with.
   std::int64_t work() const { return B * Hq * Lq * Lk * (D + Dv); }
-  /// Throws std::invalid_argument naming the first violated rule (all dims ≥ 1, Hq a multiple of Hkv).
+  /// Throws std::invalid_argument naming the first violated rule (B, Hq, Hkv, D, Dv ≥ 1; Lq, Lk ≥ 0: an empty
+  /// query or KV sequence is a valid call, SPEC.md §2.3; Hq a multiple of Hkv).
   void validate() const;
   std::string describe() const;  ///< "B=1 Hq=4 Hkv=2 Lq=17 Lk=64 D=64 Dv=32"
   friend bool operator==(const Shape &, const Shape &) = default;
