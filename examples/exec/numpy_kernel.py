@@ -198,7 +198,7 @@ def logits(q, k, scale, causal, bug, f, len_q, len_k):
 def probabilities(s, f, bug):
     """P [B,Hq,Lq,Lk] and LSE [B,Hq,Lq] of logits s; a sink adds e^sink_h to each row's denominator.
     A row with no visible key (and no sink) has P = 0 and LSE = −inf."""
-    m = s.max(axis=-1, keepdims=True)
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # Lk = 0: no key, no max
     sink = None if f.sinks is None else f.sinks[None, :, None, None]
     if sink is not None:
         m = np.maximum(m, sink)

@@ -16,7 +16,7 @@ def attention(q, k, v, *, scale, causal):
     if causal:
         lq, lk = s.shape[-2], s.shape[-1]
         s = jnp.where(jnp.arange(lk)[None, :] > jnp.arange(lq)[:, None] + (lk - lq), -jnp.inf, s)
-    m = s.max(axis=-1, keepdims=True)
+    m = s.max(axis=-1, keepdims=True, initial=-jnp.inf)  # Lk = 0: no key, no max
     m = jnp.where(jnp.isfinite(m), m, 0.0)
     e = jnp.exp(s - m)
     total = e.sum(axis=-1, keepdims=True)

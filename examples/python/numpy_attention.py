@@ -19,7 +19,7 @@ def _attention(q, k, v, scale, causal):
         lq, lk = s.shape[-2], s.shape[-1]
         hidden = np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq)
         s = np.where(hidden, -np.inf, s)
-    m = s.max(axis=-1, keepdims=True)
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # an empty KV cache (Lk = 0) has no max
     m = np.where(np.isfinite(m), m, 0.0)  # a row that sees no key
     e = np.exp(s - m)
     total = e.sum(axis=-1, keepdims=True)

@@ -63,7 +63,7 @@ def _attention_backward(q, k, v, dout, scale, causal):
     if causal:
         lq, lk = s.shape[-2], s.shape[-1]
         s = np.where(np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq), -np.inf, s)
-    m = s.max(axis=-1, keepdims=True)
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # Lk = 0: no key, no max
     e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
     total = e.sum(axis=-1, keepdims=True)
     p = e / np.where(total > 0, total, 1.0)
@@ -124,7 +124,7 @@ def attention_with_features(q, k, v, *, scale, causal, window=(-1, -1), softcap=
             else:
                 s, visible = s + mask.astype(np.float64), visible & (mask != -np.inf)
         s = np.where(visible, s, -np.inf)
-        m = s.max(axis=-1, keepdims=True)
+        m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # Lk = 0: no key, no max
         sink = None if sinks is None else np.asarray(sinks, dtype=np.float64)[None, :, None, None]
         if sink is not None:
             m = np.maximum(m, sink)
