@@ -22,7 +22,8 @@ std::vector<std::int64_t> dim_toward(std::int64_t n, std::int64_t lo);
 
 /// Simpler specs, most aggressive first: shorter Lq and Lk (jointly when equal, so causal squares stay square),
 /// smaller D and Dv, fewer heads (one head; GQA kept on one kv head; MHA), fewer batches; then mask none, layout
-/// bhld, the per-tensor layouts (layout_shrinks), value family small_ints (then normal). Fields `opts` fixes are kept; Dv follows Lk with dv_equals_lk.
+/// bhld, the per-tensor layouts (layout_shrinks), value family small_ints (then normal). Fields `opts` fixes are
+/// kept; Dv follows Lk with dv_equals_lk.
 std::vector<CaseSpec> spec_shrinks(const CaseSpec &s, const CaseOptions &opts);
 
 /// A shape reduction that keeps the surviving values (unlike spec_shrinks, whose smaller specs get fresh values):

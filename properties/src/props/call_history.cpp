@@ -1,5 +1,5 @@
 // call_history: a kernel's results do not depend on the calls made before them (SPEC.md §3). One case's problem is
-// judged against the reference five times, each after a history that a cache keyed too loosely confuses with it:
+// judged against the reference after each history that a cache keyed too loosely confuses with it:
 //   1. a first call;
 //   2. after a call of another shape (one more batch entry): a plan cached by (Lq, Lk, D) but not B;
 //   3. the same logits at another scale — q·f with params.scale ÷ f, f a power of two that keeps q exact — right
