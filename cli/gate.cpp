@@ -123,6 +123,12 @@ void print_table(const reporting::Document &doc) {
     if (n > 0 && doc.runs[n - 1].report.kernel == r.kernel && doc.runs[n - 1].report.contract == r.contract) continue;
     fmt::print("contract of {}: {}\n", r.kernel, r.contract.describe_changes());
   }
+  // What the cases reached (coverage.h), for each run that decided any.
+  for (const reporting::Run &run : doc.runs) {
+    const RunCoverage rc = run.report.coverage();
+    if (rc.count(CornerStatus::reached) > 0)
+      fmt::print("coverage of {} {}: {}\n", run.report.kernel, dtype_name(run.report.dtype), rc.describe());
+  }
   // Where the time went (the one part of a run that depends on the machine): each run, its kernel's share, and its
   // slowest properties.
   for (const reporting::Run &run : doc.runs) {

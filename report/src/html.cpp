@@ -542,6 +542,8 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 td.v{font-weight:700}.v-pass{color:var(--pass)}.v-fail{color:var(--fail);background:#fdecea}.v-warn{color:var(--warn);background:var(--warnbg)}.v-undecided{color:var(--und);background:#f1eef8}.v-unsupported{color:var(--uns)}
 td.tier-advisory{color:var(--warn)}td.tier-off{color:var(--uns)}
 td.note{color:var(--muted);font-size:13px}
+details.coverage{margin:10px 0 0}details.coverage>summary{cursor:pointer}
+tr.c-declined td{color:var(--uns)}tr.c-not-reached td{color:var(--fail)}tr.c-not-declared td,tr.c-not-applicable td{color:var(--muted)}
 dl{display:grid;grid-template-columns:130px 1fr;gap:4px 12px;margin:10px 0}
 dt{color:var(--muted);font-weight:600}dd{margin:0;overflow-wrap:anywhere}
 .step{display:inline-block;background:var(--fail);color:#fff;border-radius:3px;padding:0 6px;font-size:12px;font-weight:700;margin-right:4px}
@@ -565,6 +567,24 @@ table.vals th{background:#f1f3f7;font:11px ui-monospace,Menlo,monospace;color:va
 )";
 
 }  // namespace
+
+/// A run's coverage (coverage.h): the summary line, then every corner by dimension with its decided and declined
+/// cases and its status, folded.
+std::string coverage_section(const RunCoverage &rc) {
+  if (rc.count(CornerStatus::reached) == 0) return "";
+  std::string s = "<details class=\"coverage\"><summary>" + esc(rc.describe()) +
+                  "</summary>\n<table class=\"props\"><tr><th>dimension</th><th>corner</th><th></th><th>decided</th>"
+                  "<th>declined</th><th>status</th></tr>\n";
+  for (const CornerCount &c : rc.corners) {
+    const std::string status(corner_status_name(c.status));
+    std::string cls = status;
+    std::replace(cls.begin(), cls.end(), ' ', '-');
+    s += "<tr class=\"c-" + cls + "\"><td>" + esc(c.corner->dimension) + "</td><td><code>" + esc(c.corner->id) +
+         "</code></td><td>" + esc(c.corner->name) + "</td><td class=\"n\">" + std::to_string(c.decided) +
+         "</td><td class=\"n\">" + std::to_string(c.declined) + "</td><td>" + status + "</td></tr>\n";
+  }
+  return s + "</table>\n</details>\n";
+}
 
 std::string to_html(const Document &doc) {
   const auto failures = doc.failures();
@@ -609,7 +629,7 @@ std::string to_html(const Document &doc) {
            "</td><td class=\"n\">" + std::to_string(p.undecided) + "</td><td class=\"n\">" +
            ratio_text(p.worst_ratio_overall()) + "</td><td class=\"note\">" + note + "</td></tr>\n";
     }
-    s += "</table>\n</section>\n";
+    s += "</table>\n" + coverage_section(r.coverage()) + "</section>\n";
   }
 
   // Counterexamples by root cause: failures first, then warnings; each group's headline, then its members.

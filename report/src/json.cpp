@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -179,6 +180,44 @@ ojson profile_json(const PrecisionProfile &p) {
                {"exp", approximation_name(p.exp)}};
 }
 
+/// A property's corners: {"decided": {id: n}, "declined": {id: n}}, nonzero counts only, in corners() order, and
+/// the cases counted that called the backward.
+ojson coverage_json(const Coverage &c) {
+  ojson decided = ojson::object(), declined = ojson::object();
+  for (std::size_t i = 0; i < kCornerCount; ++i) {
+    const std::string id(corners()[i].id);
+    if (c.decided[i] > 0) decided[id] = c.decided[i];
+    if (c.declined[i] > 0) declined[id] = c.declined[i];
+  }
+  return ojson{{"decided", std::move(decided)}, {"declined", std::move(declined)}, {"backward", c.backward}};
+}
+
+/// "not_reached" for CornerStatus::not_reached: the status as a JSON key.
+std::string status_id(CornerStatus s) {
+  std::string id(corner_status_name(s));
+  std::replace(id.begin(), id.end(), ' ', '_');
+  return id;
+}
+
+/// A run's coverage (run_coverage), derived from its properties' and written only: the summary line, the counts,
+/// the corners of each status but reached, and every corner's decided cases.
+ojson run_coverage_json(const RunCoverage &rc) {
+  ojson j{{"summary", rc.describe()},
+          {"reached", rc.count(CornerStatus::reached)},
+          {"applicable", rc.applicable()}};
+  for (const CornerStatus s : {CornerStatus::declined, CornerStatus::not_reached, CornerStatus::not_declared,
+                               CornerStatus::not_applicable}) {
+    ojson ids = ojson::array();
+    for (const CornerCount &c : rc.corners)
+      if (c.status == s) ids.push_back(std::string(c.corner->id));
+    j[status_id(s)] = std::move(ids);
+  }
+  ojson decided = ojson::object();
+  for (const CornerCount &c : rc.corners) decided[std::string(c.corner->id)] = c.decided;
+  j["decided"] = std::move(decided);
+  return j;
+}
+
 ojson property_json(const PropertyReport &p) {
   return ojson{{"id", p.id},
                {"verdict", detail::verdict_id(p.verdict)},
@@ -191,6 +230,7 @@ ojson property_json(const PropertyReport &p) {
                {"budget_exhausted", p.budget_exhausted},
                {"skipped", p.skipped},
                {"interrupted", p.interrupted},
+               {"coverage", coverage_json(p.coverage)},
                {"seed", std::to_string(p.seed)},
                {"note", p.note},
                {"formula", p.formula},
@@ -520,6 +560,21 @@ PrecisionProfile read_profile(const Obj &prof, std::int64_t version) {
   return p;
 }
 
+/// coverage_json read back: every key a corner id, every count a non-negative integer.
+Coverage read_coverage(const Obj &o) {
+  Coverage c;
+  for (const auto &[key, counts] : {std::pair{"decided", &c.decided}, std::pair{"declined", &c.declined}}) {
+    const Obj m = o.obj(key);
+    for (const auto &[id, n] : m.self().items()) {
+      const std::optional<std::size_t> i = corner_index(id);
+      if (!i) fail(m.where() + "\"" + id + "\" is not a corner of the coverage model (spec/SPEC.md §7.4)");
+      (*counts)[*i] = m.count(id.c_str());
+    }
+  }
+  c.backward = o.count("backward");
+  return c;
+}
+
 Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
   Run run;
   Report &r = run.report;
@@ -555,6 +610,7 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
     pr.budget_exhausted = p.boolean("budget_exhausted");
     if (p.has("skipped")) pr.skipped = p.count("skipped");  // added in version 2, without a version change
     if (p.has("interrupted")) pr.interrupted = p.boolean("interrupted");
+    if (p.has("coverage")) pr.coverage = read_coverage(p.obj("coverage"));  // added to version 2 later: absent, no counts
     pr.seed = p.seed("seed");
     pr.note = p.str("note");
     pr.formula = p.str("formula");
@@ -653,6 +709,7 @@ std::string to_json(const Document &doc) {
                          {"run_profile", run.profile},
                          {"seed", std::to_string(r.seed)},
                          {"cases", r.cases},
+                         {"coverage", run_coverage_json(r.coverage())},
                          {"properties", std::move(props)}});
   }
   ojson j{{"format", kFormat},

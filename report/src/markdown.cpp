@@ -171,6 +171,15 @@ std::string to_markdown(const Document &doc) {
       features += "- " + md_escape(run.report.kernel) + " " + std::string(dtype_name(run.report.dtype)) + ": " + line + "\n";
   }
   if (!features.empty()) out += "\n**Features**\n\n" + features;
+  // What the cases reached (coverage.h): a bug is caught only if its input arrives.
+  std::string coverage;
+  for (const Run &run : doc.runs) {
+    const RunCoverage rc = run.report.coverage();
+    if (rc.count(CornerStatus::reached) > 0)
+      coverage += "- " + md_escape(run.report.kernel) + " " + std::string(dtype_name(run.report.dtype)) + ": " +
+                  md_escape(rc.describe()) + "\n";
+  }
+  if (!coverage.empty()) out += "\n**Coverage**\n\n" + coverage;
   // What was cut: each property that decided fewer cases than planned, or none it could decide on, and why.
   std::string cut;
   for (const Run &run : doc.runs)

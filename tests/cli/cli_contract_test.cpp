@@ -54,7 +54,7 @@ TEST_CASE("a warning exits 0 with its counterexample printed, and --strict makes
   CHECK(promised.status == kExitCounterexample);
 }
 
-TEST_CASE("the bundled kernels declare bitwise determinism and isolation through attncheck_contracts") {
+TEST_CASE("the bundled kernels declare bitwise determinism and isolation through attncheck_contracts, and the gate prints coverage") {
   const Run r = run(attncheck("check --plugin builtin --kernel flash --properties bitwise_determinism,masked_nonfinite" +
                               std::string(kQuick)));
   INFO(r.out << r.err);
@@ -62,6 +62,9 @@ TEST_CASE("the bundled kernels declare bitwise determinism and isolation through
   CHECK(r.out.find("contract of flash: hidden-keys=any backward-determinism=bitwise grad-sum=exact") !=
         std::string::npos);
   CHECK(r.out.find("bitwise_determinism        off") != std::string::npos);
+  // What the cases reached, counted and named (SPEC.md §7, Coverage).
+  CHECK(r.out.find("coverage of flash f32: corners reached ") != std::string::npos);
+  CHECK(r.out.find("not reached: ") != std::string::npos);  // 15 cases of one property reach few corners
   CHECK(r.out.find("masked_nonfinite           required") != std::string::npos);
 }
 

@@ -42,6 +42,15 @@ inline const attncheck_kernel &builtin(std::string_view name) {
   return *k;
 }
 
+/// The contract the bundled kernel `name` declares (attncheck_contracts); the defaults when it declares none.
+inline KernelContract declared_contract(std::string_view name) {
+  std::int32_t n = 0;
+  const attncheck_kernel_contract *cs = attncheck_contracts(&n);
+  for (std::int32_t e = 0; e < n; ++e)
+    if (cs[e].kernel == name) return parse_contract(cs[e].contract);
+  return {};
+}
+
 inline CheckOptions options(Dtype dt = Dtype::f32, std::uint64_t seed = 1) {
   CheckOptions o;
   o.dtype = dt;

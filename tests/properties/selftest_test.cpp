@@ -86,21 +86,12 @@ void caught(support::FeatureBug b, std::string_view property, ShapeBound bound =
   caught(support::feature_kernel(b), support::feature_bug_name(b), property, opt, bound);
 }
 
-/// The contract the bundled kernel `name` declares (attncheck_contracts).
-KernelContract declared(std::string_view name) {
-  std::int32_t n = 0;
-  const attncheck_kernel_contract *cs = attncheck_contracts(&n);
-  for (std::int32_t e = 0; e < n; ++e)
-    if (cs[e].kernel == name) return parse_contract(cs[e].contract);
-  return {};
-}
-
 /// Every property on `kernel` in `dt` under its declared contract, kSelfTestCases each: all pass (the features it
 /// does not declare are declined), with at least kDecidedPerRun decided cases.
 void passes_everything(std::string_view kernel, Dtype dt) {
   CheckOptions opt = options(dt);
   opt.cases = kSelfTestCases;
-  opt.contract = declared(kernel);
+  opt.contract = declared_contract(kernel);
   const Clock::time_point t0 = Clock::now();
   const Report r = check(builtin(kernel), opt);
   const double secs = seconds_since(t0);

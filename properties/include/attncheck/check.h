@@ -42,11 +42,13 @@ struct CheckProgress {
   int shrinks_tried = 0;
 };
 
-/// What a property's search has counted: cases decided or not, declined, skipped, and its worst error ÷ bound.
+/// What a property's search has counted: cases decided or not, declined, skipped, its worst error ÷ bound, and the
+/// corners its decided and declined cases reached (coverage.h).
 struct SearchCounts {
   int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
   double worst_ratio = 0;
   std::string worst;
+  Coverage coverage;
 };
 
 /// What a check measured of a kernel's speed: per entry point, the call with the most work that returned

@@ -140,6 +140,9 @@ struct PropertyDef {
   /// The ABI 1.2 feature the property checks (ATTNCHECK_FEATURE_*), 0 for none: off (declined) unless the kernel's
   /// contract declares it.
   std::uint32_t feature = 0;
+  /// Corners (coverage.h) every case reaches by construction, beyond its own: the problems the property derives
+  /// from each case (empty_sequences calls the kernel with Lq = 0 and with Lk = 0).
+  std::span<const std::string_view> reaches{};
   Outcome (*run)(const Env &env, const Case &c) = nullptr;
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "attncheck/case.h"
+#include "attncheck/coverage.h"
 #include "attncheck/error_model.h"
 #include "attncheck/outcome.h"
 #include "attncheck/property.h"
@@ -68,6 +69,8 @@ struct PropertyReport {
   std::uint64_t seed = 0;         ///< the RapidCheck seed of this property's run
   std::string note;               ///< why the verdict is unsupported or undecided, or what a reproduce run found
   std::optional<Counterexample> counterexample;  ///< present exactly when verdict is fail or warn
+  /// The corners (coverage.h) the search's cases reached: decided and declined, per corner.
+  Coverage coverage;
   Timing timing;
 
   /// The worst error ÷ bound the property saw: the search's, or its counterexample's when larger (worst_ratio
@@ -88,6 +91,8 @@ struct Report {
   /// warned; else unsupported if every property is; else pass (unsupported properties do not spoil a pass).
   Verdict verdict(bool strict = false) const;
   const PropertyReport *find(std::string_view id) const;
+  /// What the run's cases reached: run_coverage(*this).
+  RunCoverage coverage() const { return run_coverage(*this); }
   /// The full report: a header, one line per property, and every counterexample with its inputs (hex and
   /// decimal), failing step and element, seed and reproduce string.
   std::string text() const;

@@ -99,6 +99,8 @@ struct RunState {
   std::size_t index = 0, count = 0;  // of this property among the selected ones
 
   SearchCounts counts;  // what the search counted
+  CornerContext corners;  // how a case's corners are read (the property calls the backward, passes an LSE)
+  CornerSet reaches;      // the corners every case reaches by construction (PropertyDef::reaches)
   bool budget_exhausted = false, interrupted = false;
   bool unavailable = false;  // the runner gave up on the kernel (its restarts are spent): nothing more to decide
   std::vector<Shape> *hung = nullptr;  // shapes that hung or were too slow: cases at or above are skipped
@@ -264,6 +266,7 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
     case Phase::search: {
       if (o.verdict == Verdict::unsupported) {
         ++st.counts.unsupported;
+        st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/false, st.corners);
         remember_shape(st.declined_shapes, c.spec.shape);
         return {T::Discard, o.detail};
       }
@@ -276,6 +279,8 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
         remember_shape(*st.hung, c.spec.problem_shape());
         return {T::Success, slow};
       }
+      if (o.verdict != Verdict::undecided)
+        st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/true, st.corners);
       if (o.verdict == Verdict::fail) {
         st.failed = true;
         st.hang = timed_out && o.step == Step::shape;
@@ -531,6 +536,9 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   RunState st;
   st.def = &def;
   st.env = &env;
+  // Feature properties draw dO and check the backward when the kernel has one.
+  st.corners = {.backward = co.backward && env.kernel.backward != nullptr, .lse = env.contract.lse != LseOutput::none};
+  st.reaches = corners_named(def.reaches);
   st.phase = reproduce ? Phase::reproduce : Phase::search;
   st.deadline = deadline;
   st.started = Clock::now();
@@ -564,6 +572,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   pr.budget_exhausted = st.budget_exhausted;
   pr.interrupted = st.interrupted;
   pr.skipped = st.counts.skipped;
+  pr.coverage = st.counts.coverage;
 
   rc::detail::FailureResult failure;
   rc::detail::Error error;

@@ -5,10 +5,12 @@
 #include "attncheck/compare.h"
 #include "attncheck/property.h"
 
+#include <array>
 #include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -94,11 +96,13 @@ Outcome run(const Env &env, const Case &c) {
 }  // namespace
 
 const PropertyDef &empty_sequences_property() {
+  static constexpr std::array<std::string_view, 2> kReaches{"lq0", "lk0"};
   static const PropertyDef def{
       .id = "empty_sequences",
       .formula = "Lk = 0 ⇒ O = 0, LSE = −∞ (or +∞), dQ = 0; Lq = 0 ⇒ dK = dV = 0 (and nothing else to write)",
       .summary = "an empty KV cache or an empty query sequence gives NaN, unwritten or nonzero outputs, or an error",
       .require = &require,
+      .reaches = kReaches,
       .run = &run,
   };
   return def;
