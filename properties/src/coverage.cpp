@@ -153,7 +153,7 @@ const std::array<Row, kCornerCount> kRows{{
      [](const CaseSpec &s, const Shape &) { return s.features.window_left >= 0 && s.features.window_right >= 0; }},
     {{"win-zero", "features", "a window side of 0", kWin},
      [](const CaseSpec &s, const Shape &) { return s.features.window_left == 0 || s.features.window_right == 0; }},
-    {{"softcap", "features", "softcap", ATTNCHECK_FEATURE_SOFTCAP}, &any},
+    {{"softcapped", "features", "softcap", ATTNCHECK_FEATURE_SOFTCAP}, &any},
     {{"alibi", "features", "ALiBi slopes", ATTNCHECK_FEATURE_ALIBI}, &any},
     {{"sinks", "features", "attention sinks", ATTNCHECK_FEATURE_SINKS}, &any},
     {{"mask-bool", "features", "a boolean mask", kMask},
