@@ -156,6 +156,43 @@ TEST_CASE("the same Random and size give the same case") {
     CHECK(g(rc::Random(seed), static_cast<int>(seed)).value().same_as(g(rc::Random(seed), static_cast<int>(seed)).value()));
 }
 
+TEST_CASE("mutants of a case meet its options, stay representable and broadcast, and change it") {
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16})
+    for (const bool tied : {false, true}) {
+      INFO(dtype_name(dt) << (tied ? " Dv = Lk" : ""));
+      CaseOptions opts;
+      opts.dtype = dt;
+      opts.backward = true;
+      opts.dv_equals_lk = tied;
+      const rc::Gen<Case> g = gen_case(opts);
+      rc::Random r(11), m(12);
+      int changed = 0, resized = 0, not_representable = 0;
+      for (int x = 0; x < 200; ++x) {
+        const Case c = g(r.split(), x % kSizes).value();
+        const Case mutant = mutate_case(c, m, opts);
+        CHECK(opts.admits(mutant.spec));
+        CHECK(mutant.spec.work() <= opts.max_work);
+        CHECK(mutant.broadcast_consistent());
+        CHECK(opts.tied(mutant.spec.shape));
+        for (double v : mutant.flat()) not_representable += !representable(dt, v);
+        changed += !mutant.same_as(c);
+        resized += !(mutant.spec.shape == c.spec.shape);
+      }
+      CHECK(not_representable == 0);
+      CHECK(changed >= 190);
+      if (tied) CHECK(resized == 0);  // a shape whose head dims follow Lk is kept
+      else CHECK(resized > 0);
+    }
+}
+
+TEST_CASE("the same Random gives the same mutant") {
+  CaseOptions opts;
+  opts.backward = true;
+  const Case c = gen_case(opts)(rc::Random(5), rc::kNominalSize).value();
+  rc::Random a(9), b(9);
+  for (int x = 0; x < 20; ++x) CHECK(mutate_case(c, a, opts).same_as(mutate_case(c, b, opts)));
+}
+
 TEST_CASE("shrinking a spec reaches the smallest spec that keeps the failure") {
   CaseSpec big;
   big.shape = Shape{2, 8, 2, 65, 129, 64, 32};

@@ -3,7 +3,8 @@
 //   shrinkables  — a value → its rc::Shrinkable tree, built from the pure shrinkers of shrink.h (shrinkRecur);
 //   generators   — rc::Gen = draw + shrinkable; gen_case binds the spec to its values with gen::mapcat, so a
 //                  failure shrinks its spec first (values redrawn for each smaller spec), then its shape again
-//                  keeping the values that fail (slices), then the values themselves.
+//                  keeping the values that fail (slices), then the values themselves;
+//   mutations    — a case → a neighbour (mutate_case), for the engine's targeted phase (check.h).
 //
 // Shapes come from three regimes drawn at fixed rates, so that most cases stay cheap for the MPFR reference while
 // tiling edges and long rows are still reached:
@@ -146,5 +147,18 @@ rc::Gen<Case> gen_values(const CaseSpec &spec, const CaseOptions &opts);
 /// A full case: gen::mapcat(gen_spec, gen_values).
 rc::Gen<Case> gen_case(const CaseOptions &opts);
 rc::Gen<double> gen_value(Family family, Dtype dt);
+
+// ---- mutations ----
+/// A neighbour of `c`, for the targeted phase (check.h) that climbs a property's error ÷ bound — one of:
+///   magnify  — q or k (sometimes v or dout), whole or one row, times ½, 2 or 4: logits widen or narrow;
+///   redraw   — 1 to 3 entries of one tensor drawn again from their family;
+///   nudge    — one entry moved by 1 to 4 ulps of its dtype;
+///   dominate — one key made 1, 2 or 4 times a query it meets: that row's P close to one-hot there;
+///   move_key — two keys (k and v rows) trade places, one often at a tiling boundary: where the dominant key sits;
+///   resize   — Lq or Lk to ±1 or the next tiling boundary either way, the values kept where they fit.
+/// The mutant meets `opts` (admits(), max_work; v untouched without draw_v; a stretched or pooled case, or one whose
+/// head dims follow Lk, keeps its shape), its values are representable in its dtype (and FP8 format) and equal along
+/// every broadcast dimension. Deterministic for `random` (which it advances); `c` itself when nothing applied.
+Case mutate_case(const Case &c, rc::Random &random, const CaseOptions &opts);
 
 }  // namespace attncheck

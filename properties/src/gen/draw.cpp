@@ -1,6 +1,8 @@
 // Draws: random bits (rc::Random) → specs and values. Deterministic for a Random and a size; no shrinking here.
 #include "attncheck/gen.h"
 
+#include "bits.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -8,6 +10,9 @@
 namespace attncheck {
 
 namespace {
+using gen_detail::Bits;
+using gen_detail::precision_bits;
+using gen_detail::ulp_in;
 constexpr int kPercent = rc::kNominalSize;  // RapidCheck sizes run 0 … kNominalSize
 constexpr double kCausalRate = 0.5, kDvEqualsDRate = 0.5;
 constexpr std::array<Layout, 4> kLayouts{Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded};
@@ -38,31 +43,6 @@ constexpr double kFp8MaxRate = 1.0 / 16;
 constexpr double kF16Max = 65504, kF16MinNormal = 0x1p-14, kF16MinSubnormal = 0x1p-24;
 constexpr std::int64_t kF16SubnormalSteps = 1023;
 
-/// Random bits as the draws need them.
-class Bits {
- public:
-  explicit Bits(const rc::Random &r) : r_(r) {}
-  std::uint64_t next() { return r_.next(); }
-  /// Uniform in [0, 1) with 53 bits.
-  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }
-  /// Uniform integer in [lo, hi].
-  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
-    return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
-  }
-  bool chance(double p) { return unit() < p; }
-  /// N(0, 1) by Box–Muller: identical on every platform.
-  double normal() {
-    const double u1 = 1.0 - unit(), u2 = unit();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-  }
-  template <class C>
-  auto pick(const C &c) {
-    return c[static_cast<std::size_t>(next() % c.size())];
-  }
-
- private:
-  rc::Random r_;
-};
 
 /// Grows linearly from 1 at size 0 to `max` at size kPercent.
 std::int64_t size_scaled(int size, std::int64_t max) {
@@ -108,14 +88,6 @@ void draw_heads(Bits &b, Shape &sh) {
 std::size_t pool_slot(int size, std::size_t n) {
   const auto s = static_cast<std::size_t>(std::clamp(size, 0, kPercent));
   return (s * (n - 1) + kPercent / 2) / kPercent;
-}
-
-/// Significand bits of the dtype: 24, 11, 8.
-int precision_bits(Dtype dt) { return -std::ilogb(unit_roundoff(dt)); }
-/// Spacing of the dtype's values around x.
-double ulp_in(Dtype dt, double x) {
-  if (x == 0) return min_subnormal(dt);
-  return std::max(std::ldexp(1.0, std::ilogb(x) - precision_bits(dt) + 1), min_subnormal(dt));
 }
 
 /// A float16 extreme: ±65504, ±the smallest normal, ±a subnormal (normal numbers in float32 and bfloat16).
