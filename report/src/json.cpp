@@ -231,6 +231,10 @@ ojson property_json(const PropertyReport &p) {
                {"skipped", p.skipped},
                {"interrupted", p.interrupted},
                {"coverage", coverage_json(p.coverage)},
+               {"targeted", ojson{{"cases", p.targeted.cases},
+                                  {"declined", p.targeted.declined},
+                                  {"from", ratio_json(p.targeted.from)},
+                                  {"to", ratio_json(p.targeted.to)}}},
                {"seed", std::to_string(p.seed)},
                {"note", p.note},
                {"formula", p.formula},
@@ -611,6 +615,11 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
     if (p.has("skipped")) pr.skipped = p.count("skipped");  // added in version 2, without a version change
     if (p.has("interrupted")) pr.interrupted = p.boolean("interrupted");
     if (p.has("coverage")) pr.coverage = read_coverage(p.obj("coverage"));  // added to version 2 later: absent, no counts
+    if (p.has("targeted")) {  // added to version 2 later: absent, no targeted phase
+      const Obj t = p.obj("targeted");
+      pr.targeted = {.cases = t.count("cases"), .declined = t.count("declined"), .from = t.ratio("from"),
+                     .to = t.ratio("to")};
+    }
     pr.seed = p.seed("seed");
     pr.note = p.str("note");
     pr.formula = p.str("formula");

@@ -246,12 +246,18 @@ float first_scale_of_shape(const Shape &s, float scale) {
   return first.emplace(std::array{s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.Dv}, scale).first->second;
 }
 
+
 /// The scale the kernel actually uses: params.scale, or what a scale bug puts in its place.
 double effective_scale(Bug bug, double scale, const Shape &s) {
   switch (bug) {
     case Bug::missing_scale: return 1.0;
     case Bug::scale_1_over_d: return 1.0 / static_cast<double>(s.D);
     case Bug::scale_1_over_sqrt_dv: return 1.0 / std::sqrt(static_cast<double>(s.Dv));
+    case Bug::scale_12_bits: {
+      int e = 0;
+      const double m = std::frexp(scale, &e);
+      return std::ldexp(std::round(std::ldexp(m, kScaleBits)), e - kScaleBits);
+    }
     default: return scale;
   }
 }
@@ -941,6 +947,7 @@ std::string_view bug_name(Bug b) {
     case Bug::empty_q_grads_unwritten: return "empty_q_grads_unwritten";
     case Bug::scale_cached_per_shape: return "scale_cached_per_shape";
     case Bug::result_cached_by_address: return "result_cached_by_address";
+    case Bug::scale_12_bits: return "scale_12_bits";
   }
   return "unknown";
 }
@@ -978,6 +985,8 @@ std::vector<Bug> layout_bugs() {
 std::vector<Bug> empty_bugs() { return {Bug::empty_kv_unwritten, Bug::empty_q_grads_unwritten}; }
 
 std::vector<Bug> history_bugs() { return {Bug::scale_cached_per_shape, Bug::result_cached_by_address}; }
+
+std::vector<Bug> precision_bugs() { return {Bug::scale_12_bits}; }
 
 Variant bug_variant(Bug b) {
   Variant v;

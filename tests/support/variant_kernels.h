@@ -134,6 +134,14 @@ enum class Bug : std::uint8_t {
   result_cached_by_address,  ///< forward: when q, k, v are the last call's tensors (addresses, offsets, shape), the
                              ///< last call's O and LSE are written again (result reuse keyed by pointer). Visible
                              ///< when the same buffers come back with new values.
+
+  // Precision bugs (precision_bugs(), not in all_bugs()): within the bound on most inputs, past it on a narrow family.
+
+  scale_12_bits,             ///< both: params.scale rounded to kScaleBits (12) significant bits (a scale kept in a
+                             ///< narrow register): every logit off by the same relative error, up to 2⁻¹³ (D = 2:
+                             ///< 2⁻¹⁵), which moves O by about that times the spread of its logits and v. Within a
+                             ///< float16 kernel's bound on most inputs; past it on a few (a D whose 1/√D rounds far,
+                             ///< logits spread widely while the softmax is not one-hot, v apart).
 };
 
 /// The group tile Bug::gqa_group_past_8 assumes.
@@ -167,6 +175,10 @@ std::vector<Bug> empty_bugs();
 /// The history bugs: scale_cached_per_shape, result_cached_by_address (each wrong only after an earlier call of the
 /// same shape or on the same buffers).
 std::vector<Bug> history_bugs();
+/// Bug::scale_12_bits: the significant bits the scale keeps.
+inline constexpr int kScaleBits = 12;
+/// The precision bugs: scale_12_bits (within the bound on most inputs; past it only on a narrow family of them).
+std::vector<Bug> precision_bugs();
 
 /// A kernel configuration. Default: per-key online softmax in float32 arithmetic, keys in order, no split.
 struct Variant {

@@ -130,6 +130,11 @@ struct CheckOptions {
   std::uint64_t memory_limit_mib = 0;
   static constexpr std::uint64_t kHugeMemoryMargin = std::uint64_t{1} << 30;
   static constexpr std::uint64_t kHugeHostCopies = 4;
+  /// Mutants the targeted phase runs per property after a search that found nothing (PropertyDef::targeted):
+  /// nullopt is cases / kTargetedDivisor; 0 turns the phase off.
+  std::optional<int> targeted_cases;
+  static constexpr int kTargetedDivisor = 4;
+  int targeted_plan() const { return targeted_cases.value_or(cases / kTargetedDivisor); }
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
   std::function<void(const CheckProgress &)> on_progress;
 

@@ -143,6 +143,10 @@ struct PropertyDef {
   /// Corners (coverage.h) every case reaches by construction, beyond its own: the problems the property derives
   /// from each case (empty_sequences calls the kernel with Lq = 0 and with Lk = 0).
   std::span<const std::string_view> reaches{};
+  /// After the search, the targeted phase (check.h) mutates this property's worst cases toward error ÷ bound 1:
+  /// set where the verdict is a per-element bound that holds on any input the generators draw — never for a
+  /// statistical test (more cases would raise its false alarms) nor one that needs a fixed value family.
+  bool targeted = false;
   Outcome (*run)(const Env &env, const Case &c) = nullptr;
 };
 

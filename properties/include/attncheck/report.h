@@ -49,6 +49,16 @@ struct Timing {
   double kernel_seconds = 0;  ///< of it, inside the kernel's calls (the rest is attncheck's: reference, bounds)
 };
 
+/// What the targeted phase (check.h) did for a property: its mutants, and the error ÷ bound it climbed from (the
+/// search's highest) and to (the highest of its passing mutants; a failure's is its counterexample's).
+struct TargetedSearch {
+  int cases = 0;     ///< mutants run: the kernel was called and the checks ran
+  int declined = 0;  ///< mutants the kernel declined
+  double from = 0, to = 0;
+  bool ran() const { return cases + declined > 0; }
+  friend bool operator==(const TargetedSearch &, const TargetedSearch &) = default;
+};
+
 /// One property's line of the report.
 struct PropertyReport {
   std::string id, formula;
@@ -71,6 +81,7 @@ struct PropertyReport {
   std::optional<Counterexample> counterexample;  ///< present exactly when verdict is fail or warn
   /// The corners (coverage.h) the search's cases reached: decided and declined, per corner.
   Coverage coverage;
+  TargetedSearch targeted;  ///< the targeted phase (not run: ran() false)
   Timing timing;
 
   /// The worst error ÷ bound the property saw: the search's, or its counterexample's when larger (worst_ratio

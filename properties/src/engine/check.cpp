@@ -11,7 +11,13 @@
 //               is shrunk with a shorter call timeout (a candidate fails only by hanging too) and its minimal case
 //               confirmed once at the full timeout; later cases at or above its shape are skipped (counted), since
 //               each would wait a timeout again. A call too slow for its timeout is an undecided case instead;
-//   reproduce — one replayed case from a reproduce string.
+//   target    — after a search that found nothing, for a PropertyDef::targeted property: mutants (mutate_case)
+//               of the passed cases of highest error ÷ bound, each judged like a search case; a mutant that passes
+//               higher than the weakest of them takes its place, so the phase climbs toward 1 (Hypothesis's
+//               target(), Predoo). A failing mutant is shrunk by walking its shrinkable_case tree as RapidCheck
+//               would; its reproduce string names "<id>/<dtype>@target", with the mutant's number and the path;
+//   reproduce — one replayed case from a reproduce string (a targeted one: the search and the phase run again up
+//               to its mutant, deterministic as they are, then the path is followed).
 //
 // What runs is the plan's alone — cases, shrinks, the seed — so a report is the same under any load. The time
 // budget is a guard over the whole check: when it passes, nothing new starts, and the properties it cut are
@@ -33,6 +39,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <fstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -56,7 +64,7 @@ constexpr int kPoolDrawsPerShape = 8;
 /// One drawn pool shape in this many has the buckets' batches and GQA groups; the others have few heads.
 constexpr int kPoolHeadsEvery = 3;
 
-enum class Phase { search, shrink, reproduce };
+enum class Phase { search, shrink, target, reproduce };
 
 /// FNV-1a: a stable hash of a property id (std::hash is not stable across platforms).
 std::uint64_t fnv1a(std::string_view s) {
@@ -79,6 +87,13 @@ std::uint64_t property_seed(std::uint64_t seed, std::string_view id, Dtype dt) {
 }
 /// RapidCheck test id of a property run: the key of its reproduce map.
 std::string run_id(std::string_view id, Dtype dt) { return std::string(id) + "/" + std::string(dtype_name(dt)); }
+/// The reproduce map's key of a counterexample the targeted phase found: its Reproduce's size is the mutant's
+/// number, its shrink path a path in that mutant's shrinkable_case tree.
+std::string target_id(std::string_view id, Dtype dt) { return run_id(id, dt) + "@target"; }
+/// The targeted phase climbs from this many of the search's passed cases (those of highest error ÷ bound), and
+/// mutates the highest of them but one time in kTargetExploreEvery (then any of them).
+constexpr std::size_t kTargetParents = 4;
+constexpr std::uint64_t kTargetExploreEvery = 4;
 
 /// The compile-friendly pool a check draws its cases' shapes from (none: `shapes` null).
 struct ShapePool {
@@ -129,6 +144,12 @@ struct RunState {
   // reproduce: the last case evaluated (the replayed one) and its outcome.
   std::optional<Case> last;
   Outcome last_outcome;
+
+  // The targeted phase: the cases it climbs from (highest error ÷ bound first), what it did, and the number of
+  // the mutant that failed.
+  std::vector<std::pair<double, Case>> parents;
+  TargetedSearch targeted;
+  int target_failed = -1;
 };
 
 Outcome evaluate(const RunState &st, const Case &c) {
@@ -234,33 +255,54 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string
   return o;
 }
 
-CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
+/// Keeps `c` among the targeted phase's parents when its error ÷ bound `ratio` is among the kTargetParents highest
+/// (the earlier case first among equals).
+void keep_parent(RunState &st, double ratio, const Case &c) {
+  if (!st.def->targeted || !(ratio > 0) || !std::isfinite(ratio)) return;
+  if (st.parents.size() == kTargetParents && ratio <= st.parents.back().first) return;
+  const auto at = std::find_if(st.parents.begin(), st.parents.end(), [&](const auto &p) { return p.first < ratio; });
+  st.parents.insert(at, {ratio, c});
+  if (st.parents.size() > kTargetParents) st.parents.pop_back();
+}
+
+/// The search (or the targeted phase) found its failure `c`: it becomes the minimum to shrink from.
+void begin_shrink(RunState &st, const Case &c, const Outcome &o, bool timed_out, int found_after) {
+  st.failed = true;
+  st.hang = timed_out && o.step == Step::shape;
+  st.first = c;
+  st.first_outcome = o;
+  st.fail_step = o.step;
+  st.best = c;
+  st.best_outcome = o;
+  st.original = c.spec;
+  st.found_after = found_after;
+  st.phase = Phase::shrink;
+}
+
+/// Judges one case in the current phase: the search's and the targeted phase's counting, the shrink's "same
+/// failure", the reproduce's record. The RapidCheck result the body returns.
+CaseResult judge_case(RunState &st, const Case &c) {
   using T = CaseResult::Type;
-  if (st.phase == Phase::search && must_stop(st)) {
-    // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
-    // as the budget's (or the cancellation's) stop, not as a counterexample (st.failed stays false).
-    return {T::Failure, "not run: time budget spent or interrupted"};
-  }
-  const Case c = *gen;
   if (st.phase == Phase::shrink) {
     if (c.same_as(st.best)) return {T::Failure, st.best_outcome.detail};
     if (st.shrinks_tried >= st.max_shrinks) return {T::Success, "not tried: shrink budget spent"};
     if (must_stop(st)) return {T::Success, "not tried: time budget spent or interrupted"};
     ++st.shrinks_tried;
   }
+  const bool searching = st.phase == Phase::search || st.phase == Phase::target;
   const auto at_or_above_hung = [&](const Shape &h) { return at_or_above(c.spec.problem_shape(), h); };
-  if (st.phase == Phase::search && st.hung && std::any_of(st.hung->begin(), st.hung->end(), at_or_above_hung)) {
+  if (searching && st.hung && std::any_of(st.hung->begin(), st.hung->end(), at_or_above_hung)) {
     ++st.counts.skipped;
     return {T::Discard, "not run: at or above a shape that hung, was too slow or hit the memory limit"};
   }
   bool timed_out = false;
   std::string slow;
-  const Outcome o = evaluate_timed(st, c, &timed_out, st.phase == Phase::search ? &slow : nullptr);
+  const Outcome o = evaluate_timed(st, c, &timed_out, searching ? &slow : nullptr);
   // A call cut short by the cancellation (a killed sandbox, a stopped child), or refused by a runner that gave up on
   // the kernel, is no evidence: the case is not counted.
   if (st.unavailable || cancelled(st)) {
     st.interrupted = cancelled(st);
-    return {st.phase == Phase::search ? T::Failure : T::Success, "interrupted or unavailable"};
+    return {searching ? T::Failure : T::Success, "interrupted or unavailable"};
   }
   switch (st.phase) {
     case Phase::search: {
@@ -282,26 +324,47 @@ CaseResult body_unreported(RunState &st, const rc::Gen<Case> &gen) {
       if (o.verdict != Verdict::undecided)
         st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/true, st.corners);
       if (o.verdict == Verdict::fail) {
-        st.failed = true;
-        st.hang = timed_out && o.step == Step::shape;
-        st.first = c;
-        st.first_outcome = o;
-        st.fail_step = o.step;
-        st.best = c;
-        st.best_outcome = o;
-        st.original = c.spec;
-        st.found_after = st.counts.cases;
-        st.phase = Phase::shrink;
+        begin_shrink(st, c, o, timed_out, st.counts.cases);
         return {T::Failure, o.detail};
       }
       if (o.verdict == Verdict::undecided) {
         ++st.counts.undecided;
         if (st.first_undecided.empty()) st.first_undecided = in_case() + o.detail;
       }
-      if (o.verdict == Verdict::pass) remember_shape(st.decided_shapes, c.spec.shape);
+      if (o.verdict == Verdict::pass) {
+        remember_shape(st.decided_shapes, c.spec.shape);
+        keep_parent(st, o.worst_ratio, c);
+      }
       if (o.verdict == Verdict::pass && (st.counts.worst.empty() || o.worst_ratio > st.counts.worst_ratio)) {
         st.counts.worst_ratio = o.worst_ratio;
         st.counts.worst = in_case() + o.worst;
+      }
+      return {T::Success, o.detail};
+    }
+    case Phase::target: {
+      // Counted apart from the search's cases (the plan's), in the corners too; the phase reads the outcome.
+      st.last = c;
+      st.last_outcome = o;
+      if (o.verdict == Verdict::unsupported) {
+        ++st.targeted.declined;
+        st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/false, st.corners);
+        return {T::Discard, o.detail};
+      }
+      ++st.targeted.cases;
+      if (!slow.empty()) {
+        remember_shape(*st.hung, c.spec.problem_shape());
+        return {T::Success, slow};
+      }
+      if (o.verdict != Verdict::undecided)
+        st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/true, st.corners);
+      if (o.verdict == Verdict::fail) {
+        begin_shrink(st, c, o, timed_out, st.counts.cases + st.targeted.cases);
+        return {T::Failure, o.detail};
+      }
+      if (o.verdict == Verdict::pass && o.worst_ratio > st.counts.worst_ratio) {
+        st.counts.worst_ratio = o.worst_ratio;
+        st.counts.worst = "targeted case " + std::to_string(st.targeted.cases) + " (" + c.spec.describe() +
+                          "): " + o.worst;
       }
       return {T::Success, o.detail};
     }
@@ -333,9 +396,78 @@ void report_progress(const RunState &st) {
 }
 
 CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
-  const CaseResult r = body_unreported(st, gen);
+  if (st.phase == Phase::search && must_stop(st)) {
+    // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
+    // as the budget's (or the cancellation's) stop, not as a counterexample (st.failed stays false).
+    return {CaseResult::Type::Failure, "not run: time budget spent or interrupted"};
+  }
+  const CaseResult r = judge_case(st, *gen);
   report_progress(st);
   return r;
+}
+
+/// The child of `s` at each index of `path` in turn (a shrink path, as RapidCheck records one).
+rc::Shrinkable<Case> follow_path(rc::Shrinkable<Case> s, const std::vector<std::size_t> &path) {
+  for (const std::size_t index : path) {
+    auto shrinks = s.shrinks();
+    for (std::size_t i = 0; i < index; ++i) shrinks.next();
+    auto child = shrinks.next();
+    if (!child) throw std::invalid_argument("check: the reproduce string's shrink path leaves the case's tree");
+    s = std::move(*child);
+  }
+  return s;
+}
+
+/// Shrinks the targeted phase's failure (st.best) as RapidCheck shrinks a search's: the first child of the
+/// current minimum that fails the same way becomes the minimum, until none does or the shrink budget is spent.
+/// Returns the path taken.
+std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co) {
+  std::vector<std::size_t> path;
+  rc::Shrinkable<Case> at = shrinkable_case(st.best, co);
+  for (bool descended = true; descended;) {
+    descended = false;
+    auto shrinks = at.shrinks();
+    for (std::size_t i = 0; !descended && st.shrinks_tried < st.max_shrinks && !must_stop(st); ++i) {
+      auto child = shrinks.next();
+      if (!child) break;
+      const CaseResult r = judge_case(st, child->value());
+      report_progress(st);
+      if (r.type == CaseResult::Type::Failure) {
+        at = std::move(*child);
+        path.push_back(i);
+        descended = true;
+      }
+    }
+  }
+  return path;
+}
+
+/// The targeted phase: up to `planned` mutants, each of a parent — mostly the highest (kTargetExploreEvery) — judged
+/// in Phase::target; one passing higher than the weakest parent replaces it. Stops at the first failure (then
+/// st.target_failed is its number, and the phase is shrink), at mutant `stop_after` (a reproduce: it failed
+/// there), or when the guard binds.
+void run_targeted(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned, int stop_after) {
+  if (st.parents.empty() || planned <= 0) return;
+  st.targeted.from = st.targeted.to = st.parents.front().first;
+  rc::Random random(mix(seed ^ fnv1a("targeted")));
+  for (int n = 0; n < planned && n <= stop_after; ++n) {
+    if (must_stop(st)) return;
+    rc::Random pick = random.split();
+    const std::size_t from = pick.next() % kTargetExploreEvery != 0 ? 0 : pick.next() % st.parents.size();
+    const Case mutant = mutate_case(st.parents[from].second, pick, co);
+    st.phase = Phase::target;
+    judge_case(st, mutant);
+    report_progress(st);
+    if (st.failed) {
+      st.target_failed = n;
+      return;
+    }
+    if (st.last_outcome.verdict == Verdict::pass) {
+      st.targeted.to = std::max(st.targeted.to, st.last_outcome.worst_ratio);
+      keep_parent(st, st.last_outcome.worst_ratio, mutant);
+    }
+  }
+  st.phase = Phase::search;
 }
 
 /// "seed=… reproduce=…": RapidCheck's own configuration syntax, holding the failure's Reproduce.
@@ -410,6 +542,10 @@ std::string shortfall_text(const RunState &st) {
 /// The time guard cut the search: how far it got, and about how much more time would decide it.
 std::string guard_text(const RunState &st, const CheckOptions &opt) {
   const double budget = std::chrono::duration<double>(opt.time_budget).count();
+  if (st.targeted.ran() || (st.counts.cases >= opt.cases && !st.parents.empty()))
+    return fmt::format("the time budget of {:.3g} s ran out in the targeted phase, after {} of its {} mutants "
+                       "(--time-budget)",
+                       budget, st.targeted.cases + st.targeted.declined, opt.targeted_plan());
   const int ran = st.counts.cases + st.counts.unsupported + st.counts.skipped;
   if (ran == 0) return fmt::format("the time budget of {:.3g} s ran out before its first case (--time-budget)", budget);
   const double per_case = std::chrono::duration<double>(Clock::now() - st.started).count() / ran;
@@ -539,7 +675,13 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   // Feature properties draw dO and check the backward when the kernel has one.
   st.corners = {.backward = co.backward && env.kernel.backward != nullptr, .lse = env.contract.lse != LseOutput::none};
   st.reaches = corners_named(def.reaches);
-  st.phase = reproduce ? Phase::reproduce : Phase::search;
+  // A targeted counterexample is reproduced by the search and the targeted phase again, up to its mutant.
+  const rc::detail::Reproduce *target_replay = nullptr;
+  if (reproduce)
+    if (const auto it = reproduce->find(target_id(def.id, opt.dtype)); it != reproduce->end())
+      target_replay = &it->second;
+  const bool replaying = reproduce && !target_replay;
+  st.phase = replaying ? Phase::reproduce : Phase::search;
   st.deadline = deadline;
   st.started = Clock::now();
   st.max_shrinks = opt.max_shrinks;
@@ -562,7 +704,30 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   rc::detail::TestListenerAdapter listener;
   const std::unordered_map<std::string, rc::detail::Reproduce> none;
   const auto result = rc::detail::checkProperty(rc::detail::toProperty([&st, &gen] { return body(st, gen); }),
-                                                meta, params, listener, reproduce ? *reproduce : none);
+                                                meta, params, listener, replaying ? *reproduce : none);
+  rc::detail::FailureResult failure;
+  rc::detail::Error error;
+  std::string failure_key = key;  // the reproduce map's key of the failure: the search's, or the targeted phase's
+  const bool searched = !result.match(failure) && !result.match(error) && !st.budget_exhausted && !st.interrupted;
+  if (!replaying && searched && def.targeted) {
+    run_targeted(st, co, pr.seed, target_replay ? target_replay->size + 1 : opt.targeted_plan(),
+                 target_replay ? target_replay->size : INT_MAX);
+    if (st.failed && target_replay) {
+      // Follows the recorded path from the same mutant, and judges where it ends.
+      if (st.target_failed == target_replay->size) {
+        const Case end = follow_path(shrinkable_case(st.best, co), target_replay->shrinkPath).value();
+        st.phase = Phase::reproduce;
+        st.failed = false;
+        judge_case(st, end);
+        failure.reproduce = *target_replay;
+        failure_key = target_id(def.id, opt.dtype);
+      }
+    } else if (st.failed) {
+      failure.reproduce.size = st.target_failed;
+      failure.reproduce.shrinkPath = shrink_walk(st, co);
+      failure_key = target_id(def.id, opt.dtype);
+    }
+  }
 
   pr.cases = st.counts.cases;
   pr.unsupported = st.counts.unsupported;
@@ -573,13 +738,19 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   pr.interrupted = st.interrupted;
   pr.skipped = st.counts.skipped;
   pr.coverage = st.counts.coverage;
+  pr.targeted = st.targeted;
 
-  rc::detail::FailureResult failure;
-  rc::detail::Error error;
-  if (reproduce) {
+  if (replaying || target_replay) {
     // The replayed case is the last one evaluated.
+    const bool reached = replaying || failure_key != key;  // a targeted replay reached its mutant again
+    if (!reached) {
+      pr.verdict = Verdict::undecided;
+      pr.note = "could not reproduce: the search and the targeted phase took another course (the kernel's answers "
+                "changed)";
+      return pr;
+    }
     pr.cases = st.last && st.last_outcome.verdict != Verdict::unsupported ? 1 : 0;
-    if (result.match(failure) && st.last) {
+    if ((target_replay ? st.last_outcome.verdict == Verdict::fail : result.match(failure)) && st.last) {
       pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
       pr.counterexample = Counterexample{.minimal = *st.last,
                                          .outcome = st.last_outcome,
@@ -588,7 +759,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                          .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
                                          .shrinks_tried = 0,
                                          .seed = pr.seed,
-                                         .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
+                                         .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce),
                                          .explained_by = explain_failure(def, env, *st.last, st.last_outcome)};
       pr.note = "reproduced";
       if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
@@ -605,7 +776,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     return pr;
   }
 
-  const bool found = result.match(failure) && st.failed;  // else a failure is the time budget's stop
+  // A search's failure, or the targeted phase's (else a failure is the time budget's stop).
+  const bool found = (result.match(failure) || failure_key != key) && st.failed;
   if (found && st.hang && !st.interrupted && !st.best.same_as(*st.first)) {
     // The hang was shrunk under a shorter timeout: the minimal case must hang at the full one too (one call
     // timeout, within the budget's promise); else the case that hung first is the counterexample.
@@ -635,9 +807,15 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                                        .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
                                        .shrinks_tried = st.shrinks_tried,
                                        .seed = pr.seed,
-                                       .reproduce = reproduce_string(pr.seed, meta.id, failure.reproduce),
+                                       .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce),
                                        .explained_by = explain_failure(def, env, st.best, st.best_outcome)};
     if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
+    if (failure_key != key) {
+      pr.targeted.to = std::max(pr.targeted.to, st.first_outcome.worst_ratio);
+      add_note(pr, fmt::format("found by the targeted phase: mutant {} of the search's worst cases (error ÷ bound "
+                               "{:.3g} at most in the search)",
+                               st.target_failed + 1, pr.targeted.from));
+    }
     if (st.budget_exhausted && !st.interrupted)
       add_note(pr, fmt::format("the time budget of {:.3g} s cut the shrinking after {} candidates (--time-budget)",
                                std::chrono::duration<double>(opt.time_budget).count(), st.shrinks_tried));
@@ -657,6 +835,10 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
                      " elements in one tensor; largest problem " + st.largest_ran->problem_shape().describe());
   if (pool)
     add_note(pr, "shapes from a pool of " + std::to_string(pool->size()) + " (compile-friendly generation)");
+  if (st.targeted.ran())
+    add_note(pr, fmt::format("targeted phase: {} mutants of the search's worst cases took error ÷ bound from {:.3g} "
+                             "to {:.3g}",
+                             st.targeted.cases + st.targeted.declined, st.targeted.from, st.targeted.to));
   return pr;
 }
 
@@ -768,6 +950,11 @@ void warm_up(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
     if (fr.call.ok() && env.kernel.backward != nullptr) (void)run_backward(env, p, fr);
   }
 }
+
+/// The reproduce string names a failure of property `id` in `dt`: the search's or the targeted phase's.
+bool names(const rc::detail::Configuration &replay, std::string_view id, Dtype dt) {
+  return replay.reproduce.count(run_id(id, dt)) || replay.reproduce.count(target_id(id, dt));
+}
 }  // namespace
 
 const CallRecord::Timed &KernelSpeed::basis(bool on_backward) const {
@@ -819,12 +1006,12 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   std::vector<const PropertyDef *> selected;
   if (options.properties.empty()) {
     for (const PropertyDef *d : all_properties())
-      if (!replay || replay->reproduce.count(run_id(d->id, options.dtype))) selected.push_back(d);
+      if (!replay || names(*replay, d->id, options.dtype)) selected.push_back(d);
   } else {
     for (const std::string &id : options.properties) {
       const PropertyDef *d = find_property(id);
       if (!d) throw std::invalid_argument("check: unknown property '" + id + "'");
-      if (!replay || replay->reproduce.count(run_id(d->id, options.dtype))) selected.push_back(d);
+      if (!replay || names(*replay, d->id, options.dtype)) selected.push_back(d);
     }
   }
   if (replay && selected.empty())

@@ -33,6 +33,7 @@ const PropertyDef &alibi_property() {
       .require = &with_feature<ATTNCHECK_FEATURE_ALIBI>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_ALIBI>,
       .feature = ATTNCHECK_FEATURE_ALIBI,
+      .targeted = true,
       .run = &run,
   };
   return def;

@@ -33,6 +33,7 @@ const PropertyDef &attn_mask_property() {
       .require = &with_feature<ATTNCHECK_FEATURE_MASK>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_MASK>,
       .feature = ATTNCHECK_FEATURE_MASK,
+      .targeted = true,
       .run = &run,
   };
   return def;

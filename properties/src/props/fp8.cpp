@@ -33,6 +33,7 @@ const PropertyDef &fp8_property() {
       .require = &with_feature<ATTNCHECK_FEATURE_FP8>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_FP8>,
       .feature = ATTNCHECK_FEATURE_FP8,
+      .targeted = true,
       .run = &run,
   };
   return def;

@@ -44,6 +44,7 @@ const PropertyDef &gradient_accuracy_property() {
       .formula = "|dQ̂ − dQ| ≤ β_dQ, |dK̂ − dK| ≤ β_dK, |dV̂ − dV| ≤ β_dV for every element (SPEC §4.4)",
       .summary = "a gradient is farther from the exact value than any correct backward can be",
       .needs_backward = true,
+      .targeted = true,
       .run = &run,
   };
   return def;

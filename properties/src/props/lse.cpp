@@ -27,6 +27,7 @@ const PropertyDef &lse_property() {
       .summary = "the log-sum-exp the kernel returns is wrong (whatever its O)",
       // A kernel that declares lse=none returns none.
       .tier = [](const KernelContract &c) { return c.lse == LseOutput::none ? Tier::off : Tier::required; },
+      .targeted = true,
       .run = &run,
   };
   return def;

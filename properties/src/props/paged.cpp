@@ -47,6 +47,7 @@ const PropertyDef &paged_property() {
       .require = &with_feature<ATTNCHECK_FEATURE_PAGED>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_PAGED>,
       .feature = ATTNCHECK_FEATURE_PAGED,
+      .targeted = true,
       .run = &run,
   };
   return def;

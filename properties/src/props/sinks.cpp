@@ -42,6 +42,7 @@ const PropertyDef &sinks_property() {
       .require = &with_feature<ATTNCHECK_FEATURE_SINKS>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_SINKS>,
       .feature = ATTNCHECK_FEATURE_SINKS,
+      .targeted = true,
       .run = &run,
   };
   return def;

@@ -35,6 +35,7 @@ const PropertyDef &softcap_property() {
       .require = &with_feature<ATTNCHECK_FEATURE_SOFTCAP>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_SOFTCAP>,
       .feature = ATTNCHECK_FEATURE_SOFTCAP,
+      .targeted = true,
       .run = &run,
   };
   return def;

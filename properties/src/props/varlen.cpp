@@ -72,6 +72,7 @@ const PropertyDef &varlen_property() {
       .require = &with_feature<ATTNCHECK_FEATURE_VARLEN>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_VARLEN>,
       .feature = ATTNCHECK_FEATURE_VARLEN,
+      .targeted = true,
       .run = &run,
   };
   return def;

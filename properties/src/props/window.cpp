@@ -40,6 +40,7 @@ const PropertyDef &window_property() {
       .require = &with_feature<ATTNCHECK_FEATURE_WINDOW>,
       .tier = &feature_tier<ATTNCHECK_FEATURE_WINDOW>,
       .feature = ATTNCHECK_FEATURE_WINDOW,
+      .targeted = true,
       .run = &run,
   };
   return def;
