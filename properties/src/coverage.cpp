@@ -28,7 +28,6 @@ constexpr std::int64_t kDecodeRows = 16, kDecodeKeys = 64;
 /// Query rows of a prefill block that spans several tiles.
 constexpr std::int64_t kManyQueries = 128;
 /// The largest small head dim (the small regime's), and the head dims production models use.
-constexpr std::int64_t kSmallHeadDim = kSmallMaxHeadDim;
 bool production(std::int64_t d) {
   return std::find(kProductionHeadDims.begin(), kProductionHeadDims.end(), d) != kProductionHeadDims.end();
 }
@@ -49,6 +48,7 @@ bool broadcast_is(const CaseSpec &s, const Shape &p) {
 template <Family F>
 bool family_is(const CaseSpec &s, const Shape &) { return s.family == F; }
 bool any(const CaseSpec &, const Shape &) { return true; }
+bool strided_args(const CaseSpec &s, const Shape &) { return s.features.strided_args; }
 
 using F = CornerNeeds;
 constexpr std::uint32_t kWin = ATTNCHECK_FEATURE_WINDOW, kMask = ATTNCHECK_FEATURE_MASK,
@@ -104,14 +104,14 @@ const std::array<Row, kCornerCount> kRows{{
     {{"stretched", "Lq, Lk", "a long problem of few live keys (stretch.h)"},
      [](const CaseSpec &s, const Shape &) { return s.stretch.active(); }},
 
-    {{"d-small", "D, Dv", "D ≤ 16"}, [](const CaseSpec &, const Shape &p) { return p.D <= kSmallHeadDim; }},
+    {{"d-small", "D, Dv", "D ≤ 16"}, [](const CaseSpec &, const Shape &p) { return p.D <= kSmallMaxHeadDim; }},
     {{"d64", "D, Dv", "D = 64"}, &head_dim_is<64>},
     {{"d80", "D, Dv", "D = 80"}, &head_dim_is<80>},
     {{"d96", "D, Dv", "D = 96"}, &head_dim_is<96>},
     {{"d128", "D, Dv", "D = 128"}, &head_dim_is<128>},
     {{"d192", "D, Dv", "D = 192"}, &head_dim_is<192>},
     {{"d256", "D, Dv", "D = 256"}, &head_dim_is<256>},
-    {{"d-odd", "D, Dv", "D odd, > 16"}, [](const CaseSpec &, const Shape &p) { return p.D > kSmallHeadDim && p.D % 2 == 1; }},
+    {{"d-odd", "D, Dv", "D odd, > 16"}, [](const CaseSpec &, const Shape &p) { return p.D > kSmallMaxHeadDim && p.D % 2 == 1; }},
     {{"dv-prod", "D, Dv", "Dv a production head dim (64…256)"}, [](const CaseSpec &, const Shape &p) { return production(p.Dv); }},
     {{"d-ne-dv", "D, Dv", "D ≠ Dv"}, [](const CaseSpec &, const Shape &p) { return p.D != p.Dv; }},
 
@@ -175,6 +175,11 @@ const std::array<Row, kCornerCount> kRows{{
      [](const CaseSpec &s, const Shape &) { return s.features.page_size == 1; }},
     {{"paged-pages", "features", "a paged cache, rows across pages of ≥ 2 keys", kPaged},
      [](const CaseSpec &s, const Shape &p) { return s.features.page_size > 1 && p.Lk > s.features.page_size; }},
+    {{"alibi-strided", "features", "ALiBi slopes strided and offset", ATTNCHECK_FEATURE_ALIBI}, &strided_args},
+    {{"sinks-strided", "features", "sinks strided and offset", ATTNCHECK_FEATURE_SINKS}, &strided_args},
+    {{"mask-strided", "features", "a mask strided and offset", kMask}, &strided_args},
+    {{"varlen-strided", "features", "cu_seqlens strided and offset", kVarlen}, &strided_args},
+    {{"paged-strided", "features", "a block table and seqused_k strided and offset", kPaged}, &strided_args},
     {{"dropout", "features", "dropout", kDropout}, &any},
     {{"dropout-backward", "features", "dropout in the backward", kDropout, F::backward}, &any},
     {{"fp8-e4m3fn", "features", "FP8 e4m3fn inputs", kFp8},
@@ -270,6 +275,12 @@ std::string_view corner_status_name(CornerStatus s) {
     case CornerStatus::not_applicable: return "not applicable";
   }
   return "?";
+}
+
+std::string corner_status_id(CornerStatus s, char joiner) {
+  std::string id(corner_status_name(s));
+  std::replace(id.begin(), id.end(), ' ', joiner);
+  return id;
 }
 
 int RunCoverage::count(CornerStatus s) const {

@@ -73,6 +73,7 @@ std::string FeatureSpec::describe() const {
   if (bits & ATTNCHECK_FEATURE_DROPOUT) os << " dropout=" << dropout_p;
   if (bits & ATTNCHECK_FEATURE_FP8) os << " fp8=" << fp8_name(fp8);
   if (top_left) os << " align=top-left";
+  if (strided_args) os << " args=strided";
   os << " feature_seed=" << seed;
   return os.str();
 }
@@ -87,6 +88,10 @@ Features features_of(const CaseSpec &spec) {
   Features f;
   if (!fs.bits) return f;
   f.top_left = fs.top_left;
+  if (fs.strided_args) {  // spread 2 or 3, offset 1 to 3: from the seed's top bits (the values use its low ones)
+    f.args_spread = 2 + static_cast<std::int64_t>(fs.seed >> 63);
+    f.args_offset = 1 + static_cast<std::int64_t>((fs.seed >> 60) % 3);
+  }
   if (fs.bits & ATTNCHECK_FEATURE_WINDOW) {
     f.window_left = fs.window_left;
     f.window_right = fs.window_right;

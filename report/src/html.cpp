@@ -577,11 +577,10 @@ std::string coverage_section(const RunCoverage &rc) {
                   "<th>declined</th><th>status</th></tr>\n";
   for (const CornerCount &c : rc.corners) {
     const std::string status(corner_status_name(c.status));
-    std::string cls = status;
-    std::replace(cls.begin(), cls.end(), ' ', '-');
-    s += "<tr class=\"c-" + cls + "\"><td>" + esc(c.corner->dimension) + "</td><td><code>" + esc(c.corner->id) +
-         "</code></td><td>" + esc(c.corner->name) + "</td><td class=\"n\">" + std::to_string(c.decided) +
-         "</td><td class=\"n\">" + std::to_string(c.declined) + "</td><td>" + status + "</td></tr>\n";
+    s += "<tr class=\"c-" + corner_status_id(c.status, '-') + "\"><td>" + esc(c.corner->dimension) +
+         "</td><td><code>" + esc(c.corner->id) + "</code></td><td>" + esc(c.corner->name) +
+         "</td><td class=\"n\">" + std::to_string(c.decided) + "</td><td class=\"n\">" + std::to_string(c.declined) +
+         "</td><td>" + status + "</td></tr>\n";
   }
   return s + "</table>\n</details>\n";
 }

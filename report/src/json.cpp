@@ -66,6 +66,7 @@ ojson spec_json(const CaseSpec &s) {
   if (f.active()) {
     ojson fj{{"features", feature_list(f.bits)}, {"seed", std::to_string(f.seed)}};
     if (f.top_left) fj["align"] = "top-left";
+    if (f.strided_args) fj["strided_args"] = true;
     if (f.bits & ATTNCHECK_FEATURE_WINDOW) fj["window"] = ojson::array({f.window_left, f.window_right});
     if (f.bits & ATTNCHECK_FEATURE_SOFTCAP) fj["softcap"] = hex(f.softcap);
     if (f.bits & ATTNCHECK_FEATURE_MASK) {
@@ -192,12 +193,6 @@ ojson coverage_json(const Coverage &c) {
   return ojson{{"decided", std::move(decided)}, {"declined", std::move(declined)}, {"backward", c.backward}};
 }
 
-/// "not_reached" for CornerStatus::not_reached: the status as a JSON key.
-std::string status_id(CornerStatus s) {
-  std::string id(corner_status_name(s));
-  std::replace(id.begin(), id.end(), ' ', '_');
-  return id;
-}
 
 /// A run's coverage (run_coverage), derived from its properties' and written only: the summary line, the counts,
 /// the corners of each status but reached, and every corner's decided cases.
@@ -210,7 +205,7 @@ ojson run_coverage_json(const RunCoverage &rc) {
     ojson ids = ojson::array();
     for (const CornerCount &c : rc.corners)
       if (c.status == s) ids.push_back(std::string(c.corner->id));
-    j[status_id(s)] = std::move(ids);
+    j[corner_status_id(s)] = std::move(ids);
   }
   ojson decided = ojson::object();
   for (const CornerCount &c : rc.corners) decided[std::string(c.corner->id)] = c.decided;
@@ -410,6 +405,9 @@ CaseSpec read_spec(const Obj &o) {
       f.softcap = fo.value("softcap");
       if (!(f.softcap > 0) || !std::isfinite(f.softcap)) fail(fo.where() + "\"softcap\" must be positive and finite");
     }
+    f.strided_args = fo.has("strided_args") && fo.boolean("strided_args");
+    if (f.strided_args && !(f.bits & kArgTensorFeatures))
+      fail(fo.where() + "\"strided_args\" needs a feature with argument tensors (alibi, sinks, mask, varlen, paged)");
     if (f.bits & ATTNCHECK_FEATURE_MASK) {
       const std::string kind = fo.str("mask");
       if (kind != "boolean" && kind != "additive") fail(fo.where() + "\"mask\" is \"boolean\" or \"additive\"");

@@ -114,6 +114,10 @@ std::string Features::describe() const {
     sep();
     os << "fp8=" << fp8_name(*fp8) << " descale=" << descale_q << ',' << descale_k << ',' << descale_v;
   }
+  if (args_spread != 1 || args_offset != 0) {
+    sep();
+    os << "args=strided×" << args_spread << "+" << args_offset;
+  }
   return os.str();
 }
 

@@ -67,20 +67,28 @@ int timed_call(const Shape &s, bool backward, Call &&call) {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-/// A small compact tensor of the ABI 1.2 arguments (slopes, sinks, the mask, sequence offsets, block table) and its
-/// DLTensor view.
+/// A small tensor of the ABI 1.2 arguments (slopes, sinks, the mask, sequence offsets, block table) and its DLTensor
+/// view: compact, or with its strides `spread` times the compact ones and `offset` elements into its storage, every
+/// other element `poison` (Features::args_spread).
 struct Small {
   std::vector<std::byte> bytes;
   std::vector<std::int64_t> shape, strides;
   DLTensor dl{};
   template <class T>
-  void set(const std::vector<T> &values, DLDataType type, std::vector<std::int64_t> dims) {
-    bytes.resize(values.size() * sizeof(T));
-    if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+  void set(const std::vector<T> &values, DLDataType type, std::vector<std::int64_t> dims, std::int64_t spread = 1,
+           std::int64_t offset = 0, T poison = T{}) {
     shape = std::move(dims);
-    strides.assign(shape.size(), 1);
+    strides.assign(shape.size(), spread);
     for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+    const std::size_t n = values.empty() ? 0 : static_cast<std::size_t>(offset) + (values.size() - 1) *
+                                                                                      static_cast<std::size_t>(spread) + 1;
+    std::vector<T> storage(n, poison);
+    for (std::size_t x = 0; x < values.size(); ++x)
+      storage[static_cast<std::size_t>(offset) + x * static_cast<std::size_t>(spread)] = values[x];
+    bytes.resize(storage.size() * sizeof(T));
+    if (!storage.empty()) std::memcpy(bytes.data(), storage.data(), bytes.size());
     dl = DLTensor{};
+    dl.byte_offset = static_cast<std::uint64_t>(offset) * sizeof(T);
     dl.data = bytes.data();
     dl.device = DLDevice{kDLCPU, 0};
     dl.ndim = static_cast<std::int32_t>(shape.size());
@@ -91,6 +99,10 @@ struct Small {
 };
 
 constexpr DLDataType kF32{kDLFloat, 32, 1}, kI32{kDLInt, 32, 1}, kU8{kDLUInt, 8, 1};
+/// The poison between and before strided argument elements (Features::args_spread): a mask byte that reads as
+/// visible, and an int32 no offset, length or page can be.
+constexpr std::uint8_t kPoisonByte = 0x5a;
+constexpr std::int32_t kPoisonInt = std::numeric_limits<std::int32_t>::min();
 
 /// A tensor's values as float8 bits (DLPack uint8) with its strides and offset; padding holds the format's NaN.
 struct Fp8Bytes {
@@ -131,37 +143,40 @@ class FeatureCall {
     args.window_right = static_cast<std::int32_t>(f_.window_right);
     args.softcap = static_cast<float>(f_.softcap);
     auto floats = [](const std::vector<double> &xs) { return std::vector<float>(xs.begin(), xs.end()); };
+    const std::int64_t spread = f_.args_spread, offset = f_.args_offset;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
     if (!f_.alibi_slopes.empty()) {
-      alibi_.set(floats(f_.alibi_slopes), kF32, {s_.Hq});
+      alibi_.set(floats(f_.alibi_slopes), kF32, {s_.Hq}, spread, offset, nan);
       args.alibi_slopes = &alibi_.dl;
     }
     if (!f_.sinks.empty()) {
-      sinks_.set(floats(f_.sinks), kF32, {s_.Hq});
+      sinks_.set(floats(f_.sinks), kF32, {s_.Hq}, spread, offset, nan);
       args.sinks = &sinks_.dl;
     }
     if (f_.mask_kind != MaskKind::none) {
       const std::vector<std::int64_t> dims{f_.mask_B, f_.mask_H, s_.Lq, s_.Lk};
       if (f_.mask_kind == MaskKind::boolean)
-        mask_.set(std::vector<std::uint8_t>(f_.mask.begin(), f_.mask.end()), kU8, dims);
+        mask_.set(std::vector<std::uint8_t>(f_.mask.begin(), f_.mask.end()), kU8, dims, spread, offset,
+                  kPoisonByte);
       else
-        mask_.set(floats(f_.mask), kF32, dims);
+        mask_.set(floats(f_.mask), kF32, dims, spread, offset, nan);
       args.attn_mask = &mask_.dl;
     }
     if (f_.storage == KvStorage::varlen) {
       cu_q_ = offsets_of(lengths(f_.seqlens_q, s_.Lq));
       cu_k_ = offsets_of(lengths(f_.seqlens_k, s_.Lk));
-      cuq_.set(cu_q_, kI32, {s_.B + 1});
-      cuk_.set(cu_k_, kI32, {s_.B + 1});
+      cuq_.set(cu_q_, kI32, {s_.B + 1}, spread, offset, kPoisonInt);
+      cuk_.set(cu_k_, kI32, {s_.B + 1}, spread, offset, kPoisonInt);
       args.cu_seqlens_q = &cuq_.dl;
       args.cu_seqlens_k = &cuk_.dl;
       args.max_seqlen_q = static_cast<std::int32_t>(s_.Lq);
       args.max_seqlen_k = static_cast<std::int32_t>(s_.Lk);
     }
     if (f_.storage == KvStorage::paged) {
-      table_.set(f_.block_table, kI32, {s_.B, f_.pages_per_seq});
+      table_.set(f_.block_table, kI32, {s_.B, f_.pages_per_seq}, spread, offset, kPoisonInt);
       std::vector<std::int32_t> used;
       for (std::int64_t n : lengths(f_.seqlens_k, s_.Lk)) used.push_back(static_cast<std::int32_t>(n));
-      used_.set(used, kI32, {s_.B});
+      used_.set(used, kI32, {s_.B}, spread, offset, kPoisonInt);
       args.block_table = &table_.dl;
       args.seqused_k = &used_.dl;
       args.page_size = static_cast<std::int32_t>(f_.page_size);

@@ -204,6 +204,17 @@ TEST_CASE("self-test: a dropout draw shared across the keys of a row is caught b
 TEST_CASE("self-test: a boolean mask read as visible only where it is 1 is caught by attn_mask on a small case") {
   caught(support::FeatureBug::mask_byte_one, "attn_mask");
 }
+TEST_CASE("self-test: argument tensors read as compact are caught by each feature's property, shrunk to them strided") {
+  for (const std::string_view property : {"alibi", "sinks", "attn_mask", "varlen", "paged"}) {
+    INFO(property);
+    caught(support::FeatureBug::args_assumed_compact, property);
+    CheckOptions opt = options();
+    opt.contract = parse_contract(support::feature_contract(support::FeatureBug::args_assumed_compact));
+    const Report r = check_property(support::feature_kernel(support::FeatureBug::args_assumed_compact), property, opt);
+    REQUIRE(r.verdict() == Verdict::fail);
+    CHECK(counterexample(r, property)->minimal.spec.features.strided_args);  // compact, it passes: not shrunk away
+  }
+}
 TEST_CASE("self-test: FP8 inputs read without their descales are caught by fp8 on a small case") {
   caught(support::FeatureBug::fp8_without_descale, "fp8");
 }

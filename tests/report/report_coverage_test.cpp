@@ -45,6 +45,8 @@ TEST_CASE("report.json keeps each property's corners and writes the run's covera
   REQUIRE_FALSE(r.properties[0].coverage.empty());
   const std::string text = to_json(doc);
   const Document back = from_json(text);
+  REQUIRE(back.runs.size() == 1);
+  REQUIRE(back.runs[0].report.properties.size() == r.properties.size());
   for (std::size_t i = 0; i < r.properties.size(); ++i) CHECK(back.runs[0].report.properties[i].coverage == r.properties[i].coverage);
   CHECK(to_json(back) == text);
 

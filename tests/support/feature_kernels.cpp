@@ -105,6 +105,14 @@ class Tens {
     data_ = static_cast<std::byte *>(t->data) + t->byte_offset;
     bound_ = true;
   }
+  /// FeatureBug::args_assumed_compact: the bound tensor read at compact strides (from its first element).
+  void assume_compact() {
+    std::int64_t compact = 1;
+    for (int d = rank_ - 1; d >= 0; --d) {
+      strides_[static_cast<std::size_t>(d)] = compact;
+      compact *= shape_[static_cast<std::size_t>(d)];
+    }
+  }
   bool bound() const { return bound_; }
   Kind kind() const { return kind_; }
   std::int64_t dim(int d) const { return shape_[static_cast<std::size_t>(d)]; }
@@ -367,9 +375,10 @@ struct Call {
 };
 
 /// Reads an int32 vector tensor [n].
-std::vector<std::int64_t> read_ints(const DLTensor *t, const char *what) {
+std::vector<std::int64_t> read_ints(const DLTensor *t, const char *what, FeatureBug bug) {
   Tens view;
   view.bind(t, what, 1, bit(Kind::i32));
+  if (bug == FeatureBug::args_assumed_compact) view.assume_compact();
   std::vector<std::int64_t> out(static_cast<std::size_t>(view.dim(0)));
   for (std::int64_t n = 0; n < view.dim(0); ++n) out[static_cast<std::size_t>(n)] = view.geti(n);
   return out;
@@ -422,8 +431,8 @@ void setup(Call &c, FeatureBug bug, const attncheck_params *params, const DLTens
   if (c.Hkv < 1 || c.Hq % c.Hkv != 0) error("Hq must be a multiple of Hkv >= 1");
 
   if (c.varlen) {
-    const std::vector<std::int64_t> cq = read_ints(a->cu_seqlens_q, "cu_seqlens_q");
-    const std::vector<std::int64_t> ck = read_ints(a->cu_seqlens_k, "cu_seqlens_k");
+    const std::vector<std::int64_t> cq = read_ints(a->cu_seqlens_q, "cu_seqlens_q", bug);
+    const std::vector<std::int64_t> ck = read_ints(a->cu_seqlens_k, "cu_seqlens_k", bug);
     if (cq.empty() || cq.size() != ck.size()) error("cu_seqlens_q and cu_seqlens_k must both have nseq + 1 entries");
     if (c.q.dim(0) != 1 || c.k.dim(0) != 1) error("varlen: q, k, v must have batch dim 1");
     if (cq[0] != 0 || ck[0] != 0) error("cu_seqlens must start at 0");
@@ -444,8 +453,9 @@ void setup(Call &c, FeatureBug bug, const attncheck_params *params, const DLTens
     if (c.page_size < 1 || c.k.dim(2) != c.page_size) error("paged: k, v must be [num_pages, Hkv, page_size, D]");
     c.B = c.q.dim(0);
     c.table.bind(a->block_table, "block_table", 2, bit(Kind::i32));
+    if (bug == FeatureBug::args_assumed_compact) c.table.assume_compact();
     if (c.table.dim(0) != c.B) error("block_table must have B rows");
-    const std::vector<std::int64_t> used = read_ints(a->seqused_k, "seqused_k");
+    const std::vector<std::int64_t> used = read_ints(a->seqused_k, "seqused_k", bug);
     if (static_cast<std::int64_t>(used.size()) != c.B) error("seqused_k must have B entries");
     for (std::int64_t b = 0; b < c.B; ++b) {
       const std::int64_t n = used[static_cast<std::size_t>(b)];
@@ -474,14 +484,17 @@ void setup(Call &c, FeatureBug bug, const attncheck_params *params, const DLTens
   }
   if (c.on(ATTNCHECK_FEATURE_ALIBI)) {
     c.alibi.bind(a->alibi_slopes, "alibi_slopes", 1, bit(Kind::f32));
+    if (bug == FeatureBug::args_assumed_compact) c.alibi.assume_compact();
     c.alibi.expect_shape("alibi_slopes", {c.Hq});
   }
   if (c.on(ATTNCHECK_FEATURE_SINKS)) {
     c.sinks.bind(a->sinks, "sinks", 1, bit(Kind::f32));
+    if (bug == FeatureBug::args_assumed_compact) c.sinks.assume_compact();
     c.sinks.expect_shape("sinks", {c.Hq});
   }
   if (c.on(ATTNCHECK_FEATURE_MASK)) {
     c.mask.bind(a->attn_mask, "attn_mask", kRank, bit(Kind::u8) | bit(Kind::f32));
+    if (bug == FeatureBug::args_assumed_compact) c.mask.assume_compact();
     if ((c.mask.dim(0) != 1 && c.mask.dim(0) != c.B) || (c.mask.dim(1) != 1 && c.mask.dim(1) != c.Hq) ||
         c.mask.dim(2) < c.max_lq || c.mask.dim(3) < c.max_lk)
       error("attn_mask must be [1|B, 1|Hq, Lq, Lk]; got " + dims_text(c.mask.shape()));
@@ -658,7 +671,7 @@ constexpr attncheck_kernel kernel_of(const char *name) {
   return attncheck_kernel{ATTNCHECK_ABI_VERSION, name, &forward_of<B>, &backward_of<B>, &last_error};
 }
 
-constexpr std::size_t kKernelCount = 13;  ///< FeatureBug::none and its twelve bugs
+constexpr std::size_t kKernelCount = 14;  ///< FeatureBug::none and its thirteen bugs
 constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::none>("features_correct"),
     kernel_of<FeatureBug::window_right_off_by_one>("features_window_right_off_by_one"),
@@ -673,6 +686,7 @@ constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::dropout_shared_across_rows>("features_dropout_shared_across_rows"),
     kernel_of<FeatureBug::dropout_shared_across_keys>("features_dropout_shared_across_keys"),
     kernel_of<FeatureBug::mask_byte_one>("features_mask_byte_one"),
+    kernel_of<FeatureBug::args_assumed_compact>("features_args_assumed_compact"),
 }};
 
 }  // namespace
@@ -692,6 +706,7 @@ std::string_view feature_bug_name(FeatureBug bug) {
     case FeatureBug::dropout_shared_across_rows: return "dropout_shared_across_rows";
     case FeatureBug::dropout_shared_across_keys: return "dropout_shared_across_keys";
     case FeatureBug::mask_byte_one: return "mask_byte_one";
+    case FeatureBug::args_assumed_compact: return "args_assumed_compact";
   }
   return "unknown";
 }
@@ -702,7 +717,8 @@ std::vector<FeatureBug> all_feature_bugs() {
           FeatureBug::paged_logical_page,      FeatureBug::dropout_mask_not_reproducible,
           FeatureBug::fp8_without_descale,     FeatureBug::dropout_shared_across_heads,
           FeatureBug::dropout_shared_across_batch, FeatureBug::dropout_shared_across_rows,
-          FeatureBug::dropout_shared_across_keys,  FeatureBug::mask_byte_one};
+          FeatureBug::dropout_shared_across_keys,  FeatureBug::mask_byte_one,
+          FeatureBug::args_assumed_compact};
 }
 
 const attncheck_kernel &feature_kernel(FeatureBug bug) {

@@ -82,6 +82,10 @@ enum class FeatureBug : std::uint8_t {
   /// both: a boolean mask entry is visible only when it is 1 (the ABI: any nonzero byte); visible with a boolean
   /// mask holding other nonzero bytes.
   mask_byte_one,
+  /// both: the argument tensors (alibi_slopes, sinks, attn_mask, cu_seqlens, block_table, seqused_k) are read at
+  /// compact strides from their first element (a kernel that assumes them contiguous); visible when they are sent
+  /// strided.
+  args_assumed_compact,
 };
 
 /// The features every kernel of the family declares and implements.

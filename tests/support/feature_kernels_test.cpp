@@ -588,6 +588,16 @@ Exposure exposure(FeatureBug bug, std::uint32_t seed) {
       off.seqlens_q.clear();
       off.seqlens_k.clear();
       break;
+    case FeatureBug::args_assumed_compact:  // slopes, sinks and a mask (cu_seqlens read as poison would be declined)
+      on.alibi_slopes = slopes(s.Hq);
+      on.sinks = sinks(gen, s.Hq);
+      set_mask(on, gen, s, MaskKind::additive, 1, s.Hq);
+      on.args_spread = 2;
+      on.args_offset = 1;
+      off = on;
+      off.args_spread = 1;
+      off.args_offset = 0;
+      break;
     case FeatureBug::mask_byte_one:
       set_mask(on, gen, s, MaskKind::boolean, 1, s.Hq);
       for (double &m : on.mask) m *= 2 + static_cast<double>(gen() % 254);  // visible bytes 2…255

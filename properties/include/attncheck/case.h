@@ -69,6 +69,9 @@ struct FeatureSpec {
   double mask_keep = 1;                              ///< mask: share of visible entries
   /// Boolean mask: visible entries hold nonzero bytes other than 1 too (the ABI: any nonzero byte is visible).
   bool mask_bytes = false;
+  /// The argument tensors (slopes, sinks, mask, sequence offsets, block table, seqused_k) sent strided and offset,
+  /// poison between (Features::args_spread; its spread and offset derived from the seed).
+  bool strided_args = false;
   std::int64_t page_size = 0;                        ///< paged: keys per page
   double dropout_p = 0;                              ///< dropout: probability of dropping
   bool top_left = false;  ///< rows aligned top-left (the kernel declares causal=top-left), causal or not
@@ -140,6 +143,10 @@ Features features_of(const CaseSpec &spec);
 /// x clamped to the format's largest magnitude and rounded to it: an FP8 case's value.
 double fp8_value(Fp8 format, double x);
 
+/// The features that send argument tensors (FeatureSpec::strided_args).
+inline constexpr std::uint32_t kArgTensorFeatures = ATTNCHECK_FEATURE_ALIBI | ATTNCHECK_FEATURE_SINKS |
+                                                    ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_VARLEN |
+                                                    ATTNCHECK_FEATURE_PAGED;
 /// Features a feature case may combine with its own (CaseOptions::combinable): the score modifiers whose settings do not
 /// depend on the shape — a problem cut to one sequence or another layout keeps them.
 inline constexpr std::uint32_t kCombinableFeatures =

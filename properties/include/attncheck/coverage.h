@@ -13,7 +13,6 @@
 #pragma once
 
 #include "attncheck/case.h"
-#include "attncheck/contract.h"
 
 #include <array>
 #include <bitset>
@@ -48,7 +47,7 @@ struct Corner {
 
 /// Every corner of the model, in report order (dimension by dimension).
 std::span<const Corner> corners();
-inline constexpr std::size_t kCornerCount = 99;
+inline constexpr std::size_t kCornerCount = 104;
 /// The index of corner `id` in corners(), or nullopt.
 std::optional<std::size_t> corner_index(std::string_view id);
 
@@ -86,6 +85,8 @@ enum class CornerStatus : std::uint8_t {
 };
 /// "reached", "declined", "not reached", "not declared", "not applicable".
 std::string_view corner_status_name(CornerStatus s);
+/// The name as an identifier, its words joined by `joiner`: "not_reached" (report.json's keys), "not-reached" (CSS).
+std::string corner_status_id(CornerStatus s, char joiner = '_');
 
 /// One corner of a run: its counts summed over the run's properties, and its status.
 struct CornerCount {
@@ -101,7 +102,7 @@ struct RunCoverage {
   int count(CornerStatus s) const;
   /// The ids of the corners of status `s`, in order, comma-separated, the first `most` of them ("… and 3 more").
   std::string ids(CornerStatus s, std::size_t most = kCornerCount) const;
-  /// "corners reached 97/99 (declined: paged-page1; not reached: lk-16k)", naming at most kNamed of each.
+  /// "corners reached 102/104 (declined: paged-page1; not reached: lk-16k)", naming at most kNamed of each.
   std::string describe() const;
   static constexpr std::size_t kNamed = 12;
 };

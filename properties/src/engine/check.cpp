@@ -279,6 +279,11 @@ void begin_shrink(RunState &st, const Case &c, const Outcome &o, bool timed_out,
   st.phase = Phase::shrink;
 }
 
+/// Counts the corners case `c` reaches (its own, and the property's by construction), as decided or declined.
+void count_corners(RunState &st, const Case &c, bool was_decided) {
+  st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, was_decided, st.corners);
+}
+
 /// Judges one case in the current phase: the search's and the targeted phase's counting, the shrink's "same
 /// failure", the reproduce's record. The RapidCheck result the body returns.
 CaseResult judge_case(RunState &st, const Case &c) {
@@ -308,7 +313,7 @@ CaseResult judge_case(RunState &st, const Case &c) {
     case Phase::search: {
       if (o.verdict == Verdict::unsupported) {
         ++st.counts.unsupported;
-        st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/false, st.corners);
+        count_corners(st, c, /*was_decided=*/false);
         remember_shape(st.declined_shapes, c.spec.shape);
         return {T::Discard, o.detail};
       }
@@ -322,7 +327,7 @@ CaseResult judge_case(RunState &st, const Case &c) {
         return {T::Success, slow};
       }
       if (o.verdict != Verdict::undecided)
-        st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/true, st.corners);
+        count_corners(st, c, /*was_decided=*/true);
       if (o.verdict == Verdict::fail) {
         begin_shrink(st, c, o, timed_out, st.counts.cases);
         return {T::Failure, o.detail};
@@ -347,7 +352,7 @@ CaseResult judge_case(RunState &st, const Case &c) {
       st.last_outcome = o;
       if (o.verdict == Verdict::unsupported) {
         ++st.targeted.declined;
-        st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/false, st.corners);
+        count_corners(st, c, /*was_decided=*/false);
         return {T::Discard, o.detail};
       }
       ++st.targeted.cases;
@@ -356,7 +361,7 @@ CaseResult judge_case(RunState &st, const Case &c) {
         return {T::Success, slow};
       }
       if (o.verdict != Verdict::undecided)
-        st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, /*was_decided=*/true, st.corners);
+        count_corners(st, c, /*was_decided=*/true);
       if (o.verdict == Verdict::fail) {
         begin_shrink(st, c, o, timed_out, st.counts.cases + st.targeted.cases);
         return {T::Failure, o.detail};

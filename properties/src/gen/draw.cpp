@@ -34,6 +34,9 @@ constexpr std::array<std::int64_t, 7> kPageSizes{1, 2, 3, 5, 16, 17, 64};
 constexpr std::array<double, 3> kDropoutRates{0.1, 0.5, 0.9};
 /// Share of boolean masks whose visible entries hold bytes 1…255 (FeatureSpec::mask_bytes), not only 1.
 constexpr double kMaskBytesRate = 0.5;
+/// Share of cases with argument tensors that send them strided and offset (FeatureSpec::strided_args).
+constexpr double kStridedArgsRate = 0.25;
+constexpr std::uint64_t kStridedArgsSalt = 0x5354524944454441ull;  // "STRIDEDA"
 /// Paged and varlen cases in the decode regime: up to kMaxDecodeRows query rows against caches of up to
 /// kMaxDecodeKeys keys (log-uniform), at rate kDecodeRate.
 constexpr double kDecodeRate = 0.25;
@@ -291,6 +294,8 @@ FeatureSpec draw_features(Bits &b, const CaseSpec &s, std::uint32_t bits) {
   if (bits & ATTNCHECK_FEATURE_FP8) f.fp8 = b.chance(0.5) ? Fp8::e4m3fn : Fp8::e5m2;
   // Drawn last: the draws above stay those of the seeds before it.
   if ((bits & ATTNCHECK_FEATURE_MASK) && f.mask_kind == MaskKind::boolean) f.mask_bytes = b.chance(kMaskBytesRate);
+  // From bits of its own, so that every draw above and after stays what it was before it existed.
+  if (bits & kArgTensorFeatures) f.strided_args = Bits(rc::Random(f.seed ^ kStridedArgsSalt)).chance(kStridedArgsRate);
   return f;
 }
 }  // namespace

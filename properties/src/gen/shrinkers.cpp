@@ -56,6 +56,7 @@ void feature_shrinks(const CaseSpec &s, const CaseOptions &opts, std::vector<Cas
   if (f.mask_per_head) with([](FeatureSpec &x) { x.mask_per_head = false; });
   if ((f.bits & ATTNCHECK_FEATURE_MASK) && f.mask_keep < 1) with([](FeatureSpec &x) { x.mask_keep = 1; });
   if (f.mask_bytes) with([](FeatureSpec &x) { x.mask_bytes = false; });
+  if (f.strided_args) with([](FeatureSpec &x) { x.strided_args = false; });
   if (f.mask_kind == MaskKind::additive) with([](FeatureSpec &x) { x.mask_kind = MaskKind::boolean; });
   for (auto n : dim_toward(f.page_size, 1)) with([&](FeatureSpec &x) { x.page_size = n; });
   if ((f.bits & ATTNCHECK_FEATURE_DROPOUT) && f.dropout_p != 0.5) with([](FeatureSpec &x) { x.dropout_p = 0.5; });

@@ -69,6 +69,12 @@ struct Features {
   /// representable in it (the logical tensors hold them); the problem's values are descale · stored.
   std::optional<Fp8> fp8;
   double descale_q = 1, descale_k = 1, descale_v = 1;  ///< float32 values
+  /// The argument tensors (alibi_slopes, sinks, attn_mask, cu_seqlens_q/k, block_table, seqused_k; not the
+  /// dropout mask, which forward writes) are sent with element strides args_spread times the compact ones and
+  /// args_offset elements past the start of their storage; every element between and before is poison (NaN, a byte
+  /// 0x5a that a boolean mask reads as visible, an int32 of −2³¹), so a kernel that ignores their strides or byte
+  /// offset reads it. 1 and 0: compact.
+  std::int64_t args_spread = 1, args_offset = 0;
 
   bool window() const { return window_left >= 0 || window_right >= 0; }
   /// The ATTNCHECK_FEATURE_* bits in use.
