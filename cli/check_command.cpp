@@ -1,7 +1,7 @@
 // attncheck check: the CI gate. Every selected property of every selected kernel and dtype, on generated cases,
 // each failure shrunk and reported.
 #include "commands.h"
-#include "gate.h"
+#include "attncheck/gate.h"
 #include "jobs.h"
 #include "kernel_source.h"
 #include "shard.h"
@@ -168,7 +168,7 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
       const CheckOptions opt = options_for(n, dt);
-      reporting::Run run{src, std::string(profile), run_header(*kernels[n], opt), {}};
+      reporting::Run run{src, std::string(profile), gate::run_header(*kernels[n], opt), {}};
       Report &r = run.report;
       for (const std::string &id : run_ids[runs.size()]) {
         if (done[i]) {  // with its evidence, which the worker gathered (its kernel compiled that shape)
@@ -190,7 +190,7 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
       }
       // A worker's escalated counterexample goes to its required property's line, with its evidence.
       for (const HandOver &h : settle_hand_overs(r)) run.evidence[h.to] = run.evidence[h.from];
-      if (!a.quiet) fmt::print(stderr, "{}\n", run_line(r, a.strict));
+      if (!a.quiet) fmt::print(stderr, "{}\n", gate::run_line(r, a.strict));
       runs.push_back(std::move(run));
     }
   return runs;
@@ -262,15 +262,13 @@ int run_check(const CheckArgs &a) {
 
   // Each kernel's contract: what it declares (plugin symbol or exec hello), then --accumulate, then --contract.
   std::vector<KernelContract> contracts;
+  const std::string overrides = (a.accumulate ? "accumulate=" + *a.accumulate + " " : "") + a.contract.value_or("");
   for (const attncheck_kernel *k : kernels) {
-    KernelContract c = parse_contract(source->declared_contract(*k));
-    if (a.accumulate) c.accumulate_qk = c.accumulate_pv = parse_dtype(*a.accumulate);
     try {
-      if (a.contract) c = parse_contract(*a.contract, c);
+      contracts.push_back(resolve_contract(source->declared_contract(*k), overrides));
     } catch (const ContractError &e) {
       return usage_error(std::string("--contract: ") + e.what() + " (spec/SPEC.md §3.1)");
     }
-    contracts.push_back(c);
   }
 
   // Where reports go is checked before any case runs: a typo should not cost the whole check.
@@ -281,19 +279,19 @@ int run_check(const CheckArgs &a) {
     return usage_error(e.what());
   }
 
-  GateRequest request;
+  gate::Request request;
   request.properties = ids;
-  request.profile = find_profile(a.profile);
+  request.profile = gate::find_profile(a.profile);
   request.cases = a.cases;
   request.time_budget = a.time_budget;
   request.seed = a.seed;
   request.shape_pool = a.shape_pool;
   request.memory_limit_mib = a.memory_limit_mib;
-  const ProfileSpec &prof = *request.profile;
-  std::vector<KernelRunState> states(kernels.size());  // per kernel, across its dtypes and properties
+  const gate::ProfileSpec &prof = *request.profile;
+  std::vector<gate::KernelRunState> states(kernels.size());  // per kernel, across its dtypes and properties
   const CancelOnSignal cancel_on_signal;
   auto options_for = [&](std::size_t n, Dtype dt) {
-    CheckOptions opt = gate_options(request, dt, contracts[n], states[n], &g_cancel);
+    CheckOptions opt = gate::run_options(request, dt, contracts[n], states[n], &g_cancel);
     if (shard) {  // this shard's properties of the run, under the run's whole guard (a guard, not a share)
       const std::size_t run = n * dtypes.size() + static_cast<std::size_t>(
                                   std::find(dtypes.begin(), dtypes.end(), dt) - dtypes.begin());
@@ -334,13 +332,13 @@ int run_check(const CheckArgs &a) {
   try {
     doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name, worker_times,
                                            shard.has_value())
-                        : check_serially(kernels, dtypes, options_for, src, prof.name, a.quiet, a.strict,
-                                          wants_evidence(a), &g_cancel, shard.has_value());
+                        : gate::check_serially(kernels, dtypes, options_for, src, prof.name, a.quiet, a.strict,
+                                                wants_evidence(a), &g_cancel, shard.has_value());
   } catch (const std::runtime_error &e) {
     fmt::print(stderr, "attncheck: {}\n", e.what());
-    return kExitInternal;
+    return gate::kExitInternal;
   }
-  print_table(doc);
+  gate::print_table(doc);
   const std::optional<ExecKernel::CallTimes> call_times = source->exec_call_times();
   source.reset();
   end_strays(a.quiet);
@@ -363,7 +361,7 @@ int run_check(const CheckArgs &a) {
   const bool nothing_owned = shard && std::all_of(doc.runs.begin(), doc.runs.end(), [](const reporting::Run &r) {
     return r.report.properties.empty();
   });
-  return nothing_owned ? kExitPass : exit_code(doc, a.strict, g_cancel.load());
+  return nothing_owned ? gate::kExitPass : gate::exit_code(doc, a.strict, g_cancel.load());
 }
 }  // namespace
 

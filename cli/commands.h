@@ -1,7 +1,7 @@
 // The attncheck subcommands; each file registers one on the CLI11 app and runs it.
 #pragma once
 
-#include "gate.h"
+#include "attncheck/gate.h"
 
 #include <CLI/CLI.hpp>
 

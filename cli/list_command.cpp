@@ -28,7 +28,7 @@ void register_list_command(CLI::App &app, Action &action) {
         if (d->feature) fmt::print("  {:<8}  checked by {}\n", feature_name(d->feature), d->id);
       // How kernel processes are contained on this machine (SPEC.md §8).
       fmt::print("\nkernel processes: {}\n", containment::kernel_domain()->description());
-      return kExitPass;
+      return gate::kExitPass;
     };
   });
 }

@@ -12,11 +12,12 @@ const std::vector<std::string> &attncheck::cli::program_arguments() { return g_a
 
 int attncheck::cli::usage_error(const std::string &message) {
   std::cerr << "attncheck: " << message << '\n';
-  return kExitUsage;
+  return gate::kExitUsage;
 }
 
 int main(int argc, char **argv) {
   using namespace attncheck::cli;
+  namespace gate = attncheck::gate;
   g_arguments.assign(argv + 1, argv + argc);
   CLI::App app{"attncheck: checks scaled dot-product attention kernels against an arbitrary-precision reference.\n"
                "Exit codes: 0 pass, 1 counterexample found, 2 usage or configuration error, 3 inconclusive, "
@@ -36,12 +37,12 @@ int main(int argc, char **argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
     const int rc = app.exit(e);
-    return rc == 0 ? kExitPass : kExitUsage;
+    return rc == 0 ? gate::kExitPass : gate::kExitUsage;
   }
   try {
-    return action ? action() : kExitUsage;
+    return action ? action() : gate::kExitUsage;
   } catch (const std::exception &e) {
     std::cerr << "attncheck: internal error: " << e.what() << '\n';
-    return kExitInternal;
+    return gate::kExitInternal;
   }
 }

@@ -38,11 +38,11 @@ int run_merge(const MergeArgs &a) {
     return usage_error(e.what());
   }
   if (!a.quiet) {
-    print_table(doc);
+    gate::print_table(doc);
     fmt::print(stderr, "merged {} shard reports into {}/ (report.json, summary.md, report.html)\n", a.inputs.size(),
                a.report_dir);
   }
-  return exit_code(doc, doc.strict, false);
+  return gate::exit_code(doc, doc.strict, false);
 }
 
 }  // namespace

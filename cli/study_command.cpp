@@ -36,7 +36,7 @@ void register_study_command(CLI::App &app, Action &action) {
       }
       if (ec) {
         std::cerr << "attncheck study: cannot write to --out " << dir.string() << ": " << ec.message() << '\n';
-        return static_cast<int>(kExitUsage);
+        return static_cast<int>(gate::kExitUsage);
       }
       std::filesystem::remove(probe, ec);
       attncheck::study::Options o;
@@ -48,12 +48,12 @@ void register_study_command(CLI::App &app, Action &action) {
         attncheck::study::write_report(result, dir);
       } catch (const std::runtime_error &e) {
         std::cerr << "attncheck study: " << e.what() << '\n';
-        return static_cast<int>(kExitUsage);
+        return static_cast<int>(gate::kExitUsage);
       }
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
       std::cout << "wrote " << (dir / "study.md").string() << " and " << (dir / "study.html").string() << " in "
                 << took.count() << " s\n";
-      return static_cast<int>(kExitPass);
+      return static_cast<int>(gate::kExitPass);
     };
   });
 }

@@ -18,24 +18,30 @@ from ._report import Replay, Report
 DTYPES = ("f32", "f16", "bf16")
 
 
-def contract_text(contract):
-    """A contract dict ({"causal": "top-left", "lse": "none"}) or text ("causal=top-left,lse=none") in the canonical
-    text form of spec/SPEC.md §3.1, as the core parses it: the keys that differ from the defaults, space-separated.
-    Raises ValueError for a contract the core does not accept."""
+def resolve_contract(contract):
+    """A contract dict ({"causal": "top-left", "lse": "none"}) or text ("causal=top-left,lse=none") as the core
+    resolves it (spec/SPEC.md §3.1): (its canonical text — the keys that differ from the defaults, space-separated —,
+    the LSE output "f32", "storage" or "none", the features it declares). Raises ValueError for a contract the core
+    does not accept. Python builds the text; only the core reads it."""
     if contract is None:
-        return ""
-    if isinstance(contract, str):
-        return _core.contract_text(contract)
-    if not isinstance(contract, dict):
+        contract = ""
+    if isinstance(contract, dict):
+        tokens = []
+        for key, value in contract.items():
+            if isinstance(value, (list, tuple, set)):
+                value = "+".join(str(v) for v in value)
+            elif isinstance(value, bool):
+                value = "true" if value else "false"
+            tokens.append(f"{key}={value}")
+        contract = " ".join(tokens)
+    elif not isinstance(contract, str):
         raise TypeError("contract must be a dict such as {'causal': 'top-left', 'lse': 'none'}")
-    tokens = []
-    for key, value in contract.items():
-        if isinstance(value, (list, tuple, set)):
-            value = "+".join(str(v) for v in value)
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        tokens.append(f"{key}={value}")
-    return _core.contract_text(" ".join(tokens))
+    return _core.resolve_contract(contract)
+
+
+def contract_text(contract):
+    """The canonical text of a contract dict or text (resolve_contract)."""
+    return resolve_contract(contract)[0]
 
 
 #: The ABI 1.2 features a Python function may declare: they reach it as keyword arguments (window=(left, right),
@@ -43,17 +49,13 @@ def contract_text(contract):
 PYTHON_FEATURES = ("window", "softcap", "alibi", "sinks", "mask")
 
 
-def _check_features(text):
-    """`text`: canonical (contract_text)."""
-    for token in text.split():
-        key, _, value = token.partition("=")
-        if key != "features" or value == "none":
-            continue
-        other = [f for f in value.split("+") if f and f not in PYTHON_FEATURES]
-        if other:
-            raise ValueError(f"contract: a Python function takes the features {', '.join(PYTHON_FEATURES)} as keyword "
-                             f"arguments, not {'+'.join(other)}, which change the tensors' layout: check such a kernel "
-                             "through the C ABI or the exec protocol (spec/EXEC_PROTOCOL.md)")
+def _check_features(features):
+    """`features`: the names a resolved contract declares (resolve_contract)."""
+    other = [f for f in features if f not in PYTHON_FEATURES]
+    if other:
+        raise ValueError(f"contract: a Python function takes the features {', '.join(PYTHON_FEATURES)} as keyword "
+                         f"arguments, not {'+'.join(other)}, which change the tensors' layout: check such a kernel "
+                         "through the C ABI or the exec protocol (spec/EXEC_PROTOCOL.md)")
 
 
 @dataclass
@@ -78,11 +80,11 @@ KERNEL_ARGUMENTS = ("backward", "framework", "device", "name", "isolate")
 def make_kernel(fn, backward=None, framework=None, device="cpu", name=None, contract=None, isolate=False):
     """The kernel tuple attncheck._core takes, or an _Isolated one."""
     kernel = Kernel(fn, backward, framework, device, name)
-    text = contract_text(contract)
-    _check_features(text)
+    text, lse, features = resolve_contract(contract)
+    _check_features(features)
     if not isolate:
         return [(kernel.name, kernel, backward is not None, text, kernel.location)]
-    return _isolated(kernel, text)
+    return _isolated(kernel, text, lse)
 
 
 def _pickle(obj):
@@ -98,9 +100,10 @@ def _pickle(obj):
         return cloudpickle.dumps(obj)
 
 
-def _isolated(kernel, contract):
+def _isolated(kernel, contract, lse):
+    """`contract`: canonical text, sent in the exec hello; `lse`: its LSE output, which the served process needs."""
     spec = {"fn": kernel.fn, "backward": kernel.backward, "framework": kernel.adapter.framework,
-            "device": kernel.device, "name": kernel.name, "contract": contract}
+            "device": kernel.device, "name": kernel.name, "contract": contract, "lse": lse}
     main = sys.modules.get("__main__")
     main_path = getattr(main, "__file__", None) if getattr(kernel.fn, "__module__", None) == "__main__" else None
     data = pickle.dumps({"sys_path": list(sys.path), "main_path": main_path and os.path.abspath(main_path),

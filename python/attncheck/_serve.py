@@ -30,10 +30,10 @@ def _one_line(message):
     return (lines[0] + (" — " + lines[-1].strip() if len(lines) > 1 else ""))[:2000] if lines else ""
 
 
-def _serve(kernel, contract):
-    """`contract`: its canonical text (_api.contract_text): space-separated tokens."""
-    lse_storage = "lse=storage" in contract.split()
-    lse_none = "lse=none" in contract.split()
+def _serve(kernel, lse):
+    """`lse`: the LSE output of the kernel's contract as the core resolved it ("f32", "storage" or "none")."""
+    lse_storage = lse == "storage"
+    lse_none = lse == "none"
     from ._kernel import OK, UNSUPPORTED
     for raw in sys.stdin:
         line = raw.rstrip("\n")
@@ -117,7 +117,7 @@ def main(argv):
     _send(f"attncheck-exec {PROTOCOL_VERSION}")
     _send(f"kernel {kernel.name} {caps} {spec['contract']}".rstrip())
     _send("ready")
-    _serve(kernel, spec["contract"])
+    _serve(kernel, spec["lse"])
     return 0
 
 

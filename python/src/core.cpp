@@ -4,10 +4,12 @@
 // its uint16 bits — and stores what it returns into the gate's output tensors. An exec command (isolate=True) runs
 // through ExecKernel instead. Everything else — generation, reference, error model, shrinking, reports — is the
 // same code as `attncheck check`.
-#include "gate.h"
+#include "attncheck/gate.h"
+#include "attncheck/replay.h"
 
 #include "attncheck/bound_kernel.h"
 #include "attncheck/exec_kernel.h"
+#include "attncheck/features.h"
 #include "attncheck/npy.h"
 #include "attncheck/property.h"
 #include "attncheck/report_io.h"
@@ -28,7 +30,6 @@
 #include <cstdio>
 #include <mutex>
 #include <thread>
-#include <cctype>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -363,10 +364,9 @@ struct Kernels {
   }
 };
 
-KernelContract contract_of(const std::string &declared, const std::string &override_text) {
+KernelContract contract_of(const std::string &declared, const std::string &overrides) {
   try {
-    KernelContract c = parse_contract(declared);
-    return override_text.empty() ? c : parse_contract(override_text, c);
+    return resolve_contract(declared, overrides);
   } catch (const ContractError &e) {
     throw nb::value_error((std::string("contract: ") + e.what() + " (spec/SPEC.md §3.1)").c_str());
   }
@@ -406,11 +406,11 @@ void name_the_call_left_running(reporting::Document &doc, const std::string &run
 /// Runs the check; returns (report.json text, exit code, interrupted). Raises ValueError for a bad request.
 std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &specs, const std::string &exec_command,
                                              const CheckRequest &rq) {
-  cli::GateRequest request;
+  gate::Request request;
   request.properties = rq.properties;
   for (const std::string &id : rq.properties)
     if (!find_property(id)) throw nb::value_error(("unknown property '" + id + "' (attncheck.properties() lists them)").c_str());
-  request.profile = cli::find_profile(rq.profile);
+  request.profile = gate::find_profile(rq.profile);
   if (!request.profile) throw nb::value_error(("unknown profile '" + rq.profile + "': quick, default or thorough").c_str());
   request.cases = rq.cases;
   request.seed = rq.seed;
@@ -446,7 +446,7 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
   } catch (const std::runtime_error &e) {
     throw nb::value_error(e.what());
   }
-  std::vector<cli::KernelRunState> states(kernels->list.size());
+  std::vector<gate::KernelRunState> states(kernels->list.size());
   g_cancel.store(false);
   g_interrupted.store(false);
   reporting::Document doc;
@@ -454,15 +454,15 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
   doc.strict = rq.strict;
   {
     nb::gil_scoped_release release;
-    doc.runs = cli::check_serially(
+    doc.runs = gate::check_serially(
         kernels->list, dtypes,
-        [&](std::size_t n, Dtype dt) { return cli::gate_options(request, dt, contracts[n], states[n], &g_cancel); },
+        [&](std::size_t n, Dtype dt) { return gate::run_options(request, dt, contracts[n], states[n], &g_cancel); },
         kernels->source, request.profile->name, rq.quiet, rq.strict, !rq.report_dir.empty() || rq.evidence,
         &g_cancel);
   }
   if (guard && !guard->running().empty()) name_the_call_left_running(doc, guard->running());
   if (!rq.report_dir.empty()) reporting::write_reports(doc, rq.report_dir);
-  return {reporting::to_json(doc), cli::exit_code(doc, rq.strict, g_cancel.load()), g_interrupted.load()};
+  return {reporting::to_json(doc), gate::exit_code(doc, rq.strict, g_cancel.load()), g_interrupted.load()};
 }
 
 reporting::Document parse(const std::string &json) {
@@ -473,58 +473,42 @@ reporting::Document parse(const std::string &json) {
   }
 }
 
-/// The minimal case of counterexample `failure` (1-based, Document::failures order).
-const Counterexample &counterexample(const reporting::Document &doc, std::size_t failure, std::size_t *run) {
-  const auto failures = doc.failures();
-  if (failure < 1 || failure > failures.size())
-    throw nb::index_error(("no counterexample " + std::to_string(failure) + ": the report has " +
-                           std::to_string(failures.size()))
-                              .c_str());
-  const auto [r, p] = failures[failure - 1];
-  *run = r;
-  return *doc.runs[r].report.properties[p].counterexample;
-}
-
 /// Replays counterexample `failure` on the given kernel, judged under `contract` (declared text, read as check()
-/// reads a declaration; none: the report's own); returns (verdict, step id or "", detail). The verdict mirrors the
-/// report's tiers: a fail of a property the contract makes advisory is "warn", one it turns off is "off" (not run).
+/// reads a declaration; none: the report's own); returns (verdict, step id or "", detail). The verdict is as the
+/// report spells a tier's: "warn" for a fail of a property the contract makes advisory, "off" for one it turns off.
 std::tuple<std::string, std::string, std::string> replay(const std::string &json, std::size_t failure,
                                                          const std::vector<PyKernelSpec> &specs,
                                                          const std::string &exec_command, double timeout,
                                                          const std::optional<std::string> &contract) {
   const reporting::Document doc = parse(json);
-  std::size_t r = 0;
-  const Counterexample &cx = counterexample(doc, failure, &r);
-  const reporting::Run &run = doc.runs[r];
-  const PropertyReport &prop = *std::find_if(run.report.properties.begin(), run.report.properties.end(),
-                                             [&](const PropertyReport &p) { return p.counterexample && &*p.counterexample == &cx; });
-  const PropertyDef *def = find_property(prop.id);
-  if (!def) throw nb::value_error(("the report names property '" + prop.id + "', which this attncheck does not have").c_str());
-  const KernelContract judged = contract ? contract_of(*contract, "") : run.report.contract;
-  const PrecisionProfile profile = contract ? judged.profile(run.report.dtype) : run.report.profile;
-  const Tier tier = contract ? tier_of(*def, judged) : prop.tier;
-  if (tier == Tier::off)
-    return {"off", "", "the contract given leaves " + prop.id + " nothing to check: " + judged.describe_changes()};
+  gate::ReplayTarget target;
+  try {
+    target = gate::replay_target(doc, failure);
+  } catch (const gate::ReplayError &e) {
+    if (e.out_of_range) throw nb::index_error(e.what());
+    throw nb::value_error(e.what());
+  }
+  std::optional<KernelContract> judged;
+  if (contract) judged = contract_of(*contract, "");
   std::optional<Kernels> kernels;
   try {
     kernels.emplace(specs, exec_command, timeout, timeout, 4096);
   } catch (const std::runtime_error &e) {
     throw nb::value_error(e.what());
   }
+  // The kernel of the recorded name, else the one given (a fixed function may have another name).
   const attncheck_kernel *k = kernels->list.empty() ? nullptr : kernels->list.front();
   for (const attncheck_kernel *c : kernels->list)
-    if (run.report.kernel == c->name) k = c;
+    if (target.run->report.kernel == c->name) k = c;
   if (!k) throw nb::value_error("no kernel to replay on");
-  Outcome o;
+  gate::ReplayResult r;
   {
     nb::gil_scoped_release release;
-    const Env env{*k, profile, judged};
-    o = def->run(env, cx.minimal);
+    r = gate::replay(target, *k, judged);
   }
-  if (o.verdict == Verdict::fail && tier == Tier::advisory) o.verdict = Verdict::warn;
-  std::string verdict(verdict_name(o.verdict));  // "FAIL": report.json's spelling is lower case
-  std::transform(verdict.begin(), verdict.end(), verdict.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  return {verdict, o.step ? std::string(step_id(*o.step)) : "", o.detail};
+  if (r.tier == Tier::off) return {"off", "", r.outcome.detail};
+  const Outcome &o = r.outcome;
+  return {std::string(verdict_id(r.verdict())), o.step ? std::string(step_id(*o.step)) : "", o.detail};
 }
 
 }  // namespace
@@ -562,11 +546,17 @@ NB_MODULE(_core, m) {
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
   m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
   m.def("content", [](const std::string &json) { return reporting::content_of(json); });
-  // A contract text as the core reads it (commas or spaces, any key order), in its one canonical form: only the keys
-  // that differ from the defaults, space-separated ("" for the defaults). What every Python module reads.
-  m.def("contract_text", [](const std::string &text) {
+  // A contract text as the core reads it (commas or spaces, any key order), resolved: (its canonical form — only
+  // the keys that differ from the defaults, space-separated, "" for the defaults; the LSE output, "f32", "storage"
+  // or "none"; the features it declares, by name). The facts every Python module reads: none parses a contract.
+  m.def("resolve_contract", [](const std::string &text) {
     const KernelContract c = contract_of(text, "");
-    return c == KernelContract{} ? std::string() : c.describe_changes();
+    static constexpr const char *kLse[] = {"f32", "storage", "none"};
+    std::vector<std::string> features;
+    for (std::uint32_t bit : kAllFeatures)
+      if (c.features & bit) features.emplace_back(feature_name(bit));
+    return std::make_tuple(c == KernelContract{} ? std::string() : c.describe_changes(),
+                           std::string(kLse[static_cast<int>(c.lse)]), features);
   });
   m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });
   m.def("write_reports", [](const std::string &json, const std::string &dir) {

@@ -22,9 +22,6 @@ std::string hex_dec(double x);
 /// An error ÷ bound for people: "%.3g", "inf" for +∞.
 std::string ratio_text(double r);
 
-/// Lowercase verdict ids of the machine formats: "pass", "fail", "warn", "undecided", "unsupported".
-std::string_view verdict_id(Verdict v);
-
 /// The problem a counterexample's outcome judged: its failing_case (a modified copy) when the property recorded
 /// one, else the minimal case.
 const Case &judged_case(const Counterexample &c);

@@ -126,17 +126,6 @@ std::string ratio_text(double r) {
   return buf;
 }
 
-std::string_view verdict_id(Verdict v) {
-  switch (v) {
-    case Verdict::pass: return "pass";
-    case Verdict::fail: return "fail";
-    case Verdict::undecided: return "undecided";
-    case Verdict::unsupported: return "unsupported";
-    case Verdict::warn: return "warn";
-  }
-  return "?";
-}
-
 std::string xml_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -126,7 +126,7 @@ ojson evidence_json(const Evidence &e) {
 }
 
 ojson outcome_json(const Outcome &o) {
-  return ojson{{"verdict", detail::verdict_id(o.verdict)},
+  return ojson{{"verdict", verdict_id(o.verdict)},
                {"step", o.step ? ojson(step_id(*o.step)) : ojson(nullptr)},
                {"detail", o.detail},
                {"worst_ratio", ratio_json(o.worst_ratio)},
@@ -215,7 +215,7 @@ ojson run_coverage_json(const RunCoverage &rc) {
 
 ojson property_json(const PropertyReport &p) {
   return ojson{{"id", p.id},
-               {"verdict", detail::verdict_id(p.verdict)},
+               {"verdict", verdict_id(p.verdict)},
                {"tier", tier_name(p.tier)},
                {"cases", p.cases},
                {"unsupported", p.unsupported},
@@ -518,7 +518,7 @@ Counterexample read_counterexample(const Obj &o, std::size_t number, std::option
     fail(o.obj("inputs").where() + "a broadcast input's values differ along its broadcast dimension (each slice "
          "must repeat slice 0)");
   const Obj out = o.obj("outcome");
-  c.outcome.verdict = out.name<Verdict, kVerdicts>("verdict", detail::verdict_id);
+  c.outcome.verdict = out.name<Verdict, kVerdicts>("verdict", verdict_id);
   c.outcome.step = read_step(out, "step");
   c.outcome.detail = out.str("detail");
   c.outcome.worst_ratio = out.ratio("worst_ratio");
@@ -602,7 +602,7 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
     const Obj p(props[n], o.path() + ".properties[" + std::to_string(n) + "]");
     PropertyReport pr;
     pr.id = p.str("id");
-    pr.verdict = p.name<Verdict, kVerdicts>("verdict", detail::verdict_id);
+    pr.verdict = p.name<Verdict, kVerdicts>("verdict", verdict_id);
     if (version >= 2) pr.tier = p.name<Tier, kTiers>("tier", tier_name);
     pr.cases = p.count("cases");
     pr.unsupported = p.count("unsupported");
@@ -625,7 +625,7 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
     std::optional<Evidence> ev;
     if (p.has("counterexample")) pr.counterexample = read_counterexample(p.obj("counterexample"), ++*failures, &ev);
     if ((pr.verdict == Verdict::fail || pr.verdict == Verdict::warn) && !pr.counterexample)
-      fail(p.where() + "verdict " + std::string(detail::verdict_id(pr.verdict)) + " without a counterexample");
+      fail(p.where() + "verdict " + std::string(verdict_id(pr.verdict)) + " without a counterexample");
     r.properties.push_back(std::move(pr));
     run.evidence.push_back(std::move(ev));
   }
@@ -703,13 +703,13 @@ std::string to_json(const Document &doc) {
                                  {"kernel", r.kernel},
                                  {"dtype", dtype_name(r.dtype)},
                                  {"property", p.id},
-                                 {"verdict", detail::verdict_id(p.verdict)}});
+                                 {"verdict", verdict_id(p.verdict)}});
       }
       props.push_back(std::move(pj));
     }
     runs.push_back(ojson{{"kernel", r.kernel},
                          {"dtype", dtype_name(r.dtype)},
-                         {"verdict", detail::verdict_id(r.verdict(doc.strict))},
+                         {"verdict", verdict_id(r.verdict(doc.strict))},
                          {"contract", r.contract.describe()},
                          {"profile", profile_json(r.profile)},
                          {"source", ojson{{"kind", kind_name(run.source.kind)}, {"location", run.source.location}}},
@@ -725,7 +725,7 @@ std::string to_json(const Document &doc) {
           {"strict", doc.strict}};
   if (doc.shard)
     j["shard"] = ojson{{"index", doc.shard->index}, {"count", doc.shard->count}, {"properties", doc.shard->properties}};
-  j["verdict"] = detail::verdict_id(doc.verdict());
+  j["verdict"] = verdict_id(doc.verdict());
   j["failures"] = std::move(failures);
   j["runs"] = std::move(runs);
   j["timing"] = timing_json(doc);

@@ -257,4 +257,8 @@ KernelContract parse_contract(std::string_view text, KernelContract base) {
   return base;
 }
 
+KernelContract resolve_contract(std::string_view declared, std::string_view overrides) {
+  return parse_contract(overrides, parse_contract(declared));
+}
+
 }  // namespace attncheck

@@ -109,3 +109,22 @@ TEST_CASE("a plugin kernel's declared contract is what it is checked against, an
   CHECK(run(bug_check(kernel, "causal,accuracy", " --contract causal=bottom-right")).status == kExitCounterexample);
   CHECK(run(bug_check(kernel, "causal,accuracy", " --contract defaults")).status == kExitCounterexample);
 }
+
+TEST_CASE("replay --contract judges a recorded failure under another contract: a promise broken fails, the defaults warn") {
+  const TempDir dir;
+  const Run check = run(bug_check("bug:causal_off_by_one", "masked_nonfinite",
+                                  " --contract hidden-keys=any --report-dir " + dir.path.string()));
+  REQUIRE(check.status == kExitCounterexample);
+  const std::string report = dir / "report.json";
+  const Run failed = run(attncheck("replay " + report));
+  INFO(failed.out << failed.err);
+  CHECK(failed.status == kExitCounterexample);
+  // Under the defaults (hidden-keys=finite) the same leak is beyond the contract: a warning, exit 0.
+  const Run warned = run(attncheck("replay " + report + " --contract defaults"));
+  INFO(warned.out << warned.err);
+  CHECK(warned.status == kExitPass);
+  CHECK(warned.out.find("judged under contract defaults\n") != std::string::npos);
+  CHECK(warned.out.find("replayed: FAIL at step") != std::string::npos);
+  CHECK(warned.out.find("(a warning: behaviour beyond the kernel's contract)") != std::string::npos);
+  require_usage_error(run(attncheck("replay " + report + " --contract hidden-keys=some")), "--contract: contract:");
+}

@@ -68,6 +68,16 @@ def test_an_isolated_function_reads_its_contract_as_the_core_does_commas_or_spac
     assert report.passed, report.summary()
 
 
+def test_the_core_resolves_a_contract_for_every_python_module_text_or_dict_alike():
+    from attncheck import _api
+    assert _api.resolve_contract(None) == ("", "f32", [])
+    assert _api.resolve_contract("features=window+softcap,lse=storage") == \
+        ("lse=storage features=window+softcap", "storage", ["window", "softcap"])
+    assert _api.resolve_contract({"lse": "none", "features": ["mask"]}) == _api.resolve_contract("features=mask lse=none")
+    with pytest.raises(ValueError, match="varlen"):
+        attncheck.check(kernels.attention, dtypes=["f32"], contract="features=window,varlen", **FAST)
+
+
 def test_a_contract_the_core_does_not_accept_is_one_clear_error():
     with pytest.raises(ValueError, match="lse"):
         attncheck.check(kernels.attention, dtypes=["f32"], contract="lse=sometimes", **FAST)

@@ -95,6 +95,18 @@ TEST_CASE("shorthands set both of their keys, and later tokens override earlier 
   CHECK(both.lse == LseOutput::f32);
 }
 
+TEST_CASE("a kernel's contract resolves as its declaration with the front's overrides over it", "[contract]") {
+  CHECK(resolve_contract("") == KernelContract{});
+  CHECK(resolve_contract("causal=top-left lse=none") == parse_contract("causal=top-left lse=none"));
+  // --accumulate f16 --contract lse=f32, over what the kernel declares; commas and spaces alike.
+  const KernelContract c = resolve_contract("causal=top-left,lse=none", "accumulate=f16 lse=f32");
+  CHECK(c.causal == CausalAlign::top_left);
+  CHECK(c.lse == LseOutput::f32);
+  CHECK(c.accumulate_qk == Dtype::f16);
+  CHECK(resolve_contract("lse=none", "defaults") == KernelContract{});
+  REQUIRE_THROWS_AS(resolve_contract("lse=none", "lse=maybe"), ContractError);
+}
+
 TEST_CASE("a contract that does not parse is one line naming the token", "[contract]") {
   REQUIRE_THROWS_WITH(parse_contract("causal=diagonal"),
                       "contract: 'causal=diagonal': causal is one of bottom-right|top-left");

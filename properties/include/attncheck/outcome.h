@@ -32,8 +32,10 @@ namespace attncheck {
 /// warn: a property the kernel's contract does not promise (Tier::advisory) found a counterexample — behaviour a
 /// careful user wants to know about, not a failure of the contract (exit 0 unless --strict).
 enum class Verdict : std::uint8_t { pass, fail, undecided, unsupported, warn };
-/// "pass", "FAIL", "undecided", "unsupported", "WARN".
+/// "pass", "FAIL", "undecided", "unsupported", "WARN": for people (the gate's table, replay's lines).
 std::string_view verdict_name(Verdict v);
+/// "pass", "fail", "undecided", "unsupported", "warn": for machines (report.json, HTML classes, Python).
+std::string_view verdict_id(Verdict v);
 
 /// The steps of the ladder, in order.
 enum class Step : std::uint8_t {

@@ -22,6 +22,17 @@ std::string_view verdict_name(Verdict v) {
   return "?";
 }
 
+std::string_view verdict_id(Verdict v) {
+  switch (v) {
+    case Verdict::pass: return "pass";
+    case Verdict::fail: return "fail";
+    case Verdict::undecided: return "undecided";
+    case Verdict::unsupported: return "unsupported";
+    case Verdict::warn: return "warn";
+  }
+  return "?";
+}
+
 std::string_view step_id(Step s) {
   switch (s) {
     case Step::shape: return "shape";

@@ -132,6 +132,11 @@ struct ContractError : std::invalid_argument {
 /// a token without '='.
 KernelContract parse_contract(std::string_view text, KernelContract base = {});
 
+/// The contract a kernel is judged by: the text it `declared` (plugin symbol, exec hello, Python declaration), then
+/// `overrides` over it (the front's: `--accumulate X` is the token `accumulate=X` before --contract's). The one
+/// resolution every front uses. Throws ContractError.
+KernelContract resolve_contract(std::string_view declared, std::string_view overrides = {});
+
 /// The contract text each of a plugin's `n` kernels declares through `contracts` (its attncheck_contracts symbol,
 /// ABI 1.1; nullptr for a 1.0 plugin): "" for a kernel without an entry. Every text is parsed to validate it.
 /// Throws ContractError (one line naming the kernel) for an entry without a kernel name, one naming no kernel of

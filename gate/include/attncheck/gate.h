@@ -1,6 +1,7 @@
-// The gate's run of a check, shared by its two fronts — the `attncheck check` command and the Python module: the
-// profiles, each (kernel, dtype) run's CheckOptions, the serial run with its progress bar, and the verdict line and
-// exit code.
+// The gate: what its two fronts — the `attncheck check` command (cli/) and the Python module (python/) — share. The
+// profiles, each (kernel, dtype) run's CheckOptions, the serial run with its progress bar, the verdict line, table
+// and exit code; replay is in replay.h, contract resolution next to the parser (resolve_contract, contract.h).
+// The fronts only read their arguments, find kernels and write files.
 #pragma once
 
 #include "attncheck/check.h"
@@ -14,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace attncheck::cli {
+namespace attncheck::gate {
 
 /// Documented exit codes (README, `attncheck --help`).
 enum ExitCode : int {
@@ -44,7 +45,7 @@ inline constexpr ProfileSpec kProfiles[] = {
 const ProfileSpec *find_profile(std::string_view name);
 
 /// What a check asks for, whichever front it came from.
-struct GateRequest {
+struct Request {
   std::vector<std::string> properties;  ///< ids; empty = all
   const ProfileSpec *profile = &kProfiles[1];
   std::optional<int> cases;           ///< overrides the profile's
@@ -63,7 +64,7 @@ struct KernelRunState {
 };
 
 /// The CheckOptions of one (kernel, dtype) run; `state` and `cancel` must outlive the run.
-CheckOptions gate_options(const GateRequest &request, Dtype dt, const KernelContract &contract,
+CheckOptions run_options(const Request &request, Dtype dt, const KernelContract &contract,
                           KernelRunState &state, const std::atomic<bool> *cancel);
 
 /// "kernel dtype: verdict — N passed, N failed, … (N cases)".
@@ -91,4 +92,4 @@ std::vector<reporting::Run> check_serially(const std::vector<const attncheck_ker
 /// A run's report before any property: kernel, dtype, contract, profile, seed and cases from `opt`.
 Report run_header(const attncheck_kernel &kernel, const CheckOptions &opt);
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::gate

@@ -1,4 +1,4 @@
-#include "gate.h"
+#include "attncheck/gate.h"
 
 #include "progress.h"
 
@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-namespace attncheck::cli {
+namespace attncheck::gate {
 
 const ProfileSpec *find_profile(std::string_view name) {
   for (const ProfileSpec &p : kProfiles)
@@ -16,7 +16,7 @@ const ProfileSpec *find_profile(std::string_view name) {
   return nullptr;
 }
 
-CheckOptions gate_options(const GateRequest &request, Dtype dt, const KernelContract &contract,
+CheckOptions run_options(const Request &request, Dtype dt, const KernelContract &contract,
                           KernelRunState &state, const std::atomic<bool> *cancel) {
   const ProfileSpec &prof = *request.profile;
   CheckOptions opt;
@@ -192,4 +192,4 @@ std::vector<reporting::Run> check_serially(const std::vector<const attncheck_ker
   return runs;
 }
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::gate

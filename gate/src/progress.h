@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-namespace attncheck::cli {
+namespace attncheck::gate {
 
 class Progress {
  public:
@@ -32,4 +32,4 @@ class Progress {
   std::size_t last_property_ = static_cast<std::size_t>(-1);
 };
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::gate

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <unistd.h>
 
-namespace attncheck::cli {
+namespace attncheck::gate {
 
 namespace {
 constexpr int kBarWidth = 24;
@@ -73,4 +73,4 @@ void Progress::finish_run(const std::string &line) {
   fmt::print(stderr, "{}{}\n", tty_ ? "\r" : "  ", line);
 }
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::gate

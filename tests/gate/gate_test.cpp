@@ -1,0 +1,111 @@
+// The gate shared by the CLI and Python fronts: replay of a recorded counterexample (the one implementation behind
+// `attncheck replay` and Report.replay) — its verdict under the report's contract or one given, its exit code, and
+// the one-line errors of a report it cannot replay.
+#include "attncheck/check.h"
+#include "attncheck/gate.h"
+#include "attncheck/replay.h"
+#include "variant_kernels.h"
+
+#include <catch2/catch.hpp>
+
+namespace attncheck {
+namespace {
+
+const attncheck_kernel &bug(support::Bug b) { return support::variant_kernel(support::bug_variant(b)); }
+const attncheck_kernel &correct() { return support::variant_kernel(support::correct_variants().front()); }
+
+/// A report of `property` checked on `kernel` under the default contract: one run, as `check` records it.
+reporting::Document checked(const attncheck_kernel &kernel, const char *property) {
+  CheckOptions o;
+  o.properties = {property};
+  o.cases = 40;
+  reporting::Run run;
+  run.source.kind = reporting::KernelSource::Kind::plugin;
+  run.profile = "default";
+  run.report = check(kernel, o);
+  reporting::Document doc;
+  doc.runs.push_back(std::move(run));
+  return doc;
+}
+
+/// A NaN in rows that see no key: a failure of `empty_rows` under the defaults (empty-rows=zero).
+reporting::Document nan_rows_report() {
+  reporting::Document doc = checked(bug(support::Bug::nan_fully_masked_rows), "empty_rows");
+  REQUIRE(doc.failures().size() == 1);
+  return doc;
+}
+
+TEST_CASE("a replayed counterexample fails again at the step the check recorded, and passes on a fixed kernel") {
+  const reporting::Document doc = nan_rows_report();
+  const gate::ReplayTarget t = gate::replay_target(doc, 1);
+  CHECK(t.property->id == "empty_rows");
+  CHECK((t.failure == 1 && t.of == 1));
+  const gate::ReplayResult again = gate::replay(t, bug(support::Bug::nan_fully_masked_rows), std::nullopt);
+  CHECK(again.verdict() == Verdict::fail);
+  CHECK(again.outcome.step == t.counterexample().outcome.step);
+  CHECK(again.outcome.detail == t.counterexample().outcome.detail);
+  CHECK(gate::replay_exit_code(again, false) == gate::kExitCounterexample);
+  const gate::ReplayResult fixed = gate::replay(t, correct(), std::nullopt);
+  CHECK(fixed.verdict() == Verdict::pass);
+  CHECK(gate::replay_exit_code(fixed, false) == gate::kExitPass);
+}
+
+TEST_CASE("a replay judged under a contract that does not promise the property warns, failing only a strict gate") {
+  const reporting::Document doc = nan_rows_report();
+  const gate::ReplayTarget t = gate::replay_target(doc, 1);
+  const gate::ReplayResult r =
+      gate::replay(t, bug(support::Bug::nan_fully_masked_rows), parse_contract("empty-rows=unspecified"));
+  CHECK(r.tier == Tier::advisory);
+  CHECK(r.outcome.verdict == Verdict::fail);
+  CHECK(r.verdict() == Verdict::warn);
+  CHECK(r.contract.describe_changes() == "empty-rows=unspecified");
+  CHECK(gate::replay_exit_code(r, false) == gate::kExitPass);
+  CHECK(gate::replay_exit_code(r, true) == gate::kExitCounterexample);
+}
+
+TEST_CASE("a replay under a contract that asks nothing of the property runs nothing and says why") {
+  const reporting::Document doc = nan_rows_report();
+  const gate::ReplayTarget t = gate::replay_target(doc, 1);
+  const gate::ReplayResult r = gate::replay(t, bug(support::Bug::nan_fully_masked_rows),
+                                            parse_contract("causal=top-left"));
+  CHECK(r.tier == Tier::off);
+  CHECK(r.outcome.detail == "the contract given leaves empty_rows nothing to check: causal=top-left");
+  CHECK(gate::replay_exit_code(r, true) == gate::kExitPass);
+}
+
+TEST_CASE("a report it cannot replay is a one-line ReplayError saying which counterexample is missing") {
+  const reporting::Document passed = checked(correct(), "empty_rows");
+  REQUIRE(passed.failures().empty());
+  try {
+    gate::replay_target(passed, 1);
+    FAIL("no error");
+  } catch (const gate::ReplayError &e) {
+    CHECK(e.out_of_range);
+    CHECK(std::string(e.what()) == "the report records no counterexample: nothing to replay");
+  }
+  const reporting::Document doc = nan_rows_report();
+  try {
+    gate::replay_target(doc, 2);
+    FAIL("no error");
+  } catch (const gate::ReplayError &e) {
+    CHECK(e.out_of_range);
+    CHECK(std::string(e.what()) == "counterexample 2 is out of range: the report has 1");
+  }
+  reporting::Document renamed = doc;
+  renamed.runs[0].report.properties[0].id = "no_such_property";
+  try {
+    gate::replay_target(renamed, 1);
+    FAIL("no error");
+  } catch (const gate::ReplayError &e) {
+    CHECK_FALSE(e.out_of_range);
+    CHECK(std::string(e.what()).find("'no_such_property', which this attncheck does not have") != std::string::npos);
+  }
+}
+
+TEST_CASE("each profile is found by its name, and another name finds none") {
+  for (const gate::ProfileSpec &p : gate::kProfiles) CHECK(gate::find_profile(p.name) == &p);
+  CHECK(gate::find_profile("fast") == nullptr);
+}
+
+}  // namespace
+}  // namespace attncheck
