@@ -9,7 +9,6 @@
 #include "attncheck/reference.h"
 #include "attncheck/stretch.h"
 
-#include <charconv>
 #include <cmath>
 #include <exception>
 #include <optional>
@@ -17,20 +16,6 @@
 namespace attncheck::reporting {
 
 namespace {
-
-constexpr std::string_view kTensors[] = {"LSE", "dQ", "dK", "dV", "O"};
-
-/// The output tensor a ladder message names: "LSE[0,1,2]: got …" → "LSE", "O (forward)[…" → "O", "O(k+u) vs O[…"
-/// → "O", "LSE (padded)[…" → "LSE". Names of derived quantities ("Σ_c O(v=I)", "min(O(v=I), 0)") are "" (the
-/// caller falls back to O).
-std::string_view tensor_named(std::string_view text) {
-  for (const std::string_view t : kTensors)
-    if (text.starts_with(t)) {
-      const std::string_view rest = text.substr(t.size());
-      if (rest.starts_with("[") || rest.starts_with(" ") || rest.starts_with("(")) return t;
-    }
-  return {};
-}
 
 bool is_gradient(std::string_view t) { return t == "dQ" || t == "dK" || t == "dV"; }
 
@@ -67,11 +52,12 @@ std::vector<double> probabilities(const Problem &p, const std::vector<double> &l
   return out;
 }
 
-/// The tensor the evidence shows: the one the failure names, else a guess from the property.
-std::string_view evidence_tensor(const Counterexample &cx, const PropertyDef *def, const Report &report) {
-  std::string_view tensor = tensor_named(cx.outcome.detail);
-  if (tensor.empty()) tensor = tensor_named(cx.outcome.worst);
-  // Unnamed: a gradient property's failure is most likely in dQ, any other's in O.
+/// The tensor the evidence shows: the output the failure's finding is in, else a guess from the property.
+std::string evidence_tensor(const Counterexample &cx, const PropertyDef *def, const Report &report) {
+  const Finding *f = cx.outcome.finding ? &*cx.outcome.finding : nullptr;
+  std::string tensor = f && f->kind != Finding::Kind::wrote_input ? f->tensor : "";
+  // Unnamed (a derived quantity, a call, a statistic): a gradient property's failure is most likely in dQ, any
+  // other's in O.
   if (tensor.empty()) tensor = def && def->needs_backward ? "dQ" : "O";
   if (is_gradient(tensor) && detail::judged_case(cx).dout.empty()) tensor = "O";  // no dout: the backward cannot run
   if (tensor == "LSE" && report.contract.lse == LseOutput::none) tensor = "O";  // the kernel returns no LSE
@@ -141,20 +127,17 @@ Evidence evidence_on(const Counterexample &cx, const Case &c, double scale, std:
   return ev;
 }
 
-/// The element index a failure text names for `ev`'s tensor ("O[0,0,3,1]: changed to …" → {0,0,3,1}), as a
-/// row-major index; −1 when it names another tensor, a derived quantity or no element of this shape.
-std::int64_t named_element(std::string_view text, const Evidence &ev) {
-  if (tensor_named(text) != ev.tensor) return -1;
-  std::size_t at = text.find('[');
+/// The row-major index in `ev`'s tensor of the element the failure's finding names; −1 when it names another
+/// tensor, a derived quantity or no element of this shape.
+std::int64_t found_element(const Outcome &o, const Evidence &ev) {
+  if (!o.finding || o.finding->tensor != ev.tensor || o.finding->index.size() != ev.shape.size() ||
+      (o.finding->kind != Finding::Kind::value && o.finding->kind != Finding::Kind::changed))
+    return -1;
   std::int64_t index = 0;
   for (std::size_t d = 0; d < ev.shape.size(); ++d) {
-    if (at == std::string_view::npos || at + 1 >= text.size()) return -1;
-    std::int64_t v = 0;
-    const auto [end, ec] = std::from_chars(text.data() + at + 1, text.data() + text.size(), v);
-    if (ec != std::errc{} || v < 0 || v >= ev.shape[d]) return -1;
+    const std::int64_t v = o.finding->index[d];
+    if (v < 0 || v >= ev.shape[d]) return -1;
     index = index * ev.shape[d] + v;
-    at = static_cast<std::size_t>(end - text.data());
-    if (at >= text.size() || text[at] != (d + 1 == ev.shape.size() ? ']' : ',')) return -1;
   }
   return ev.shape.empty() ? -1 : index;
 }
@@ -199,7 +182,7 @@ std::vector<std::int64_t> differing_rows(const Evidence &m, const Evidence::Orig
 Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const attncheck_kernel &kernel,
                      const Report &report) {
   // The problem that failed: a property that judged a modified copy (shifted, permuted, rescaled …) recorded it.
-  const std::string_view tensor = evidence_tensor(cx, def, report);
+  const std::string tensor = evidence_tensor(cx, def, report);
   Evidence ev = evidence_on(cx, detail::judged_case(cx), detail::judged_scale(cx), tensor, kernel, report);
   // The original too, unless the call itself failed (another try would only cost another timeout) or it has no dout
   // for the backward the tensor needs.
@@ -209,8 +192,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
   ev.original = Evidence::Original{std::move(was.shape), std::move(was.got), std::move(was.exact),
                                    std::move(was.bound), std::move(was.call_error)};
   ev.differing_rows = differing_rows(ev, *ev.original, cx.outcome);
-  std::int64_t element = named_element(cx.outcome.detail, ev);
-  if (element < 0) element = named_element(cx.outcome.worst, ev);
+  const std::int64_t element = found_element(cx.outcome, ev);
   if (element >= 0) ev.marked_row = element / ev.row_length();
   return ev;
 }

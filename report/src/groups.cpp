@@ -1,13 +1,13 @@
 // group_failures: one defect usually fails several properties, each on its own minimal case. Counterexamples of the
 // same run, kind (failure or warning) and minimal case whose failing element has the same signature — the ladder
-// step, the tensor and the kind of wrongness, read off Outcome::step and Outcome::detail — are one root cause; the
-// group is captioned from that element (what it is, what it should be), not from the properties' generic summaries.
+// step, the tensor and the kind of wrongness, read off the outcome's Finding — are one root cause; the group is
+// captioned from that element (what it is, what it should be), not from the properties' generic summaries. No
+// message text is read: the captions render findings.
 #include "common.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -17,54 +17,22 @@ namespace {
 
 using namespace detail;
 
-constexpr std::string_view kTensors[] = {"LSE", "dQ", "dK", "dV", "O"};
 /// error ÷ bound from which an out-of-bound O or LSE reads as a wrong formula rather than rounding.
 constexpr double kFormulaRatio = 100;
 
-/// What the failing check said, parsed from Outcome::step and Outcome::detail (the Ladder's and the properties'
-/// message formats: "NAME[i,j,…]: got X (x), exact Y (y), bound Z (z)…", "…: got X in a row that sees no key (the
-/// contract fixes Y)", "…: changed from X to Y …", "forward returned status 2: …", "O: padding element … was
-/// written …").
+/// What the failing check found (its Finding), reduced to what identifies a root cause.
 struct Signature {
   std::optional<Step> step;
   std::string tensor;   ///< "O", "LSE", "dQ", "dK", "dV", or the name the check used; "" when none is named
   std::string kind;     ///< "NaN", "+Inf", "−Inf", "wrong sign", "out of bound", "bits differ", "call failed", …
   bool empty_row = false;  ///< the element is in a row that sees no key
   // For captions only (not compared):
-  std::string name;     ///< the name as the check wrote it: "O(k+u) vs O"
   std::string element;  ///< the tensor and index: "O[0,0,1,2]"
   std::optional<double> got, exact, bound;
   bool same_as(const Signature &o) const {
     return step == o.step && tensor == o.tensor && kind == o.kind && empty_row == o.empty_row;
   }
 };
-
-/// The number printed at `at` in `text` (hex, decimal, "nan", "-nan", "inf", "-inf"), if any.
-std::optional<double> number_at(std::string_view text, std::size_t at) {
-  if (at == std::string_view::npos || at >= text.size()) return std::nullopt;
-  const std::string s(text.substr(at, 64));
-  char *end = nullptr;
-  const double x = std::strtod(s.c_str(), &end);
-  if (end == s.c_str()) return std::nullopt;
-  return x;
-}
-
-/// The number after the first `key` in `text` at or after `from`.
-std::optional<double> number_after(std::string_view text, std::string_view key, std::size_t from = 0) {
-  const std::size_t at = text.find(key, from);
-  if (at == std::string_view::npos) return std::nullopt;
-  return number_at(text, at + key.size());
-}
-
-bool contains(std::string_view text, std::string_view what) { return text.find(what) != std::string_view::npos; }
-
-/// The base tensor of a name: "O(k+u) vs O" → "O", "LSE (padded)" → "LSE"; else the name itself.
-std::string base_tensor(std::string_view name) {
-  for (const std::string_view t : kTensors)
-    if (name.starts_with(t) && (name.size() == t.size() || name[t.size()] == ' ' || name[t.size()] == '('))
-      return std::string(t);
-  return std::string(name);
-}
 
 /// "+Inf", "−Inf", "NaN", or a short decimal ("0.25", "-3e+05").
 std::string value_text(double x) {
@@ -90,109 +58,62 @@ std::string ratio_short(double r) {
   return buf;
 }
 
-/// The leading words of a message that names no element, up to the first word holding a digit or a bracket
-/// ("effective logits of N(0,1) q, k have variance 0.73 …" → "effective logits of").
-std::string leading_words(std::string_view text) {
-  std::string out;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const std::size_t end = std::min(text.find(' ', at), text.size());
-    const std::string_view word = text.substr(at, end - at);
-    if (word.find_first_of("0123456789([:=") != std::string_view::npos) break;
-    if (!out.empty()) out += ' ';
-    out += word;
-    at = end + 1;
-  }
-  return out.empty() ? std::string(text.substr(0, 40)) : out;
+/// The kind of wrongness of an element found against its exact value.
+std::string value_kind(const Finding &f, Step step) {
+  if (!f.got) return "not an allowed value";
+  const double g = *f.got;
+  if (std::isnan(g)) return "NaN";
+  if (std::isinf(g)) return g > 0 ? "+Inf" : "−Inf";
+  if (f.exact && std::isinf(*f.exact)) return "finite, not " + value_text(*f.exact);
+  if (step == Step::mask) return "not the fixed value";
+  if (!f.exact) return "not an allowed value";
+  if (f.bound && g != 0 && *f.exact != 0 && std::signbit(g) != std::signbit(*f.exact) &&
+      std::abs(-g - *f.exact) <= *f.bound)
+    return "wrong sign";
+  return "out of bound";
 }
 
 Signature signature_of(const Counterexample &cx) {
   const Outcome &o = cx.outcome;
-  const std::string_view d = o.detail;
   Signature sig;
   sig.step = o.step;
-  // The element: "NAME[i,j,…]:" at the start (the name holds no ':', but may hold brackets of its own).
-  std::vector<std::int64_t> index;
-  std::size_t after = 0;
-  const std::size_t close = d.find("]:"), colon = d.find(':');
-  const std::size_t open = close == std::string_view::npos ? close : d.rfind('[', close);
-  if (open != std::string_view::npos && open > 0 && colon == close + 1) {
-    bool ok = true;
-    std::string_view idx = d.substr(open + 1, close - open - 1);
-    while (ok && !idx.empty()) {
-      const std::size_t comma = idx.find(',');
-      const std::string part(idx.substr(0, comma));
-      char *end = nullptr;
-      const long long v = std::strtoll(part.c_str(), &end, 10);
-      ok = !part.empty() && end == part.c_str() + part.size();
-      index.push_back(v);
-      idx = comma == std::string_view::npos ? std::string_view{} : idx.substr(comma + 1);
-    }
-    if (ok) {
-      sig.name = std::string(d.substr(0, open));
-      sig.tensor = base_tensor(sig.name);
-      after = close + 2;
-      sig.element = sig.tensor + std::string(d.substr(open, close - open + 1));
-    } else {
-      index.clear();
-    }
+  if (!o.finding) {  // a report from before findings: its step alone
+    sig.kind = "failed";
+    return sig;
   }
-  if (sig.name.empty() && d.find(": padding element") != std::string_view::npos)
-    sig.tensor = base_tensor(d.substr(0, d.find(": padding element")));
-
-  // Values.
-  const std::string_view rest = d.substr(std::min(after, d.size()));
-  bool comparison = false;  // the kernel against itself: bits (or values) that must not change did
-  if (contains(rest, "changed from ")) {
-    comparison = true;
-    sig.exact = number_after(rest, "changed from ");
-    sig.got = number_after(rest, " to ", rest.find("changed from "));
-  } else if (contains(rest, " from the first call")) {
-    comparison = true;
-    sig.exact = number_at(rest, rest.find_first_not_of(' '));
-    sig.got = number_after(rest, "), ");
-  } else if (contains(rest, " with the ") && contains(rest, " without")) {
-    comparison = true;
-    sig.got = number_after(rest, "got ");
-    if (!sig.got) sig.got = number_after(rest, "changed to ");
-  } else {
-    sig.got = number_after(rest, "got ");
-    sig.exact = number_after(rest, "exact ");
-    if (!sig.exact) sig.exact = number_after(rest, "the contract fixes ");
-    sig.bound = number_after(rest, "bound ");
+  const Finding &f = *o.finding;
+  sig.tensor = f.tensor.empty() ? f.name : f.tensor;
+  if (!f.index.empty() && f.kind != Finding::Kind::wrote_input && f.kind != Finding::Kind::wrote_padding) {
+    sig.element = sig.tensor + "[";
+    for (std::size_t d = 0; d < f.index.size(); ++d) {
+      if (d) sig.element += ',';
+      sig.element += std::to_string(f.index[d]);
+    }
+    sig.element += "]";
   }
+  sig.got = f.got;
+  sig.exact = f.exact;
+  sig.bound = f.bound;
 
   // A row that sees no key: said by the check, or read off the element's row in the judged case.
   const Case &c = judged_case(cx);
   const Shape &s = c.spec.shape;
-  sig.empty_row = contains(d, "row that sees no key");
-  if (!sig.empty_row && index.size() >= 3 && (sig.tensor == "O" || sig.tensor == "LSE" || sig.tensor == "dQ") &&
-      !sig.name.starts_with("Σ") && index[2] >= 0 && index[2] < s.Lq)
-    sig.empty_row = visible_count(c.spec.mask, index[2], s.Lq, s.Lk) == 0;
+  sig.empty_row = f.empty_row;
+  if (!sig.empty_row && f.kind == Finding::Kind::value && f.index.size() >= 3 && !f.tensor.empty() &&
+      (f.tensor == "O" || f.tensor == "LSE" || f.tensor == "dQ") && f.index[2] < s.Lq)
+    sig.empty_row = visible_count(c.spec.mask, f.index[2], s.Lq, s.Lk) == 0;
 
-  // The kind of wrongness.
-  const Step step = o.step.value_or(Step::values);
-  if (step == Step::shape) {
-    if (contains(d, "wrote its input")) sig.kind = "wrote into an input";
-    else if (contains(d, "padding element") && contains(d, "was written")) sig.kind = "wrote outside its outputs";
-    else sig.kind = "call failed";
-  } else if (comparison) {
-    // A result that must not change turned non-finite (poison leaking in), or changed.
-    if (sig.got && std::isnan(*sig.got)) sig.kind = "turns NaN";
-    else if (sig.got && std::isinf(*sig.got)) sig.kind = *sig.got > 0 ? "turns +Inf" : "turns −Inf";
-    else sig.kind = "bits differ";
-  } else if (sig.got) {
-    const double g = *sig.got;
-    if (std::isnan(g)) sig.kind = "NaN";
-    else if (std::isinf(g)) sig.kind = g > 0 ? "+Inf" : "−Inf";
-    else if (sig.exact && std::isinf(*sig.exact)) sig.kind = std::string("finite, not ") + value_text(*sig.exact);
-    else if (step == Step::mask) sig.kind = "not the fixed value";
-    else if (sig.exact && sig.bound && g != 0 && *sig.exact != 0 && std::signbit(g) != std::signbit(*sig.exact) &&
-             std::abs(-g - *sig.exact) <= *sig.bound)
-      sig.kind = "wrong sign";
-    else sig.kind = "out of bound";
-  } else {
-    sig.kind = leading_words(first_line(d));
+  switch (f.kind) {
+    case Finding::Kind::call: sig.kind = "call failed"; break;
+    case Finding::Kind::wrote_input: sig.kind = "wrote into an input"; break;
+    case Finding::Kind::wrote_padding: sig.kind = "wrote outside its outputs"; break;
+    case Finding::Kind::changed:  // a result that must not change turned non-finite (poison leaking in), or changed
+      if (f.got && std::isnan(*f.got)) sig.kind = "turns NaN";
+      else if (f.got && std::isinf(*f.got)) sig.kind = *f.got > 0 ? "turns +Inf" : "turns −Inf";
+      else sig.kind = "bits differ";
+      break;
+    case Finding::Kind::value: sig.kind = value_kind(f, o.step.value_or(Step::values)); break;
+    case Finding::Kind::aggregate: sig.kind = f.what; break;
   }
   return sig;
 }

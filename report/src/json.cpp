@@ -39,6 +39,8 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
 }
 constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kBroadcasts = 3, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
 constexpr int kApprox = 4;  ///< Tanh and Exp values
+constexpr int kFindingKinds = 6;
+static_assert(static_cast<int>(Finding::Kind::aggregate) == kFindingKinds - 1);
 static_assert(static_cast<int>(Verdict::warn) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
               static_cast<int>(Mask::causal_top_left) == kMasks - 1);
 static_assert(static_cast<int>(Tanh::approx_bf16) == kApprox - 1 && static_cast<int>(Exp::approx_bf16) == kApprox - 1);
@@ -125,12 +127,25 @@ ojson evidence_json(const Evidence &e) {
   return j;
 }
 
+/// A finding: only the fields it has (an element's index, got, exact, bound; a label).
+ojson finding_json(const Finding &f) {
+  ojson j{{"kind", finding_kind_id(f.kind)}, {"tensor", f.tensor}, {"name", f.name}, {"index", f.index}};
+  if (f.got) j["got"] = hex(*f.got);
+  if (f.exact) j["exact"] = hex(*f.exact);
+  if (f.bound) j["bound"] = hex(*f.bound);
+  j["empty_row"] = f.empty_row;
+  if (!f.what.empty()) j["what"] = f.what;
+  return j;
+}
+
 ojson outcome_json(const Outcome &o) {
-  return ojson{{"verdict", verdict_id(o.verdict)},
-               {"step", o.step ? ojson(step_id(*o.step)) : ojson(nullptr)},
-               {"detail", o.detail},
-               {"worst_ratio", ratio_json(o.worst_ratio)},
-               {"worst", o.worst}};
+  ojson j{{"verdict", verdict_id(o.verdict)},
+          {"step", o.step ? ojson(step_id(*o.step)) : ojson(nullptr)},
+          {"detail", o.detail}};
+  if (o.finding) j["finding"] = finding_json(*o.finding);
+  j["worst_ratio"] = ratio_json(o.worst_ratio);
+  j["worst"] = o.worst;
+  return j;
 }
 
 /// A case's exact inputs: spec, scale (derived: the problem's scale), q, k, v, dout.
@@ -507,6 +522,25 @@ Case read_case(const Obj &in, const std::string &failure) {
   return c;
 }
 
+Finding read_finding(const Obj &o) {
+  Finding f;
+  f.kind = o.name<Finding::Kind, kFindingKinds>("kind", finding_kind_id);
+  f.tensor = o.str("tensor");
+  f.name = o.str("name");
+  const json &index = o.array("index");
+  for (std::size_t d = 0; d < index.size(); ++d) {
+    if (!index[d].is_number_integer() || index[d].get<std::int64_t>() < 0)
+      fail(o.where() + "\"index\"[" + std::to_string(d) + "] is not an index ≥ 0");
+    f.index.push_back(index[d].get<std::int64_t>());
+  }
+  if (o.has("got")) f.got = o.value("got");
+  if (o.has("exact")) f.exact = o.value("exact");
+  if (o.has("bound")) f.bound = o.value("bound");
+  f.empty_row = o.boolean("empty_row");
+  if (o.has("what")) f.what = o.str("what");
+  return f;
+}
+
 Counterexample read_counterexample(const Obj &o, std::size_t number, std::optional<Evidence> *evidence) {
   const std::string failure = "failure " + std::to_string(number);
   Counterexample c;
@@ -521,6 +555,7 @@ Counterexample read_counterexample(const Obj &o, std::size_t number, std::option
   c.outcome.verdict = out.name<Verdict, kVerdicts>("verdict", verdict_id);
   c.outcome.step = read_step(out, "step");
   c.outcome.detail = out.str("detail");
+  if (out.has("finding")) c.outcome.finding = read_finding(out.obj("finding"));
   c.outcome.worst_ratio = out.ratio("worst_ratio");
   c.outcome.worst = out.str("worst");
   if (o.has("failing_case")) {

@@ -21,6 +21,7 @@ using namespace attncheck::reporting;
 using attncheck::test::balanced;
 using attncheck::test::error_of;
 using attncheck::test::failing;
+using attncheck::test::found;
 
 namespace {
 
@@ -92,7 +93,7 @@ Report causal_comparison() {
   constexpr std::size_t kFirstHidden = 2 * 2;  // key 2's first element (D = Dv = 2)
   for (std::vector<double> *t : {&changed.k, &changed.v})
     for (std::size_t x = kFirstHidden; x < t->size(); ++x) (*t)[x] = (*t)[x] == 2 ? -2 : 2;
-  PropertyReport p = failing("causal", c, Step::mask,
+  PropertyReport p = failing("causal", c, Step::mask, found(Finding::Kind::changed, "O", {0, 0, 1, 0}, 1, 0),
                              "O[0,0,1,0]: changed to … with the keys hidden from row 1 (j ≥ 2) changed, … without");
   Outcome &o = p.counterexample->outcome;
   o.failing_case = changed;

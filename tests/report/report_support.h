@@ -4,6 +4,7 @@
 #include "attncheck/report_io.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,8 +42,22 @@ inline bool balanced(const std::string &xml, std::string *why) {
   return true;
 }
 
-/// A property line with a counterexample on `minimal`, failing with `detail` at `step`.
-inline PropertyReport failing(std::string id, const Case &minimal, Step step, std::string detail,
+/// What a check finds at element `index` of `name`: got, exact and bound (as the Ladder makes it).
+inline Finding found(Finding::Kind kind, std::string name, std::vector<std::int64_t> index, double got,
+                     std::optional<double> exact = std::nullopt, std::optional<double> bound = std::nullopt) {
+  Finding f;
+  f.kind = kind;
+  f.tensor = output_of(name);
+  f.name = std::move(name);
+  f.index = std::move(index);
+  f.got = got;
+  f.exact = exact;
+  f.bound = bound;
+  return f;
+}
+
+/// A property line with a counterexample on `minimal`, failing at `step` with `finding`, rendered as `detail`.
+inline PropertyReport failing(std::string id, const Case &minimal, Step step, Finding finding, std::string detail,
                               Verdict v = Verdict::fail) {
   PropertyReport p;
   p.id = std::move(id);
@@ -57,6 +72,7 @@ inline PropertyReport failing(std::string id, const Case &minimal, Step step, st
   c.outcome.verdict = v;
   c.outcome.step = step;
   c.outcome.detail = std::move(detail);
+  c.outcome.finding = std::move(finding);
   c.outcome.worst_ratio = INFINITY;
   p.counterexample = c;
   return p;

@@ -25,6 +25,7 @@ using namespace attncheck;
 using attncheck::test::balanced;
 using attncheck::test::error_of;
 using attncheck::test::failing;
+using attncheck::test::found;
 using namespace attncheck::reporting;
 
 namespace {
@@ -616,18 +617,21 @@ TEST_CASE("group_failures puts two properties failing on one case with one signa
   Case other = c;
   other.spec.shape.Lq = 3;
   other.resize_values(false);
-  const std::string nan_o = "O[0,0,0,0]: got nan (nan), exact 0x0p+0 (0), bound 0x0p+0 (0) (NaN: produced, or the "
-                            "element was never written)";
+  const Finding nan_o = found(Finding::Kind::value, "O", {0, 0, 0, 0}, NAN, 0.0, 0.0);
+  const std::string nan_text = "O[0,0,0,0]: got nan (nan), exact 0x0p+0 (0), bound 0x0p+0 (0) (NaN: produced, or "
+                               "the element was never written)";
   Document doc = hand_document({
-      failing("accuracy", c, Step::finite, nan_o),
-      failing("scale_parameter", c, Step::finite, nan_o),
-      failing("lse", c, Step::mask, "LSE[0,0,0]: got inf (inf), exact -inf (-inf), bound 0x0p+0 (0) (the contract "
-                                    "fixes this value)"),
+      failing("accuracy", c, Step::finite, nan_o, nan_text),
+      failing("scale_parameter", c, Step::finite, nan_o, nan_text),
+      failing("lse", c, Step::mask, found(Finding::Kind::value, "LSE", {0, 0, 0}, INFINITY, -INFINITY, 0.0),
+              "LSE[0,0,0]: got inf (inf), exact -inf (-inf), bound 0x0p+0 (0) (the contract fixes this value)"),
       failing("convex_hull", c, Step::values,
-              "O vs its nearest point of [min_j v_jc, max_j v_jc][0,0,1,0]: got 0x1p+2 (4), exact 0x1.8p+1 (3), bound 0x1p-20 (9.5e-07), error "
-              "÷ bound 5.2e+05"),
-      failing("sum_to_one", other, Step::finite, nan_o),  // another minimal case
-      failing("empty_rows", c, Step::finite, nan_o, Verdict::warn),  // a warning, not a failure
+              found(Finding::Kind::value, "O vs its nearest point of [min_j v_jc, max_j v_jc]", {0, 0, 1, 0}, 4, 3,
+                    0x1p-20),
+              "O vs its nearest point of [min_j v_jc, max_j v_jc][0,0,1,0]: got 0x1p+2 (4), exact 0x1.8p+1 (3), "
+              "bound 0x1p-20 (9.5e-07), error ÷ bound 5.2e+05"),
+      failing("sum_to_one", other, Step::finite, nan_o, nan_text),  // another minimal case
+      failing("empty_rows", c, Step::finite, nan_o, nan_text, Verdict::warn),  // a warning, not a failure
   });
   const std::vector<FailureGroup> groups = group_failures(doc);
   REQUIRE(groups.size() == 5);
@@ -657,6 +661,41 @@ TEST_CASE("group_failures puts two properties failing on one case with one signa
   CHECK(head < md.find("**1. accuracy**"));
   CHECK(md.find("**1. accuracy**") < md.find("**2. scale\\_parameter**"));
   CHECK(md.find("### ⚠️ warnings — beyond the declared contract") < md.find("**6. ⚠️ empty\\_rows**"));
+}
+
+TEST_CASE("grouping reads findings, not messages: reworded details leave groups, captions' elements and headlines") {
+  CheckOptions opt;
+  opt.cases = kCases;
+  opt.properties = {"accuracy", "scale_parameter", "convex_hull", "shift_invariance"};
+  const attncheck_kernel &kernel = support::variant_kernel(support::bug_variant(support::Bug::nan_fully_masked_rows));
+  Document doc;
+  doc.tool_version = "t";
+  doc.runs.push_back(run_of(check(kernel, opt)));
+  REQUIRE(doc.failures().size() >= 2);
+  const std::vector<FailureGroup> before = group_failures(doc);
+  Document reworded = doc;
+  for (auto [r, p] : reworded.failures()) {
+    Outcome &o = reworded.runs[r].report.properties[p].counterexample->outcome;
+    REQUIRE(o.finding);
+    o.detail = "reworded: " + std::string(o.detail.rbegin(), o.detail.rend());
+    o.worst = "elsewhere";
+  }
+  const std::vector<FailureGroup> after = group_failures(reworded);
+  REQUIRE(after.size() == before.size());
+  for (std::size_t g = 0; g < before.size(); ++g) {
+    CHECK(after[g].members == before[g].members);
+    CHECK(after[g].headline == before[g].headline);
+  }
+  // The findings survive report.json, and so does the grouping.
+  const Document back = from_json(to_json(doc));
+  CHECK(to_json(back) == to_json(doc));
+  for (auto [r, p] : doc.failures()) {
+    const std::optional<Finding> &was = doc.runs[r].report.properties[p].counterexample->outcome.finding;
+    const std::optional<Finding> &read = back.runs[r].report.properties[p].counterexample->outcome.finding;
+    REQUIRE(read);
+    CHECK((read->kind == was->kind && read->tensor == was->tensor && read->index == was->index));
+  }
+  CHECK(group_failures(back).size() == before.size());
 }
 
 TEST_CASE("a planted bug found by several properties gives fewer root causes than counterexamples") {
@@ -758,7 +797,9 @@ TEST_CASE("a long-row counterexample keeps its stretch, its core inputs and its 
 TEST_CASE("a declaration that explains a failure replaces the guess in its caption and round-trips report.json") {
   const Case c = empty_row_case();
   const std::string lse = "LSE[0,0,1]: got 0x1p+2 (4), exact 0x1.8p+1 (3), bound 0x1p-20 (9.5e-07), error ÷ bound 1e+06";
-  Document doc = hand_document({failing("softcap", c, Step::values, lse), failing("lse", c, Step::values, lse)});
+  const Finding found_lse = found(Finding::Kind::value, "LSE", {0, 0, 1}, 4, 3, 0x1p-20);
+  Document doc = hand_document(
+      {failing("softcap", c, Step::values, found_lse, lse), failing("lse", c, Step::values, found_lse, lse)});
   const Explanation tanh{"tanh=approx", "softcap's tanh is the hardware approximation"};
   {
     const std::vector<FailureGroup> unexplained = group_failures(doc);

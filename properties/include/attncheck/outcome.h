@@ -48,11 +48,50 @@ enum class Step : std::uint8_t {
 /// The short id: "shape", "finite", "mask", "sums", "values".
 std::string_view step_id(Step s);
 
+/// What a failing check found, as data — made where the comparison happens (the Ladder, or a property's own check)
+/// and kept in report.json. Outcome::detail is its rendering for people; grouping, evidence and headlines read
+/// these fields, never the text.
+struct Finding {
+  enum class Kind : std::uint8_t {
+    call,           ///< a call returned an error status (`what`: "forward", "backward", …)
+    wrote_input,    ///< a call wrote into its input `tensor` (`index`: the storage offset)
+    wrote_padding,  ///< a call wrote outside its output `tensor` (`index`: the storage offset)
+    value,          ///< an element against its exact value (and bound): `got`, `exact`, `bound`
+    changed,        ///< an element that must not change did: `exact` what it was, `got` what it became
+    aggregate,      ///< a statement about many elements (a rate, a variance, a whole mask): `what` names it
+  };
+  Kind kind = Kind::aggregate;
+  /// The output the element belongs to: "O", "LSE", "dQ", "dK", "dV" (an input's name for wrote_input); "" for a
+  /// quantity derived from several ("Σ_c O(v=I)") or none.
+  std::string tensor;
+  std::string name;                 ///< the quantity as the check names it: "O(k+u) vs O"; "" for none
+  std::vector<std::int64_t> index;  ///< the element's multi-index (a storage offset for writes); empty for none
+  std::optional<double> got, exact, bound;
+  bool empty_row = false;  ///< the check knows the element is in a row that sees no key
+  std::string what;        ///< call and aggregate: what was called or judged ("dropout mask")
+  friend bool operator==(const Finding &, const Finding &) = default;
+};
+/// "call", "wrote_input", "wrote_padding", "value", "changed", "aggregate" (report.json).
+std::string_view finding_kind_id(Finding::Kind k);
+
+/// The output tensor a check's name for a quantity starts with: "O(k+u) vs O" → "O", "LSE (a second call)" →
+/// "LSE", "dQ" → "dQ"; "" for a derived quantity ("Σ_c O(v=I)", "min(O(v=I), 0)").
+std::string output_of(std::string_view name);
+
+/// The finding of element `flat` (row-major in `shape`) of the quantity `name`.
+Finding element_finding(Finding::Kind kind, std::string_view name, const std::vector<std::int64_t> &shape,
+                        std::int64_t flat, std::optional<double> got, std::optional<double> exact = std::nullopt,
+                        std::optional<double> bound = std::nullopt);
+
+/// A finding about many elements, or none in particular: `what` names the quantity judged.
+Finding aggregate_finding(std::string what);
+
 /// The result of one case.
 struct Outcome {
   Verdict verdict = Verdict::pass;
   std::optional<Step> step;  ///< fail: the first failing step; undecided: the step that could not decide
   std::string detail;        ///< fail/undecided/unsupported: what and where, floats as hex and decimal
+  std::optional<Finding> finding;  ///< fail: what the failing check found, as data (detail renders it)
   double worst_ratio = 0;    ///< worst error ÷ bound over the decided elements (+∞ for NaN or a broken exact value)
   std::string worst;         ///< where worst_ratio was found: "O[0,0,1,2]: got …, exact …, bound …"
   /// The modified problem the failing check judged, when it is not the generated case itself (a shifted, permuted,
@@ -90,8 +129,8 @@ class Ladder {
   /// Same on plain values of a row-major `shape`: `got[x]` against `exact[x]` and `bound[x]`.
   bool within(Step step, std::string_view name, const std::vector<double> &got, const std::vector<double> &exact,
               const std::vector<double> &bound, const std::vector<std::int64_t> &shape);
-  /// Any step: a failure the property detected itself.
-  bool fail(Step step, std::string detail);
+  /// Any step: a failure the property detected itself: `finding` as data, `detail` its rendering.
+  bool fail(Step step, std::string detail, Finding finding);
   /// Any step: the case cannot be decided (kept unless a later check fails).
   void undecided(Step step, std::string detail);
   /// Records a ratio into worst_ratio / worst (for checks that compute their own ratios).

@@ -59,6 +59,52 @@ std::string element_name(std::string_view name, const std::vector<std::int64_t> 
   return out + "]";
 }
 
+std::string_view finding_kind_id(Finding::Kind k) {
+  switch (k) {
+    case Finding::Kind::call: return "call";
+    case Finding::Kind::wrote_input: return "wrote_input";
+    case Finding::Kind::wrote_padding: return "wrote_padding";
+    case Finding::Kind::value: return "value";
+    case Finding::Kind::changed: return "changed";
+    case Finding::Kind::aggregate: return "aggregate";
+  }
+  return "?";
+}
+
+std::string output_of(std::string_view name) {
+  // The outputs a name can start with, followed by its end, a space or a parenthesis ("LSE (padded)").
+  static constexpr std::string_view kOutputs[] = {"LSE", "dQ", "dK", "dV", "O"};
+  for (const std::string_view t : kOutputs)
+    if (name.starts_with(t) && (name.size() == t.size() || name[t.size()] == ' ' || name[t.size()] == '('))
+      return std::string(t);
+  return {};
+}
+
+Finding element_finding(Finding::Kind kind, std::string_view name, const std::vector<std::int64_t> &shape,
+                        std::int64_t flat, std::optional<double> got, std::optional<double> exact,
+                        std::optional<double> bound) {
+  Finding f;
+  f.kind = kind;
+  f.tensor = output_of(name);
+  f.name = std::string(name);
+  f.index.resize(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    f.index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  f.got = got;
+  f.exact = exact;
+  f.bound = bound;
+  return f;
+}
+
+Finding aggregate_finding(std::string what) {
+  Finding f;
+  f.kind = Finding::Kind::aggregate;
+  f.what = std::move(what);
+  return f;
+}
+
 namespace {
 std::string ratio_text(double r) {
   char buf[32];
@@ -93,10 +139,11 @@ void Ladder::judging_original() {
   judged_scale_ = 0;
 }
 
-bool Ladder::fail(Step step, std::string detail) {
+bool Ladder::fail(Step step, std::string detail, Finding finding) {
   if (!check_order(step)) return false;
   out_.verdict = Verdict::fail;
   out_.step = step;
+  out_.finding = std::move(finding);
   out_.failing_case = judged_;
   out_.failing_scale = judged_scale_;
   out_.failing_what = judged_what_;
@@ -132,17 +179,31 @@ bool Ladder::call(const CallResult &r, std::string_view what) {
     out_.detail = std::string(what) + " declined" + (r.message.empty() ? "" : ": " + r.message);
     return false;
   }
-  return fail(Step::shape, std::string(what) + " returned status " + std::to_string(r.status) +
-                               (r.message.empty() ? "" : ": " + r.message));
+  Finding f;
+  f.kind = Finding::Kind::call;
+  f.what = std::string(what);
+  return fail(Step::shape,
+              std::string(what) + " returned status " + std::to_string(r.status) +
+                  (r.message.empty() ? "" : ": " + r.message),
+              std::move(f));
 }
 
 bool Ladder::intact(const Tensor &t, std::string_view name) {
   if (!check_order(Step::shape)) return false;
   const std::vector<bool> elem = t.element_mask();
   for (std::int64_t x = 0; x < t.storage_elems(); ++x)
-    if (!elem[static_cast<std::size_t>(x)] && !std::isnan(t.get_storage(x)))
-      return fail(Step::shape, std::string(name) + ": padding element at storage offset " + std::to_string(x) +
-                                   " was written (" + hex_and_decimal(t.get_storage(x)) + ")");
+    if (!elem[static_cast<std::size_t>(x)] && !std::isnan(t.get_storage(x))) {
+      Finding f;
+      f.kind = Finding::Kind::wrote_padding;
+      f.tensor = output_of(name);
+      f.name = std::string(name);
+      f.index = {x};
+      f.got = t.get_storage(x);
+      return fail(Step::shape,
+                  std::string(name) + ": padding element at storage offset " + std::to_string(x) + " was written (" +
+                      hex_and_decimal(t.get_storage(x)) + ")",
+                  std::move(f));
+    }
   return true;
 }
 
@@ -197,7 +258,9 @@ bool Ladder::finite(std::string_view name, const Tensor &got, const std::vector<
       const std::string where = element_text(name, got.shape(), ix, g[x], exact[x], bound.empty() ? 0 : bound[x]);
       note(std::numeric_limits<double>::infinity(), where);
       return fail(Step::finite,
-                  where + (std::isnan(g[x]) ? " (NaN: produced, or the element was never written)" : ""));
+                  where + (std::isnan(g[x]) ? " (NaN: produced, or the element was never written)" : ""),
+                  element_finding(Finding::Kind::value, name, got.shape(), ix, g[x], exact[x],
+                                  bound.empty() ? 0 : bound[x]));
     }
   }
   return true;
@@ -211,7 +274,9 @@ bool Ladder::masked(std::string_view name, const Tensor &got, const std::vector<
     if (bound[x] == 0 && !(g[x] == exact[x])) {
       const std::string where = element_text(name, got.shape(), static_cast<std::int64_t>(x), g[x], exact[x], 0);
       note(std::numeric_limits<double>::infinity(), where);
-      return fail(Step::mask, where + " (the contract fixes this value)");
+      return fail(Step::mask, where + " (the contract fixes this value)",
+                  element_finding(Finding::Kind::value, name, got.shape(), static_cast<std::int64_t>(x), g[x],
+                                  exact[x], 0.0));
     }
   return true;
 }
@@ -248,7 +313,9 @@ bool Ladder::within(Step step, std::string_view name, const std::vector<double> 
   const auto w = static_cast<std::size_t>(worst);
   const std::string where = element_text(name, shape, worst, got[w], exact[w], bound[w]);
   note(worst_ratio, where);
-  if (worst_ratio > 1) return fail(step, where + ", error ÷ bound " + ratio_text(worst_ratio));
+  if (worst_ratio > 1)
+    return fail(step, where + ", error ÷ bound " + ratio_text(worst_ratio),
+                element_finding(Finding::Kind::value, name, shape, worst, got[w], exact[w], bound[w]));
   return true;
 }
 

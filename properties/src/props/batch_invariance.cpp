@@ -82,9 +82,12 @@ Outcome run(const Env &env, const Case &c) {
       const std::vector<std::int64_t> shape = name == "O" ? p.fr.out.shape() : p.fr.lse.shape();
       for (std::size_t x = 0; x < in_case.size(); ++x)
         if (!same_bits(in_case[x], called_alone[x])) {
-          L.fail(Step::values, element_name(name, shape, static_cast<std::int64_t>(x)) + ": " +
-                                   hex_and_decimal(called_alone[x]) + " called as " + p.what + ", " +
-                                   hex_and_decimal(in_case[x]) + " in the case (" + s.describe() + ")");
+          L.fail(Step::values,
+                 element_name(name, shape, static_cast<std::int64_t>(x)) + ": " + hex_and_decimal(called_alone[x]) +
+                     " called as " + p.what + ", " + hex_and_decimal(in_case[x]) + " in the case (" + s.describe() +
+                     ")",
+                 element_finding(Finding::Kind::changed, name, shape, static_cast<std::int64_t>(x), called_alone[x],
+                                 in_case[x]));
           return L.outcome();
         }
     }

@@ -21,6 +21,16 @@ constexpr std::int64_t kRateBatch = 2, kRateHeads = 2, kRateRows = 64, kRateKeys
 /// The axes of the independence test, in the mask's index order [B, Hq, Lq, Lk].
 constexpr std::array<const char *, 4> kAxes{"batch entries", "query heads", "rows", "keys"};
 
+/// The finding of a dropout-mask element [b, h, i, j] that holds `z`, neither 0 nor 1.
+Finding mask_element(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j, std::uint8_t z) {
+  Finding f;
+  f.kind = Finding::Kind::value;
+  f.name = "dropout mask";
+  f.index = {b, h, i, j};
+  f.got = z;
+  return f;
+}
+
 std::size_t mask_index(const Shape &s, const std::array<std::int64_t, 4> &x) {
   return dropout_index(s.Hq, s.Lq, s.Lk, x[0], x[1], x[2], x[3]);
 }
@@ -58,9 +68,11 @@ bool written(Ladder &L, const FeatureRun &r, std::int64_t *kept, std::int64_t *n
           if (!sees(f, r.p.params.mask, fr, s.Lq, s.Lk, b, h, i, j)) continue;
           const std::uint8_t z = r.fr.dropout_keep[mask_index(s, {b, h, i, j})];
           if (z > 1)
-            return L.fail(Step::shape, "the dropout mask holds " + std::to_string(z) + " at [" + std::to_string(b) +
-                                           "," + std::to_string(h) + "," + std::to_string(i) + "," +
-                                           std::to_string(j) + "], a key the row sees (1 kept, 0 dropped)");
+            return L.fail(Step::shape,
+                          "the dropout mask holds " + std::to_string(z) + " at [" + std::to_string(b) + "," +
+                              std::to_string(h) + "," + std::to_string(i) + "," + std::to_string(j) +
+                              "], a key the row sees (1 kept, 0 dropped)",
+                          mask_element(b, h, i, j, z));
           *kept += z;
           ++*n;
         }
@@ -88,13 +100,18 @@ Outcome run(const Env &env, const Case &c) {
     return L.outcome();
   // The same seed again: the same mask, the same bits.
   if (again.fr.dropout_keep != a.fr.dropout_keep)
-    return (L.fail(Step::values, "the same seed gave another dropout mask"), L.outcome());
+    return (L.fail(Step::values, "the same seed gave another dropout mask",
+                   aggregate_finding("dropout mask of the same seed")),
+            L.outcome());
   const std::vector<double> o1 = a.fr.out.to_vector(), o2 = again.fr.out.to_vector();
   for (std::size_t x = 0; x < o1.size(); ++x)
     if (!same_bits(o1[x], o2[x]))
-      return (L.fail(Step::values, element_name("O", a.fr.out.shape(), static_cast<std::int64_t>(x)) +
-                                       " changed between two calls with the same seed: " + hex_and_decimal(o1[x]) +
-                                       " then " + hex_and_decimal(o2[x])),
+      return (L.fail(Step::values,
+                     element_name("O", a.fr.out.shape(), static_cast<std::int64_t>(x)) +
+                         " changed between two calls with the same seed: " + hex_and_decimal(o1[x]) + " then " +
+                         hex_and_decimal(o2[x]),
+                     element_finding(Finding::Kind::changed, "O", a.fr.out.shape(), static_cast<std::int64_t>(x),
+                                     o2[x], o1[x])),
               L.outcome());
   const double p = c.spec.features.dropout_p, share = static_cast<double>(rate_kept) / static_cast<double>(rate_n);
   const double tol = std::sqrt(std::log(2 / kFalseAlarm) / (2 * static_cast<double>(rate_n)));
@@ -103,12 +120,14 @@ Outcome run(const Env &env, const Case &c) {
     return (L.fail(Step::values, "kept " + std::to_string(rate_kept) + " of " + std::to_string(rate_n) +
                                      " weights (" + std::to_string(share) + ") at p = " + std::to_string(p) +
                                      ": outside " + std::to_string(1 - p) + " ± " + std::to_string(tol) +
-                                     " (false-alarm probability 1e-6)"),
+                                     " (false-alarm probability 1e-6)",
+                   aggregate_finding("dropout keep rate")),
             L.outcome());
   if (r1.fr.dropout_keep == r2.fr.dropout_keep)
     return (L.fail(Step::values, "seeds " + std::to_string(r1.p.features.dropout_seed) + " and " +
                                      std::to_string(r2.p.features.dropout_seed) + " gave the same dropout mask of " +
-                                     std::to_string(rate_n) + " decisions"),
+                                     std::to_string(rate_n) + " decisions",
+                   aggregate_finding("dropout mask of another seed")),
             L.outcome());
   // Independence across each index (see the file comment): agreeing too often is a shared draw.
   const auto agree_at = [](double r) { return r * r + (1 - r) * (1 - r); };  // convex: its max is at an end
@@ -123,7 +142,8 @@ Outcome run(const Env &env, const Case &c) {
                                        " pairs (" + std::to_string(share) + ") at p = " + std::to_string(p) +
                                        ": independent draws agree on at most " + std::to_string(a_max + slack) +
                                        " (false-alarm probability 1e-6) — one draw shared across the " +
-                                       kAxes[axis]),
+                                       kAxes[axis],
+                     aggregate_finding("dropout decisions across " + std::string(kAxes[axis]))),
               L.outcome());
   }
   return L.outcome();

@@ -63,19 +63,25 @@ Outcome run(const Env &env, const Case &c) {
             }
         }
   };
+  auto empty_row = [](std::string_view name, const Tensor &t, std::int64_t x, double got, std::optional<double> want) {
+    Finding f = element_finding(Finding::Kind::value, name, t.shape(), x, got, want);
+    f.empty_row = true;
+    return f;
+  };
   auto where = [&](std::string_view name, const Tensor &t, double got, std::int64_t x) {
     return element_name(name, t.shape(), x) + ": got " + hex_and_decimal(got) + " in a row that sees no key";
   };
   // Step finite: no NaN (an LSE is ±∞ under the fixed contract, anything but NaN otherwise); O and dQ finite.
   each([&](std::string_view name, const Tensor &t, double got, std::int64_t x, double) {
     const bool ok = name == "LSE" ? (fixed ? std::isinf(got) : !std::isnan(got)) : std::isfinite(got);
-    return ok || L.fail(Step::finite, where(name, t, got, x));
+    return ok || L.fail(Step::finite, where(name, t, got, x), empty_row(name, t, x, got, std::nullopt));
   });
   // Step mask: the fixed values (O = 0, LSE = −∞ or +∞, dQ = 0), under the default contract only.
   if (fixed)
     each([&](std::string_view name, const Tensor &t, double got, std::int64_t x, double want) {
       const bool ok = got == want || (name == "LSE" && got == kInf);
-      return ok || L.fail(Step::mask, where(name, t, got, x) + " (the contract fixes " + hex_and_decimal(want) + ")");
+      return ok || L.fail(Step::mask, where(name, t, got, x) + " (the contract fixes " + hex_and_decimal(want) + ")",
+                          empty_row(name, t, x, got, want));
     });
   return L.outcome();
 }

@@ -49,8 +49,11 @@ bool all_equal(Ladder &L, const std::string &name, const Tensor &t, std::initial
     bool ok = false;
     for (double a : allowed) ok = ok || got[x] == a;
     if (!ok)
-      return L.fail(Step::mask, element_name(name, t.shape(), static_cast<std::int64_t>(x)) + ": got " +
-                                    hex_and_decimal(got[x]) + ", " + wanted);
+      return L.fail(Step::mask,
+                    element_name(name, t.shape(), static_cast<std::int64_t>(x)) + ": got " + hex_and_decimal(got[x]) +
+                        ", " + wanted,
+                    element_finding(Finding::Kind::value, name, t.shape(), static_cast<std::int64_t>(x), got[x],
+                                    *allowed.begin()));
   }
   return true;
 }

@@ -94,8 +94,10 @@ Outcome unchanged_rows(const Env &env, const Case &c, const std::vector<std::pai
                          const std::vector<double> &now, std::int64_t x) {
         const auto n = static_cast<std::size_t>(x);
         if (same(was[n], now[n])) return true;
-        return L.fail(step, element_name(name, t.shape(), x) + ": " + how + " " + hex_and_decimal(now[n]) +
-                                " with the " + p.what + ", " + hex_and_decimal(was[n]) + " without");
+        return L.fail(step,
+                      element_name(name, t.shape(), x) + ": " + how + " " + hex_and_decimal(now[n]) + " with the " +
+                          p.what + ", " + hex_and_decimal(was[n]) + " without",
+                      element_finding(Finding::Kind::changed, name, t.shape(), x, now[n], was[n]));
       };
       for (std::int64_t b = 0; b < s.B; ++b)
         for (std::int64_t h = 0; h < s.Hq; ++h)

@@ -32,11 +32,19 @@ bool unchanged(Ladder &L, const std::vector<Snapshot> &inputs, std::string_view 
       const std::vector<bool> is_elem = s.t->element_mask();
       Tensor was = *s.t;  // the storage element as it was, decoded
       std::copy(s.before.begin(), s.before.end(), was.bytes().begin());
-      return L.fail(Step::shape, std::string(call) + " wrote its input " + s.name + ": " +
-                                     (is_elem[static_cast<std::size_t>(e)] ? "element" : "padding element") +
-                                     " at storage offset " + std::to_string(e) + " changed from " +
-                                     hex_and_decimal(was.get_storage(e)) + " to " +
-                                     hex_and_decimal(s.t->get_storage(e)));
+      Finding f;
+      f.kind = Finding::Kind::wrote_input;
+      f.tensor = f.name = s.name;
+      f.index = {e};
+      f.exact = was.get_storage(e);
+      f.got = s.t->get_storage(e);
+      f.what = std::string(call);
+      return L.fail(Step::shape,
+                    std::string(call) + " wrote its input " + s.name + ": " +
+                        (is_elem[static_cast<std::size_t>(e)] ? "element" : "padding element") + " at storage offset " +
+                        std::to_string(e) + " changed from " + hex_and_decimal(was.get_storage(e)) + " to " +
+                        hex_and_decimal(s.t->get_storage(e)),
+                    std::move(f));
     }
   }
   return true;

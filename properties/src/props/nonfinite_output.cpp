@@ -29,9 +29,11 @@ bool finite_where_representable(Ladder &L, std::string_view name, const Tensor &
     if (!std::isfinite(exact[x]) || !std::isfinite(round_to(dt, exact[x])) || std::isfinite(g[x]) ||
         overflow_within_bound(g[x], exact[x], bound[x], dt))
       continue;
-    return L.fail(Step::finite, element_name(name, got.shape(), static_cast<std::int64_t>(x)) + ": got " +
-                                    hex_and_decimal(g[x]) + ", exact " + hex_and_decimal(exact[x]) +
-                                    " (finite inputs, a finite exact value)");
+    return L.fail(Step::finite,
+                  element_name(name, got.shape(), static_cast<std::int64_t>(x)) + ": got " + hex_and_decimal(g[x]) +
+                      ", exact " + hex_and_decimal(exact[x]) + " (finite inputs, a finite exact value)",
+                  element_finding(Finding::Kind::value, name, got.shape(), static_cast<std::int64_t>(x), g[x],
+                                  exact[x]));
   }
   return true;
 }

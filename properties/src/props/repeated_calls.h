@@ -110,9 +110,12 @@ inline bool agree(Ladder &L, const Triple &t, Step step, const std::vector<doubl
     for (std::size_t x = 0; x < a.size(); ++x) {
       const bool differs = step == Step::finite ? std::isnan(a[x]) != std::isnan(b[x]) : !same_bits(a[x], b[x]);
       if (differs)
-        return L.fail(step, element_name(t.name, t.first->shape(), static_cast<std::int64_t>(x)) + ": " +
-                                hex_and_decimal(a[x]) + " from the first call (NaN-filled outputs), " +
-                                hex_and_decimal(b[x]) + " from " + what + " on the same inputs");
+        return L.fail(step,
+                      element_name(t.name, t.first->shape(), static_cast<std::int64_t>(x)) + ": " +
+                          hex_and_decimal(a[x]) + " from the first call (NaN-filled outputs), " +
+                          hex_and_decimal(b[x]) + " from " + what + " on the same inputs",
+                      element_finding(Finding::Kind::changed, t.name, t.first->shape(),
+                                      static_cast<std::int64_t>(x), b[x], a[x]));
     }
   }
   return true;

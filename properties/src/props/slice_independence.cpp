@@ -146,8 +146,10 @@ Outcome run(const Env &env, const Case &c) {
         for (std::int64_t i = 0; i < s.Lq; ++i) {
           auto report = [&](std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t x,
                             double was, double now) {
-            return L.fail(step, element_name(name, shape, x) + ": changed from " + hex_and_decimal(was) + " to " +
-                                    hex_and_decimal(now) + " when the " + sl.describe() + " changed");
+            return L.fail(step,
+                          element_name(name, shape, x) + ": changed from " + hex_and_decimal(was) + " to " +
+                              hex_and_decimal(now) + " when the " + sl.describe() + " changed",
+                          element_finding(Finding::Kind::changed, name, shape, x, now, was));
           };
           const auto li = static_cast<std::size_t>(lse_offset(s, b, h, i));
           if (differs(lse[li], pl[li])) return report("LSE", base.lse.shape(), lse_offset(s, b, h, i), lse[li], pl[li]);

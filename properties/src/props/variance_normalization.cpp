@@ -191,7 +191,8 @@ Outcome run(const Env &env, const Case &c) {
                              "/√D) ∉ [" + hex_and_decimal(s.lo) + ", " + hex_and_decimal(s.hi) +
                              "] allowed by the error model, 1/√D = " + hex_and_decimal(scale) +
                              ": integer probe q = 1, q·(k_0 − k_1) = " + fmt(sp.gap) + ", P̂ = (" +
-                             hex_and_decimal(p_int[0]) + ", " + hex_and_decimal(p_int[1]) + ")");
+                             hex_and_decimal(p_int[0]) + ", " + hex_and_decimal(p_int[1]) + ")",
+           aggregate_finding("effective logit scale"));
   if (L.failed()) return L.outcome();
 
   // (b) the variance of the effective logits of N(0, 1) q, k.
@@ -205,7 +206,8 @@ Outcome run(const Env &env, const Case &c) {
                              ") for |q|² = D, outside the acceptance region [" + fmt(accept.lo / st.m) + ", " +
                              fmt(accept.hi / st.m) + "] of a correct kernel (false alarm ≤ 1e-6, m = " +
                              fmt(st.m) + " key pairs, D = " + std::to_string(c.spec.shape.D) + ", Dv = " +
-                             std::to_string(gp.c.spec.shape.Dv) + ")");
+                             std::to_string(gp.c.spec.shape.Dv) + ")",
+           aggregate_finding("effective logit variance"));
   return L.outcome();
 }
 }  // namespace
