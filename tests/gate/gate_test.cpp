@@ -73,33 +73,27 @@ TEST_CASE("a replay under a contract that asks nothing of the property runs noth
   CHECK(gate::replay_exit_code(r, true) == gate::kExitPass);
 }
 
+/// The ReplayError replay_target throws for counterexample `failure` of `doc` (what(), out_of_range).
+std::pair<std::string, bool> replay_error(const reporting::Document &doc, std::size_t failure) {
+  try {
+    gate::replay_target(doc, failure);
+  } catch (const gate::ReplayError &e) {
+    return {e.what(), e.out_of_range};
+  }
+  return {"no error", false};
+}
+
 TEST_CASE("a report it cannot replay is a one-line ReplayError saying which counterexample is missing") {
   const reporting::Document passed = checked(correct(), "empty_rows");
   REQUIRE(passed.failures().empty());
-  try {
-    gate::replay_target(passed, 1);
-    FAIL("no error");
-  } catch (const gate::ReplayError &e) {
-    CHECK(e.out_of_range);
-    CHECK(std::string(e.what()) == "the report records no counterexample: nothing to replay");
-  }
+  CHECK(replay_error(passed, 1) == std::pair<std::string, bool>{"the report records no counterexample: nothing to replay", true});
   const reporting::Document doc = nan_rows_report();
-  try {
-    gate::replay_target(doc, 2);
-    FAIL("no error");
-  } catch (const gate::ReplayError &e) {
-    CHECK(e.out_of_range);
-    CHECK(std::string(e.what()) == "counterexample 2 is out of range: the report has 1");
-  }
+  CHECK(replay_error(doc, 2) == std::pair<std::string, bool>{"counterexample 2 is out of range: the report has 1", true});
   reporting::Document renamed = doc;
   renamed.runs[0].report.properties[0].id = "no_such_property";
-  try {
-    gate::replay_target(renamed, 1);
-    FAIL("no error");
-  } catch (const gate::ReplayError &e) {
-    CHECK_FALSE(e.out_of_range);
-    CHECK(std::string(e.what()).find("'no_such_property', which this attncheck does not have") != std::string::npos);
-  }
+  const auto [what, out_of_range] = replay_error(renamed, 1);
+  CHECK_FALSE(out_of_range);
+  CHECK(what.find("'no_such_property', which this attncheck does not have") != std::string::npos);
 }
 
 TEST_CASE("each profile is found by its name, and another name finds none") {

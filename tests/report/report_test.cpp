@@ -663,7 +663,8 @@ TEST_CASE("group_failures puts two properties failing on one case with one signa
   CHECK(md.find("### ⚠️ warnings — beyond the declared contract") < md.find("**6. ⚠️ empty\\_rows**"));
 }
 
-TEST_CASE("grouping reads findings, not messages: reworded details leave groups, captions' elements and headlines") {
+/// Four properties checked on a kernel whose rows that see no key come out NaN: several counterexamples, one cause.
+Document nan_rows_document() {
   CheckOptions opt;
   opt.cases = kCases;
   opt.properties = {"accuracy", "scale_parameter", "convex_hull", "shift_invariance"};
@@ -671,6 +672,11 @@ TEST_CASE("grouping reads findings, not messages: reworded details leave groups,
   Document doc;
   doc.tool_version = "t";
   doc.runs.push_back(run_of(check(kernel, opt)));
+  return doc;
+}
+
+TEST_CASE("grouping reads findings, not messages: reworded details leave groups, captions' elements and headlines") {
+  const Document doc = nan_rows_document();
   REQUIRE(doc.failures().size() >= 2);
   const std::vector<FailureGroup> before = group_failures(doc);
   Document reworded = doc;
@@ -699,13 +705,7 @@ TEST_CASE("grouping reads findings, not messages: reworded details leave groups,
 }
 
 TEST_CASE("a planted bug found by several properties gives fewer root causes than counterexamples") {
-  CheckOptions opt;
-  opt.cases = kCases;
-  opt.properties = {"accuracy", "scale_parameter", "convex_hull", "shift_invariance"};
-  const attncheck_kernel &kernel = support::variant_kernel(support::bug_variant(support::Bug::nan_fully_masked_rows));
-  Document doc;
-  doc.tool_version = "t";
-  doc.runs.push_back(run_of(check(kernel, opt)));
+  const Document doc = nan_rows_document();
   const std::size_t counterexamples = doc.failures().size();
   const std::vector<FailureGroup> groups = group_failures(doc);
   INFO(to_markdown(doc));
