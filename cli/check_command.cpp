@@ -168,12 +168,11 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
       const CheckOptions opt = options_for(n, dt);
-      reporting::Run run{src, std::string(profile), gate::run_header(*kernels[n], opt), {}};
+      reporting::Run run{src, std::string(profile), gate::run_header(*kernels[n], opt)};
       Report &r = run.report;
       for (const std::string &id : run_ids[runs.size()]) {
         if (done[i]) {  // with its evidence, which the worker gathered (its kernel compiled that shape)
           r.properties.push_back(parts[i].report.properties.at(0));
-          run.evidence.push_back(parts[i].evidence.empty() ? std::nullopt : parts[i].evidence.at(0));
         } else {  // never started: the check was interrupted
           const PropertyDef &def = *find_property(id);
           PropertyReport p;
@@ -184,12 +183,11 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
           p.interrupted = true;
           p.note = "not run: interrupted";
           r.properties.push_back(std::move(p));
-          run.evidence.emplace_back();
         }
         ++i;
       }
       // A worker's escalated counterexample goes to its required property's line, with its evidence.
-      for (const HandOver &h : settle_hand_overs(r)) run.evidence[h.to] = run.evidence[h.from];
+      settle_hand_overs(r);
       if (!a.quiet) fmt::print(stderr, "{}\n", gate::run_line(r, a.strict));
       runs.push_back(std::move(run));
     }
@@ -287,6 +285,7 @@ int run_check(const CheckArgs &a) {
   request.seed = a.seed;
   request.shape_pool = a.shape_pool;
   request.memory_limit_mib = a.memory_limit_mib;
+  request.evidence = wants_evidence(a);
   const gate::ProfileSpec &prof = *request.profile;
   std::vector<gate::KernelRunState> states(kernels.size());  // per kernel, across its dtypes and properties
   const CancelOnSignal cancel_on_signal;
@@ -309,8 +308,7 @@ int run_check(const CheckArgs &a) {
       CheckOptions opt = options_for(it.kernel, it.dtype);
       opt.properties = {it.property};
       opt.end = it.end;
-      reporting::Run run{src, std::string(prof.name), check(*kernels[it.kernel], opt), {}};
-      if (wants_evidence(a) && !g_cancel.load()) reporting::add_evidence(run, *kernels[it.kernel]);
+      reporting::Run run{src, std::string(prof.name), check(*kernels[it.kernel], opt)};
       return ItemResult{std::move(run), states[it.kernel].hung};
     }, [&] { return source->exec_call_times(); });
     source.reset();
@@ -333,7 +331,7 @@ int run_check(const CheckArgs &a) {
     doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name, worker_times,
                                            shard.has_value())
                         : gate::check_serially(kernels, dtypes, options_for, src, prof.name, a.quiet, a.strict,
-                                                wants_evidence(a), &g_cancel, shard.has_value());
+                                               shard.has_value());
   } catch (const std::runtime_error &e) {
     fmt::print(stderr, "attncheck: {}\n", e.what());
     return gate::kExitInternal;

@@ -32,6 +32,7 @@ CheckOptions run_options(const Request &request, Dtype dt, const KernelContract 
   opt.speed = &state.speed;
   opt.huge_cases = prof.name == "thorough";
   opt.memory_limit_mib = request.memory_limit_mib;
+  opt.evidence = request.evidence;
   if (request.shape_pool == "auto") {
     opt.detect_compile = true;
     opt.compile_detected = &state.compiles;
@@ -170,22 +171,19 @@ std::vector<reporting::Run> check_serially(const std::vector<const attncheck_ker
                                            const std::vector<Dtype> &dtypes,
                                            const std::function<CheckOptions(std::size_t, Dtype)> &options_for,
                                            const reporting::KernelSource &src, std::string_view profile,
-                                           bool quiet, bool strict, bool evidence, const std::atomic<bool> *cancel,
-                                           bool sharded) {
+                                           bool quiet, bool strict, bool sharded) {
   std::vector<reporting::Run> runs;
   Progress progress(static_cast<int>(kernels.size() * dtypes.size()), quiet);
   for (std::size_t n = 0; n < kernels.size(); ++n)
     for (Dtype dt : dtypes) {
       CheckOptions opt = options_for(n, dt);
       if (sharded && opt.properties.empty()) {  // another shard's run
-        runs.push_back({src, std::string(profile), run_header(*kernels[n], opt), {}});
+        runs.push_back({src, std::string(profile), run_header(*kernels[n], opt)});
         continue;
       }
       opt.on_progress = [&progress](const CheckProgress &p) { progress.update(p); };
       progress.start_run(fmt::format("{} {}", kernels[n]->name, dtype_name(dt)));
-      reporting::Run run{src, std::string(profile), check(*kernels[n], opt), {}};
-      // Evidence re-runs each counterexample: not after an interruption, which wants the reports now.
-      if (evidence && !(cancel && cancel->load())) reporting::add_evidence(run, *kernels[n]);
+      reporting::Run run{src, std::string(profile), check(*kernels[n], opt)};
       progress.finish_run(run_line(run.report, strict));
       runs.push_back(std::move(run));
     }

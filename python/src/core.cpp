@@ -417,6 +417,7 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
   request.time_budget = rq.time_budget;
   request.shape_pool = rq.shape_pool;
   request.memory_limit_mib = rq.memory_limit_mib;
+  request.evidence = !rq.report_dir.empty() || rq.evidence;
   std::vector<Dtype> dtypes;
   for (const std::string &d : rq.dtypes) {
     if (d != "f32" && d != "f16" && d != "bf16")
@@ -457,8 +458,7 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
     doc.runs = gate::check_serially(
         kernels->list, dtypes,
         [&](std::size_t n, Dtype dt) { return gate::run_options(request, dt, contracts[n], states[n], &g_cancel); },
-        kernels->source, request.profile->name, rq.quiet, rq.strict, !rq.report_dir.empty() || rq.evidence,
-        &g_cancel);
+        kernels->source, request.profile->name, rq.quiet, rq.strict);
   }
   if (guard && !guard->running().empty()) name_the_call_left_running(doc, guard->running());
   if (!rq.report_dir.empty()) reporting::write_reports(doc, rq.report_dir);

@@ -22,16 +22,8 @@ std::string hex_dec(double x);
 /// An error ÷ bound for people: "%.3g", "inf" for +∞.
 std::string ratio_text(double r);
 
-/// The problem a counterexample's outcome judged: its failing_case (a modified copy) when the property recorded
-/// one, else the minimal case.
-const Case &judged_case(const Counterexample &c);
-/// The scale of judged_case's problem: failing_scale when a failing_case has one (≠ 0), else 1/√D.
-double judged_scale(const Counterexample &c);
 /// The evidence of property `pi` of `run`, or nullptr.
 const Evidence *evidence_of(const Run &run, std::size_t pi);
-/// error ÷ bound of evidence element x, as the checks read it: an LSE of +∞ where the exact LSE is −∞ (a row that
-/// sees no key, SPEC.md §2.3) counts as −∞.
-double evidence_ratio(const Evidence &e, std::size_t x);
 
 /// &, <, >, ", ' as entities: safe in HTML/XML text and attribute values. Control characters other than tab,
 /// newline and carriage return (invalid in XML 1.0) become U+FFFD.
@@ -51,7 +43,7 @@ std::vector<std::int64_t> o_shape(const Shape &s);
 std::size_t numel(const std::vector<std::int64_t> &shape);
 
 /// The evidence's worst element when it shows the failure itself (error ÷ bound > 1). The evidence is the kernel
-/// on the problem that failed (judged_case), but a property that compares the kernel with itself (bits, or two
+/// on the problem that failed (Counterexample::judged), but a property that compares the kernel with itself (bits, or two
 /// problems within the sum of their bounds) may fail where each result alone is within its bound: its evidence is
 /// then context and has no telling element.
 std::optional<std::size_t> telling_worst(const Evidence &e);

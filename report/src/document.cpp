@@ -21,33 +21,6 @@ std::string_view kind_name(KernelSource::Kind k) {
   return "?";
 }
 
-std::int64_t Evidence::worst_index() const {
-  if (got.size() != exact.size() || got.size() != bound.size()) return -1;
-  std::int64_t worst = -1;
-  double worst_ratio = -1;
-  for (std::size_t x = 0; x < got.size(); ++x) {
-    double r = detail::evidence_ratio(*this, x);
-    if (std::isnan(r)) r = INFINITY;  // a NaN result is as wrong as it gets
-    if (r > worst_ratio) worst_ratio = r, worst = static_cast<std::int64_t>(x);
-  }
-  return worst;
-}
-
-std::int64_t Evidence::row_length() const {
-  if (tensor == "LSE" || shape.empty()) return 1;
-  return shape.back();
-}
-
-std::int64_t Evidence::rows() const {
-  const std::int64_t n = row_length();
-  return n > 0 ? static_cast<std::int64_t>(detail::numel(shape)) / n : 0;
-}
-
-std::string Evidence::row_name(std::int64_t row) const {
-  if (tensor == "LSE" || shape.empty()) return element_name(tensor, shape, row);
-  return element_name(tensor, std::vector<std::int64_t>(shape.begin(), shape.end() - 1), row);
-}
-
 std::vector<std::pair<std::size_t, std::size_t>> Document::failures() const {
   std::vector<std::pair<std::size_t, std::size_t>> out;
   for (std::size_t r = 0; r < runs.size(); ++r)
@@ -71,22 +44,9 @@ Verdict Document::verdict() const {
 
 namespace detail {
 
-const Case &judged_case(const Counterexample &c) {
-  return c.outcome.failing_case ? *c.outcome.failing_case : c.minimal;
-}
-
-double judged_scale(const Counterexample &c) {
-  if (c.outcome.failing_case && c.outcome.failing_scale != 0) return c.outcome.failing_scale;
-  return judged_case(c).spec.scale();
-}
-
 const Evidence *evidence_of(const Run &run, std::size_t pi) {
-  return pi < run.evidence.size() && run.evidence[pi] ? &*run.evidence[pi] : nullptr;
-}
-
-double evidence_ratio(const Evidence &e, std::size_t x) {
-  const double got = e.tensor == "LSE" && e.exact[x] == -INFINITY && e.got[x] == INFINITY ? -INFINITY : e.got[x];
-  return error_ratio(got, e.exact[x], e.bound[x]);
+  const PropertyReport &p = run.report.properties[pi];
+  return p.counterexample && p.counterexample->evidence ? &*p.counterexample->evidence : nullptr;
 }
 
 std::string hex(double x) {
@@ -183,7 +143,7 @@ std::optional<std::size_t> telling_worst(const Evidence &e) {
   const std::int64_t w = e.worst_index();
   if (w < 0) return std::nullopt;
   const auto x = static_cast<std::size_t>(w);
-  if (!(evidence_ratio(e, x) > 1)) return std::nullopt;
+  if (!(e.ratio(x) > 1)) return std::nullopt;
   return x;
 }
 

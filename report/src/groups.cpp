@@ -96,7 +96,7 @@ Signature signature_of(const Counterexample &cx) {
   sig.bound = f.bound;
 
   // A row that sees no key: said by the check, or read off the element's row in the judged case.
-  const Case &c = judged_case(cx);
+  const Case &c = cx.judged();
   const Shape &s = c.spec.shape;
   sig.empty_row = f.empty_row;
   if (!sig.empty_row && f.kind == Finding::Kind::value && f.index.size() >= 3 && !f.tensor.empty() &&

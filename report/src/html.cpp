@@ -63,7 +63,7 @@ enum class Cell { exact, within, beyond, non_finite, no_bound, missing };
 
 Cell classify(const Evidence &e, std::size_t x, double *ratio) {
   const double got = e.got[x], exact = e.exact[x], bound = e.bound[x];
-  *ratio = evidence_ratio(e, x);
+  *ratio = e.ratio(x);
   if (std::isnan(*ratio) || std::isinf(*ratio)) return Cell::non_finite;
   if (!std::isfinite(bound) && !(got == exact) && *ratio != 0) return Cell::no_bound;
   if (*ratio == 0) return Cell::exact;
@@ -459,7 +459,7 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
   const Counterexample &c = *p.counterexample;
   const Report &r = run.report;
   const bool warning = p.verdict == Verdict::warn;
-  const Case &judged = judged_case(c);
+  const Case &judged = c.judged();
   std::string s = "<article class=\"" + std::string(warning ? "failure warning" : "failure") + "\" id=\"failure-" +
                   std::to_string(number) + "\">\n<h3 class=\"title\">" + (warning ? "Warning " : "Failure ") +
                   std::to_string(number) + " · <code>" + esc(p.id) + "</code> on <code>" + esc(r.kernel) +
@@ -475,13 +475,13 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
     s += "<dt>worst element</dt><dd><code>" + esc(element_name(ev->tensor, ev->shape, static_cast<std::int64_t>(x))) +
          "</code>: got <code>" + hex_dec(ev->got[x]) + "</code>, exact <code>" + hex_dec(ev->exact[x]) +
          "</code>, bound <code>" + hex_dec(ev->bound[x]) + "</code>, error ÷ bound <b>" +
-         ratio_text(evidence_ratio(*ev, x)) + "</b></dd>\n";
+         ratio_text(ev->ratio(x)) + "</b></dd>\n";
   }
   s += "<dt>case</dt><dd><code>" + esc(c.minimal.spec.describe()) + "</code>, scale <code>" +
        hex_dec(c.minimal.spec.scale()) + "</code></dd>\n";
   if (c.outcome.failing_case)
     s += "<dt>failing problem</dt><dd>" + esc(c.outcome.failing_what) + ": <code>" + esc(judged.spec.describe()) +
-         "</code>, scale <code>" + hex_dec(judged_scale(c)) + "</code></dd>\n";
+         "</code>, scale <code>" + hex_dec(c.judged_scale()) + "</code></dd>\n";
   if (c.found_after > 0)
     s += "<dt>search</dt><dd>found after " + std::to_string(c.found_after) + " cases; shrunk in " +
          std::to_string(c.shrink_steps) + " steps (" + std::to_string(c.shrinks_tried) + " tried) from <code>" +
@@ -497,7 +497,7 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
     const std::string ph = p_heatmap(*ev, judged);
     if (!ph.empty()) s += "<h4>Attention probabilities P (exact)" + on + "</h4>\n" + ph;
   } else {
-    s += "<p class=\"note\">No evidence recorded (add_evidence was not run for this report).</p>\n";
+    s += "<p class=\"note\">No evidence recorded (the check gathers it when report files are written).</p>\n";
   }
   if (c.outcome.failing_case) {
     s += "<h4>Inputs of the failing problem: " + esc(c.outcome.failing_what) + "</h4>\n<div class=\"inputs\">\n" +

@@ -158,14 +158,14 @@ ojson case_json(const Case &m, double scale) {
   return inputs;
 }
 
-ojson counterexample_json(const Counterexample &c, std::size_t number, const Evidence *ev) {
+ojson counterexample_json(const Counterexample &c, std::size_t number) {
   ojson j{{"failure", number},
           {"replay", detail::replay_command(number)},
           {"step", c.outcome.step ? ojson(step_id(*c.outcome.step)) : ojson(nullptr)},
           {"outcome", outcome_json(c.outcome)},
           {"inputs", case_json(c.minimal, c.minimal.spec.scale())}};
   if (c.outcome.failing_case) {
-    j["failing_case"] = case_json(*c.outcome.failing_case, detail::judged_scale(c));
+    j["failing_case"] = case_json(*c.outcome.failing_case, c.judged_scale());
     j["failing_scale"] = hex(c.outcome.failing_scale);
     j["failing_what"] = c.outcome.failing_what;
   }
@@ -180,7 +180,7 @@ ojson counterexample_json(const Counterexample &c, std::size_t number, const Evi
     for (const Explanation &e : c.explained_by) ex.push_back({{"declaration", e.declaration}, {"meaning", e.meaning}});
     j["explained_by"] = std::move(ex);
   }
-  if (ev) j["evidence"] = evidence_json(*ev);
+  if (c.evidence) j["evidence"] = evidence_json(*c.evidence);
   return j;
 }
 
@@ -541,7 +541,7 @@ Finding read_finding(const Obj &o) {
   return f;
 }
 
-Counterexample read_counterexample(const Obj &o, std::size_t number, std::optional<Evidence> *evidence) {
+Counterexample read_counterexample(const Obj &o, std::size_t number) {
   const std::string failure = "failure " + std::to_string(number);
   Counterexample c;
   if (!o.has("inputs")) fail(failure + " has no inputs");
@@ -574,7 +574,7 @@ Counterexample read_counterexample(const Obj &o, std::size_t number, std::option
     const Obj e(explained[n], o.path() + ".explained_by[" + std::to_string(n) + "]");
     c.explained_by.push_back({e.str("declaration"), e.str("meaning")});
   }
-  if (o.has("evidence")) *evidence = read_evidence(o.obj("evidence"));
+  if (o.has("evidence")) c.evidence = read_evidence(o.obj("evidence"));
   return c;
 }
 
@@ -657,12 +657,10 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
     pr.note = p.str("note");
     pr.formula = p.str("formula");
     pr.summary = p.str("summary");
-    std::optional<Evidence> ev;
-    if (p.has("counterexample")) pr.counterexample = read_counterexample(p.obj("counterexample"), ++*failures, &ev);
+    if (p.has("counterexample")) pr.counterexample = read_counterexample(p.obj("counterexample"), ++*failures);
     if ((pr.verdict == Verdict::fail || pr.verdict == Verdict::warn) && !pr.counterexample)
       fail(p.where() + "verdict " + std::string(verdict_id(pr.verdict)) + " without a counterexample");
     r.properties.push_back(std::move(pr));
-    run.evidence.push_back(std::move(ev));
   }
   return run;
 }
@@ -732,7 +730,7 @@ std::string to_json(const Document &doc) {
       ojson pj = property_json(p);
       if (p.counterexample) {
         ++number;
-        pj["counterexample"] = counterexample_json(*p.counterexample, number, detail::evidence_of(run, pi));
+        pj["counterexample"] = counterexample_json(*p.counterexample, number);
         failures.push_back(ojson{{"failure", number},
                                  {"run", ri},
                                  {"kernel", r.kernel},

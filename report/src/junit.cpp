@@ -26,7 +26,7 @@ std::string failure_text(const PropertyReport &p, std::size_t number, const Evid
     const std::size_t x = *w;
     t += "worst element: " + element_name(ev->tensor, ev->shape, static_cast<std::int64_t>(x)) + ": got " +
          hex_dec(ev->got[x]) + ", exact " + hex_dec(ev->exact[x]) + ", bound " + hex_dec(ev->bound[x]) +
-         ", error ÷ bound " + ratio_text(evidence_ratio(*ev, x)) + "\n";
+         ", error ÷ bound " + ratio_text(ev->ratio(x)) + "\n";
   }
   if (ev && ev->original) t += comparison_text(*ev, c.outcome.failing_what) + "\n";
   if (c.found_after > 0)

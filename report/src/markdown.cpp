@@ -76,7 +76,7 @@ std::string worst_element(const Evidence &e, std::size_t x) {
   std::string s(1, '`');  // not "`" + string&&: GCC 12 warns falsely there (-Wrestrict, PR 105329)
   return s + element_name(e.tensor, e.shape, w) + "`: got `" + hex(e.got[x]) + "` (" + decimal(e.got[x]) +
          "), exact `" + hex(e.exact[x]) + "` (" + decimal(e.exact[x]) + "), bound `" + hex(e.bound[x]) + "` (" +
-         decimal(e.bound[x]) + "), error ÷ bound **" + ratio_text(evidence_ratio(e, x)) + "**";
+         decimal(e.bound[x]) + "), error ÷ bound **" + ratio_text(e.ratio(x)) + "**";
 }
 
 /// One counterexample in a few lines.

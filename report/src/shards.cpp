@@ -60,7 +60,6 @@ Document merge_shards(const std::vector<Document> &shards) {
   for (std::size_t r = 0; r < first.runs.size(); ++r) {
     Run run = first.runs[r];
     run.report.properties.clear();
-    run.evidence.clear();
     for (const std::string &id : ids) {
       const Document &owner = *by_index[item % static_cast<std::size_t>(count) + 1];
       ++item;
@@ -69,12 +68,10 @@ Document merge_shards(const std::vector<Document> &shards) {
       if (!p)
         fail("shard " + shard_name(*owner.shard) + " lacks property " + id + " of " + from.report.kernel + " " +
              std::string(dtype_name(from.report.dtype)) + ", which it owns: was it run with other --properties?");
-      const std::size_t at = static_cast<std::size_t>(p - from.report.properties.data());
       run.report.properties.push_back(*p);
-      run.evidence.push_back(at < from.evidence.size() ? from.evidence[at] : std::nullopt);
     }
     // A shard's escalated counterexample goes to its required property's line (another shard's), with its evidence.
-    for (const HandOver &h : settle_hand_overs(run.report)) run.evidence[h.to] = run.evidence[h.from];
+    settle_hand_overs(run.report);
     out.runs.push_back(std::move(run));
   }
   return out;

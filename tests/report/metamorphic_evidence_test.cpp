@@ -20,6 +20,7 @@ using namespace attncheck;
 using namespace attncheck::reporting;
 using attncheck::test::balanced;
 using attncheck::test::error_of;
+using attncheck::test::evidence_at;
 using attncheck::test::failing;
 using attncheck::test::found;
 
@@ -39,7 +40,7 @@ Document one_run(Report report, const attncheck_kernel &kernel) {
   Run run;
   run.profile = "quick";
   run.report = std::move(report);
-  add_evidence(run, kernel);
+  add_evidence(run.report, kernel);
   doc.runs.push_back(std::move(run));
   return doc;
 }
@@ -137,7 +138,7 @@ TEST_CASE("a planted causal bug's evidence holds both problems, each with its ex
   REQUIRE(p.counterexample.has_value());
   const Counterexample &c = *p.counterexample;
   REQUIRE(c.outcome.failing_case.has_value());
-  const Evidence &ev = *doc.runs[0].evidence.at(0);
+  const Evidence &ev = *evidence_at(doc.runs[0], 0);
   REQUIRE(ev.original.has_value());
   CHECK(ev.original->call_error.empty());
   CHECK(ev.original->shape == ev.shape);
@@ -153,7 +154,7 @@ TEST_CASE("a planted causal bug's evidence holds both problems, each with its ex
 TEST_CASE("a planted causal bug's evidence marks the row the kernel got wrong, and only rows that differ") {
   const Document &doc = causal_bug();
   const Counterexample &c = *doc.runs[0].report.properties.at(0).counterexample;
-  const Evidence &ev = *doc.runs[0].evidence.at(0);
+  const Evidence &ev = *evidence_at(doc.runs[0], 0);
   REQUIRE(ev.original.has_value());
   INFO(c.outcome.detail);
   // The failing element's row: its exact values are the same on both problems (the mask hides every changed key
@@ -177,7 +178,7 @@ TEST_CASE("a correct kernel passes the metamorphic properties and its report has
   const Document doc = checked(correct(), {"causal", "shift_invariance", "permutation_equivariance"});
   INFO(doc.runs[0].report.text());
   for (const PropertyReport &p : doc.runs[0].report.properties) CHECK(p.verdict == Verdict::pass);
-  for (const std::optional<Evidence> &e : doc.runs[0].evidence) CHECK_FALSE(e.has_value());
+  for (const PropertyReport &p : doc.runs[0].report.properties) CHECK_FALSE(p.counterexample.has_value());
   CHECK(to_markdown(doc).find("beyond what the property allows") == std::string::npos);
   CHECK(to_html(doc).find("The two problems") == std::string::npos);
   CHECK(to_json(doc).find("\"differing_rows\"") == std::string::npos);
@@ -185,7 +186,7 @@ TEST_CASE("a correct kernel passes the metamorphic properties and its report has
 
 TEST_CASE("on one causal comparison a correct kernel differs in no row, the off-by-one mask in the row it misreads") {
   const Document right = one_run(causal_comparison(), correct());
-  const Evidence &ok = *right.runs[0].evidence.at(0);
+  const Evidence &ok = *evidence_at(right.runs[0], 0);
   REQUIRE(ok.original.has_value());
   CHECK(ok.tensor == "O");
   CHECK(ok.marked_row == 1);
@@ -195,7 +196,7 @@ TEST_CASE("on one causal comparison a correct kernel differs in no row, the off-
   CHECK_FALSE(same_row(ok.original->exact, ok.exact, 3, ok.row_length()));
 
   const Document wrong = one_run(causal_comparison(), off_by_one());
-  const Evidence &bad = *wrong.runs[0].evidence.at(0);
+  const Evidence &bad = *evidence_at(wrong.runs[0], 0);
   REQUIRE(bad.original.has_value());
   CHECK(bad.marked_row == 1);
   CHECK(std::binary_search(bad.differing_rows.begin(), bad.differing_rows.end(), 1));
@@ -204,7 +205,7 @@ TEST_CASE("on one causal comparison a correct kernel differs in no row, the off-
 
 TEST_CASE("a row the mask fixes that moves by one ulp differs though the change is within both bounds") {
   const Document doc = one_run(causal_comparison(), ulp_leak());
-  const Evidence &ev = *doc.runs[0].evidence.at(0);
+  const Evidence &ev = *evidence_at(doc.runs[0], 0);
   REQUIRE(ev.original.has_value());
   CHECK(ev.differing_rows == std::vector<std::int64_t>{1});
   const std::size_t x = 1 * 2;  // O[0,0,1,0]
@@ -216,13 +217,13 @@ TEST_CASE("a row the mask fixes that moves by one ulp differs though the change 
 TEST_CASE("report.json round-trips the original, the differing rows and the marked row, and refuses rows outside") {
   const Document &doc = causal_bug();
   const std::string json = to_json(doc);
-  const Evidence &ev = *doc.runs[0].evidence.at(0);
+  const Evidence &ev = *evidence_at(doc.runs[0], 0);
   REQUIRE(ev.marked_row >= 0);
   CHECK(json.find("\"original\": {") != std::string::npos);
   CHECK(json.find("\"marked_row\": " + std::to_string(ev.marked_row)) != std::string::npos);
   const Document back = from_json(json);
   CHECK(to_json(back) == json);
-  const Evidence &b = *back.runs[0].evidence.at(0);
+  const Evidence &b = *evidence_at(back.runs[0], 0);
   CHECK(b.original == ev.original);
   CHECK(b.differing_rows == ev.differing_rows);
   CHECK(b.marked_row == ev.marked_row);
@@ -233,7 +234,7 @@ TEST_CASE("report.json round-trips the original, the differing rows and the mark
   CHECK(error_of(beyond).find("\"marked_row\"") != std::string::npos);
   std::string unmarked = json;
   unmarked.replace(unmarked.find(marked), marked.size(), "\"marked_row\": null");
-  CHECK(from_json(unmarked).runs[0].evidence.at(0)->marked_row == -1);
+  CHECK(evidence_at(from_json(unmarked).runs[0], 0)->marked_row == -1);
   std::string repeated = json;
   const std::string rows = "\"differing_rows\": [";
   repeated.insert(repeated.find(rows) + rows.size(), std::to_string(ev.differing_rows.at(0)) + ", ");
@@ -243,7 +244,7 @@ TEST_CASE("report.json round-trips the original, the differing rows and the mark
 TEST_CASE("summary.md, report.html and JUnit name the row that differs and show it on both problems") {
   const Document &doc = causal_bug();
   const Counterexample &c = *doc.runs[0].report.properties.at(0).counterexample;
-  const Evidence &ev = *doc.runs[0].evidence.at(0);
+  const Evidence &ev = *evidence_at(doc.runs[0], 0);
   REQUIRE(ev.marked_row >= 0);
   std::string name = ev.row_name(ev.marked_row);  // "O[0,0,1]", escaped as Markdown writes it
   name.replace(name.find('['), 1, "\\[").replace(name.find(']'), 1, "\\]");
@@ -270,7 +271,7 @@ TEST_CASE("a kernel that ignores the scale differs in the row whose exact values
                                {"scale_parameter"});
   const Counterexample &c = *doc.runs[0].report.properties.at(0).counterexample;
   REQUIRE(c.outcome.failing_case.has_value());
-  const Evidence &ev = *doc.runs[0].evidence.at(0);
+  const Evidence &ev = *evidence_at(doc.runs[0], 0);
   REQUIRE(ev.original.has_value());
   INFO(to_markdown(doc));
   const std::int64_t row = row_named(ev, c.outcome.detail);

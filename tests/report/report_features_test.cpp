@@ -18,6 +18,7 @@
 
 using namespace attncheck;
 using attncheck::test::error_of;
+using attncheck::test::evidence_at;
 using namespace attncheck::reporting;
 
 namespace {
@@ -94,7 +95,6 @@ Document document_of(const Case &minimal) {
   run.report.contract = parse_contract("features=window+softcap+alibi+sinks+mask+varlen+paged+dropout");
   run.report.profile = run.report.contract.profile(Dtype::f32);
   run.report.properties = {p};
-  run.evidence.resize(1);
   doc.runs.push_back(std::move(run));
   return doc;
 }
@@ -116,7 +116,7 @@ Run checked(support::FeatureBug bug, std::vector<std::string> properties, const 
   Run run;
   run.profile = "quick";
   run.report = check(k, opt);
-  add_evidence(run, k);
+  add_evidence(run.report, k);
   return run;
 }
 
@@ -360,7 +360,7 @@ TEST_CASE("a planted feature bug's report.json round-trips byte for byte with it
   CHECK(b.minimal.same_as(p.counterexample->minimal));
   CHECK(b.original == p.counterexample->original);
   // Its evidence: the tensor the failure is in, with an element beyond its bound.
-  const Evidence &e = *back.runs[0].evidence.at(0);
+  const Evidence &e = *evidence_at(back.runs[0], 0);
   CHECK(e.call_error.empty());
   const std::int64_t w = e.worst_index();
   REQUIRE(w >= 0);
@@ -405,8 +405,8 @@ TEST_CASE("a dropout counterexample carries evidence of the failing tensor") {
   const Document doc = one_run(checked(support::FeatureBug::dropout_mask_not_reproducible, {"dropout"}));
   const PropertyReport &p = doc.runs[0].report.properties.at(0);
   REQUIRE(p.verdict == Verdict::fail);
-  REQUIRE(doc.runs[0].evidence.at(0).has_value());
-  const Evidence &e = *doc.runs[0].evidence[0];
+  REQUIRE(evidence_at(doc.runs[0], 0).has_value());
+  const Evidence &e = *evidence_at(doc.runs[0], 0);
   INFO(e.call_error);
   CHECK(e.call_error.empty());
   CHECK_FALSE(e.got.empty());
@@ -419,7 +419,7 @@ TEST_CASE("the evidence probabilities of a feature counterexample are the case's
   REQUIRE(doc.runs[0].report.properties.at(0).verdict == Verdict::fail);
   const Counterexample &c = *doc.runs[0].report.properties[0].counterexample;
   REQUIRE((c.minimal.spec.features.bits & ATTNCHECK_FEATURE_ALIBI) != 0);
-  const Evidence &e = *doc.runs[0].evidence.at(0);
+  const Evidence &e = *evidence_at(doc.runs[0], 0);
   const Shape &s = c.minimal.spec.shape;
   REQUIRE(e.probabilities.size() == static_cast<std::size_t>(s.B * s.Hq * s.Lq * s.Lk));
   for (std::int64_t row = 0; row < s.B * s.Hq * s.Lq; ++row) {

@@ -21,6 +21,13 @@ inline std::string error_of(const std::string &text) {
   return "";
 }
 
+/// The evidence of property `p` of `run` (nullopt without a counterexample, or when none was gathered).
+inline const std::optional<Evidence> &evidence_at(const reporting::Run &run, std::size_t p) {
+  static const std::optional<Evidence> kNone;
+  const PropertyReport &pr = run.report.properties.at(p);
+  return pr.counterexample ? pr.counterexample->evidence : kNone;
+}
+
 /// Tags balance (a small XML well-formedness check: no attribute may hold a raw '<' or '>').
 inline bool balanced(const std::string &xml, std::string *why) {
   std::vector<std::string> open;

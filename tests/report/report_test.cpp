@@ -24,6 +24,7 @@
 using namespace attncheck;
 using attncheck::test::balanced;
 using attncheck::test::error_of;
+using attncheck::test::evidence_at;
 using attncheck::test::failing;
 using attncheck::test::found;
 using namespace attncheck::reporting;
@@ -49,9 +50,8 @@ Run checked(const attncheck_kernel &kernel, std::vector<std::string> properties)
   CheckOptions opt;
   opt.cases = kCases;
   opt.properties = std::move(properties);
-  Run run = run_of(check(kernel, opt));
-  add_evidence(run, kernel);
-  return run;
+  opt.evidence = true;  // the engine gathers each counterexample's evidence
+  return run_of(check(kernel, opt));
 }
 
 Document make_document() {
@@ -110,9 +110,8 @@ TEST_CASE("the planted bug gives a document with one counterexample and its evid
   CHECK(doc.runs[1].report.verdict() == Verdict::pass);
   REQUIRE(doc.failures().size() == 1);
   CHECK(doc.failures()[0] == std::pair<std::size_t, std::size_t>{0, 0});
-  REQUIRE(doc.runs[0].evidence.size() == 1);
-  CHECK(doc.runs[0].evidence[0].has_value());
-  CHECK_FALSE(doc.runs[1].evidence[0].has_value());
+  CHECK(evidence_at(doc.runs[0], 0).has_value());
+  CHECK_FALSE(evidence_at(doc.runs[1], 0).has_value());
 }
 
 TEST_CASE("report.json round-trips byte for byte") {
@@ -367,7 +366,8 @@ TEST_CASE("write_file writes through a link and to a device and refuses a pipe n
 
 TEST_CASE("the evidence's worst element is the counterexample's, beyond its bound") {
   const Counterexample &c = the_counterexample();
-  const Evidence &ev = *document().runs[0].evidence[0];
+  const Document doc = document();
+  const Evidence &ev = *evidence_at(doc.runs[0], 0);
   CHECK(ev.call_error.empty());
   const std::int64_t w = ev.worst_index();
   REQUIRE(w >= 0);
@@ -394,13 +394,12 @@ TEST_CASE("a kernel whose call fails leaves its message in the evidence") {
       },
       nullptr, [] { return "out of <memory>"; }};
   Run run = document().runs[0];
-  run.evidence.clear();
-  add_evidence(run, failing);
-  REQUIRE(run.evidence.size() == 1);
-  REQUIRE(run.evidence[0].has_value());
-  CHECK(run.evidence[0]->call_error == "forward returned status 2: out of <memory>");
-  CHECK(run.evidence[0]->got.empty());
-  CHECK_FALSE(run.evidence[0]->exact.empty());
+  run.report.properties[0].counterexample->evidence.reset();
+  add_evidence(run.report, failing);
+  REQUIRE(evidence_at(run, 0).has_value());
+  CHECK(evidence_at(run, 0)->call_error == "forward returned status 2: out of <memory>");
+  CHECK(evidence_at(run, 0)->got.empty());
+  CHECK_FALSE(evidence_at(run, 0)->exact.empty());
   Document doc;
   doc.tool_version = "t";
   doc.runs.push_back(run);
@@ -454,7 +453,6 @@ Document hand_document(std::vector<PropertyReport> properties) {
   run.profile = "quick";
   run.report.kernel = "hand";
   run.report.properties = std::move(properties);
-  run.evidence.resize(run.report.properties.size());
   doc.runs.push_back(std::move(run));
   return doc;
 }
@@ -731,9 +729,9 @@ TEST_CASE("a metamorphic failure's evidence is the kernel on the failing problem
   const Case &f = *c.outcome.failing_case;
   CHECK_FALSE(f.same_as(c.minimal));
   CHECK(f.v != c.minimal.v);
-  add_evidence(run, kernel);
-  REQUIRE(run.evidence[0].has_value());
-  const Evidence &ev = *run.evidence[0];
+  add_evidence(run.report, kernel);
+  REQUIRE(evidence_at(run, 0).has_value());
+  const Evidence &ev = *evidence_at(run, 0);
   CHECK(ev.call_error.empty());
   // The exact values are those of the failing problem (every O shifted by 1), not of the generated case.
   const ExactForward on_failing = reference_forward(f.problem()), on_minimal = reference_forward(c.minimal.problem());
@@ -760,8 +758,8 @@ TEST_CASE("a rescaled failure's evidence runs at the failing scale") {
   const Counterexample &c = *run.report.properties[0].counterexample;
   REQUIRE(c.outcome.failing_case.has_value());
   REQUIRE(c.outcome.failing_scale != 0);
-  add_evidence(run, kernel);
-  const Evidence &ev = *run.evidence[0];
+  add_evidence(run.report, kernel);
+  const Evidence &ev = *evidence_at(run, 0);
   Problem p = c.outcome.failing_case->problem();
   p.params.scale = c.outcome.failing_scale;
   const ExactForward exact = reference_forward(p);
@@ -786,7 +784,7 @@ TEST_CASE("a long-row counterexample keeps its stretch, its core inputs and its 
   const Counterexample &b = *back.runs[0].report.properties.at(0).counterexample;
   CHECK(b.minimal.same_as(c.minimal));
   // The evidence is the long problem's O or LSE (its shape, not the core's), against exact values from the core.
-  const Evidence &e = *back.runs[0].evidence.at(0);
+  const Evidence &e = *evidence_at(back.runs[0], 0);
   const Shape ls = c.minimal.spec.problem_shape();
   CHECK(e.shape == (e.tensor == "LSE" ? std::vector<std::int64_t>{ls.B, ls.Hq, ls.Lq}
                                       : std::vector<std::int64_t>{ls.B, ls.Hq, ls.Lq, ls.Dv}));

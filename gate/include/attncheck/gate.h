@@ -53,6 +53,9 @@ struct Request {
   std::uint64_t seed = 1;
   std::string shape_pool = "auto";    ///< "auto" or a pool size ("0": off)
   std::uint64_t memory_limit_mib = 4096;
+  /// Gather each counterexample's evidence (the report files show it; not after an interruption, which wants the
+  /// reports now).
+  bool evidence = false;
 };
 
 /// What a kernel's runs share across its dtypes and properties: the shapes that hung (or were too slow), its
@@ -79,15 +82,13 @@ int exit_code(const reporting::Document &doc, bool strict, bool cancelled);
 void print_table(const reporting::Document &doc);
 
 /// Runs `kernels` × `dtypes` one after another with a progress bar on stderr (a bar on a terminal, lines otherwise;
-/// nothing when `quiet`), gathering each counterexample's evidence when `evidence` (unless cancelled).
-/// A run whose properties an options_for leaves empty under `sharded` has none (its shard owns none of them): the run
-/// is listed, with no property.
+/// nothing when `quiet`). A run whose properties an options_for leaves empty under `sharded` has none (its shard owns
+/// none of them): the run is listed, with no property.
 std::vector<reporting::Run> check_serially(const std::vector<const attncheck_kernel *> &kernels,
                                            const std::vector<Dtype> &dtypes,
                                            const std::function<CheckOptions(std::size_t, Dtype)> &options_for,
                                            const reporting::KernelSource &src, std::string_view profile,
-                                           bool quiet, bool strict, bool evidence, const std::atomic<bool> *cancel,
-                                           bool sharded = false);
+                                           bool quiet, bool strict, bool sharded = false);
 
 /// A run's report before any property: kernel, dtype, contract, profile, seed and cases from `opt`.
 Report run_header(const attncheck_kernel &kernel, const CheckOptions &opt);

@@ -94,6 +94,9 @@ struct CheckOptions {
   /// A reproduce string from a Counterexample: replays the recorded case (searching and shrinking nothing) for
   /// the properties it names. Empty = search.
   std::string reproduce;
+  /// Gather each counterexample's Evidence once it is confirmed (add_evidence; skipped once cancelled): what the
+  /// report files show. Re-runs the failing problem on the kernel, so off unless reports are written.
+  bool evidence = false;
   /// Set (by a signal handler, another thread) to stop the check early: no new case or shrink candidate starts,
   /// the case in flight is not counted, and the report keeps what was decided (PropertyReport::interrupted).
   const std::atomic<bool> *cancel = nullptr;
@@ -153,6 +156,15 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.
 Report check(const attncheck_kernel &kernel, const CheckOptions &options);
+/// Re-runs each counterexample of `r` on `kernel` (forward, and backward for gradient properties) under the
+/// report's contract and keeps in Counterexample::evidence the failing tensor's values, the exact values, the bounds
+/// (error model, the report's profile) and the exact probabilities. The case re-run is the problem that failed: the
+/// outcome's failing_case (a shifted, permuted, rescaled … copy, at failing_scale when ≠ 0) when the property
+/// recorded one, else the minimal case. With a failing_case it also re-runs the minimal case (Evidence::original)
+/// and marks the rows that differ between the two beyond what the property allows, and the failing element's row.
+/// check() calls it under CheckOptions::evidence.
+void add_evidence(Report &r, const attncheck_kernel &kernel);
+
 /// check() on a single property; the report has one line.
 Report check_property(const attncheck_kernel &kernel, std::string_view id, CheckOptions options);
 

@@ -7,6 +7,7 @@
 #include "attncheck/case.h"
 #include "attncheck/coverage.h"
 #include "attncheck/error_model.h"
+#include "attncheck/evidence.h"
 #include "attncheck/outcome.h"
 #include "attncheck/property.h"
 
@@ -40,6 +41,14 @@ struct Counterexample {
   std::string reproduce;
   /// The declarations under which the minimal case passes (explain_failure, check.h); empty when none does.
   std::vector<Explanation> explained_by;
+  /// The failing problem's values (add_evidence, check.h), when the check gathered them.
+  std::optional<Evidence> evidence;
+  /// The problem the failing check judged: outcome.failing_case (a modified copy) when the property recorded one,
+  /// else the minimal case; and its scale.
+  const Case &judged() const { return outcome.failing_case ? *outcome.failing_case : minimal; }
+  double judged_scale() const {
+    return outcome.failing_case && outcome.failing_scale != 0 ? outcome.failing_scale : judged().spec.scale();
+  }
 };
 
 /// Where a property's time went. Not part of a report's content: the same seed gives the same report whatever the

@@ -1062,6 +1062,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
     rep.properties.push_back(std::move(pr));
   }
   settle_hand_overs(rep);
+  if (options.evidence && !(options.cancel && options.cancel->load())) add_evidence(rep, kernel);
   return rep;
 }
 

@@ -7,9 +7,11 @@
 // Example:
 //   attncheck::reporting::Document doc;
 //   doc.tool_version = "0.1.0";
-//   doc.runs.push_back({source, "default", attncheck::check(kernel, opt), {}});
-//   attncheck::reporting::add_evidence(doc.runs.back(), kernel);      // re-runs each minimal counterexample
+//   opt.evidence = true;                                             // each counterexample's values, for the files
+//   doc.runs.push_back({source, "default", attncheck::check(kernel, opt)});
 //   attncheck::reporting::write_reports(doc, "reports/");             // report.json, summary.md, report.html
+//
+// Reporting renders: it never calls a kernel, the reference or the error model (the engine gathered the evidence).
 #pragma once
 
 #include "attncheck/kernel_abi.h"
@@ -40,54 +42,11 @@ struct KernelSource {
 };
 std::string_view kind_name(KernelSource::Kind k);  ///< "builtin", "plugin", "exec", "python"
 
-/// What the kernel returned on a minimal counterexample, element by element, for the output tensor the failure
-/// is in — and the exact attention probabilities of the case, for the heatmaps.
-///
-/// A row is one index of the tensor's leading dimensions: O[b,h,i,:], dK[b,h,j,:], and for LSE one element
-/// LSE[b,h,i] (a query row's). Rows are numbered row-major over shape without its last dimension (all of it for LSE).
-struct Evidence {
-  std::string tensor;                ///< "O", "LSE", "dQ", "dK" or "dV"
-  std::vector<std::int64_t> shape;   ///< its logical shape
-  std::vector<double> got, exact, bound;  ///< row-major; bound +∞ where the model cannot decide
-  std::vector<double> probabilities;      ///< exact P [B,Hq,Lq,Lk] of the case; empty when larger than kMaxProbabilities
-  std::string call_error;                 ///< the kernel's error message when the call itself failed
-  static constexpr std::size_t kMaxProbabilities = 1 << 16;
-  /// Row-major index of the largest |got − exact| / bound, or −1.
-  std::int64_t worst_index() const;
-
-  /// The same tensor on the generated (minimal) case, when the failing check compared the kernel on it with a
-  /// modified copy (Outcome::failing_case: the problem the fields above are of). A metamorphic failure is a
-  /// difference between two problems, so neither alone shows it.
-  struct Original {
-    std::vector<std::int64_t> shape;        ///< the minimal case's (a copy may change it: Dv = Lk, Hkv = Hq …)
-    std::vector<double> got, exact, bound;  ///< as above; got empty when the call failed
-    std::string call_error;
-    friend bool operator==(const Original &, const Original &) = default;
-  };
-  std::optional<Original> original;
-  /// With original of the same shape: the rows whose change from the original to the modified problem is beyond
-  /// what the property allows — some element changed where its exact value did not and the failing check was exact
-  /// (error ÷ bound +∞ at step mask or values: bits, or a value the contract fixes; the element must come back
-  /// identical), or changed unlike its exact value by more than the two
-  /// bounds together (a correct kernel never does; where an exact value is ±∞, each result beyond its own bound).
-  /// Elements whose exact value is NaN on either problem are not judged. Ascending.
-  std::vector<std::int64_t> differing_rows;
-  /// The row of the failing element the outcome names ("O[0,0,3,1]: …" → row O[0,0,3]), or −1.
-  std::int64_t marked_row = -1;
-  /// Elements per row (shape's last dimension; 1 for LSE), the number of rows, and the name of row `row`:
-  /// "O[0,0,3]", "LSE[0,0,3]".
-  std::int64_t row_length() const;
-  std::int64_t rows() const;
-  std::string row_name(std::int64_t row) const;
-};
-
 /// One checked (kernel, dtype).
 struct Run {
   KernelSource source;
   std::string profile;  ///< "quick", "default" or "thorough"
-  Report report;
-  /// Parallel to report.properties: evidence for each property with a counterexample (nullopt otherwise).
-  std::vector<std::optional<Evidence>> evidence;
+  Report report;  ///< each counterexample with its Evidence when the check gathered it (CheckOptions::evidence)
 };
 
 /// A slice of a campaign (`attncheck check --shard I/N`): the (kernel, dtype, property) items of the whole check,
@@ -138,14 +97,6 @@ struct FailureGroup {
 /// The counterexamples of `doc` grouped by root cause (see FailureGroup), groups ordered by their first member in
 /// document order. Pure and deterministic: the same Document gives the same groups.
 std::vector<FailureGroup> group_failures(const Document &doc);
-
-/// Re-runs each counterexample on `kernel` (forward, and backward for gradient properties) under the run's
-/// contract and fills run.evidence with the failing tensor's values, the exact values, the bounds (error model,
-/// the run's profile) and the exact probabilities. The case re-run is the problem that failed: the outcome's
-/// failing_case (a shifted, permuted, rescaled … copy, at failing_scale when ≠ 0) when the property recorded one,
-/// else the minimal case. With a failing_case it also re-runs the minimal case (Evidence::original) and marks the
-/// rows that differ between the two beyond what the property allows, and the failing element's row.
-void add_evidence(Run &run, const attncheck_kernel &kernel);
 
 /// report.json. Inputs of every counterexample are exact (C99 hex floats), so replay rebuilds the very case.
 std::string to_json(const Document &doc);

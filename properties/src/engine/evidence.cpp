@@ -1,10 +1,10 @@
-// add_evidence: re-runs each counterexample's failing problem (the minimal case, or the modified copy of it that
+// add_evidence (check.h): re-runs each counterexample's failing problem (the minimal case, or the modified copy of it that
 // the failing check judged) on the kernel and keeps, element by element, what the kernel returned, the exact values
 // and the bounds of the tensor the failure is in, plus the exact probabilities P. A modified copy fails only against
 // the minimal case, so that is re-run too, and the rows that differ between the two are marked.
-#include "common.h"
-
+#include "attncheck/check.h"
 #include "attncheck/error_model.h"
+#include "attncheck/evidence.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 #include "attncheck/stretch.h"
@@ -13,7 +13,48 @@
 #include <exception>
 #include <optional>
 
-namespace attncheck::reporting {
+namespace attncheck {
+
+namespace {
+/// Product of the dimensions.
+std::size_t elements(const std::vector<std::int64_t> &shape) {
+  std::size_t n = 1;
+  for (const std::int64_t d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+}  // namespace
+
+double Evidence::ratio(std::size_t x) const {
+  const double g = tensor == "LSE" && exact[x] == -INFINITY && got[x] == INFINITY ? -INFINITY : got[x];
+  return error_ratio(g, exact[x], bound[x]);
+}
+
+std::int64_t Evidence::worst_index() const {
+  if (got.size() != exact.size() || got.size() != bound.size()) return -1;
+  std::int64_t worst = -1;
+  double worst_ratio = -1;
+  for (std::size_t x = 0; x < got.size(); ++x) {
+    double r = ratio(x);
+    if (std::isnan(r)) r = INFINITY;  // a NaN result is as wrong as it gets
+    if (r > worst_ratio) worst_ratio = r, worst = static_cast<std::int64_t>(x);
+  }
+  return worst;
+}
+
+std::int64_t Evidence::row_length() const {
+  if (tensor == "LSE" || shape.empty()) return 1;
+  return shape.back();
+}
+
+std::int64_t Evidence::rows() const {
+  const std::int64_t n = row_length();
+  return n > 0 ? static_cast<std::int64_t>(elements(shape)) / n : 0;
+}
+
+std::string Evidence::row_name(std::int64_t row) const {
+  if (tensor == "LSE" || shape.empty()) return element_name(tensor, shape, row);
+  return element_name(tensor, std::vector<std::int64_t>(shape.begin(), shape.end() - 1), row);
+}
 
 namespace {
 
@@ -54,14 +95,16 @@ std::vector<double> probabilities(const Problem &p, const std::vector<double> &l
 
 /// The tensor the evidence shows: the output the failure's finding is in, else a guess from the property.
 std::string evidence_tensor(const Counterexample &cx, const PropertyDef *def, const Report &report) {
-  const Finding *f = cx.outcome.finding ? &*cx.outcome.finding : nullptr;
-  std::string tensor = f && f->kind != Finding::Kind::wrote_input ? f->tensor : "";
+  static constexpr std::string_view kOutputs[] = {"O", "LSE", "dQ", "dK", "dV"};
   // Unnamed (a derived quantity, a call, a statistic): a gradient property's failure is most likely in dQ, any
   // other's in O.
-  if (tensor.empty()) tensor = def && def->needs_backward ? "dQ" : "O";
-  if (is_gradient(tensor) && detail::judged_case(cx).dout.empty()) tensor = "O";  // no dout: the backward cannot run
+  std::string_view tensor = def && def->needs_backward ? "dQ" : "O";
+  if (const std::optional<Finding> &f = cx.outcome.finding; f && f->kind != Finding::Kind::wrote_input)
+    for (const std::string_view t : kOutputs)
+      if (f->tensor == t) tensor = t;
+  if (is_gradient(tensor) && cx.judged().dout.empty()) tensor = "O";  // no dout: the backward cannot run
   if (tensor == "LSE" && report.contract.lse == LseOutput::none) tensor = "O";  // the kernel returns no LSE
-  return tensor;
+  return std::string(tensor);
 }
 
 /// The kernel, the reference and the error model on case `c` at `scale`, over `tensor`.
@@ -102,7 +145,7 @@ Evidence evidence_on(const Counterexample &cx, const Case &c, double scale, std:
     if (!is_gradient(ev.tensor)) {
       const ForwardBounds fb = stretched ? stretched->bounds : forward_bounds(p, exact, report.profile);
       const bool lse = ev.tensor == "LSE";
-      ev.shape = lse ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq} : detail::o_shape(s);
+      ev.shape = lse ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq} : std::vector<std::int64_t>{s.B, s.Hq, s.Lq, s.Dv};
       ev.exact = lse ? exact.lse : exact.out;
       ev.bound = lse ? fb.lse : fb.out;
       if (fr->call.ok()) ev.got = (lse ? fr->lse : fr->out).to_vector();
@@ -110,7 +153,9 @@ Evidence evidence_on(const Counterexample &cx, const Case &c, double scale, std:
       const ExactBackward grad = reference_backward(p);
       const BackwardBounds bb = backward_bounds(p, exact, report.profile);
       const int which = ev.tensor == "dQ" ? 0 : ev.tensor == "dK" ? 1 : 2;
-      ev.shape = which == 0 ? detail::q_shape(s) : which == 1 ? detail::k_shape(s) : detail::v_shape(s);
+      ev.shape = which == 0   ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq, s.D}
+                 : which == 1 ? std::vector<std::int64_t>{s.B, s.Hkv, s.Lk, s.D}
+                              : std::vector<std::int64_t>{s.B, s.Hkv, s.Lk, s.Dv};
       ev.exact = which == 0 ? grad.dq : which == 1 ? grad.dk : grad.dv;
       ev.bound = which == 0 ? bb.dq : which == 1 ? bb.dk : bb.dv;
       if (fr->call.ok()) {
@@ -164,7 +209,7 @@ bool changed_beyond(const Evidence &m, const Evidence::Original &o, std::size_t 
 /// Evidence::differing_rows of `m` against its original (empty unless both have every value, in one shape), for a
 /// failure `failed`.
 std::vector<std::int64_t> differing_rows(const Evidence &m, const Evidence::Original &o, const Outcome &failed) {
-  const std::size_t n = detail::numel(m.shape);
+  const std::size_t n = elements(m.shape);
   std::vector<std::int64_t> rows;
   const auto complete = [n](const auto &v) { return v.got.size() == n && v.exact.size() == n && v.bound.size() == n; };
   if (o.shape != m.shape || n == 0 || !complete(o) || !complete(m)) return rows;
@@ -183,7 +228,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
                      const Report &report) {
   // The problem that failed: a property that judged a modified copy (shifted, permuted, rescaled …) recorded it.
   const std::string tensor = evidence_tensor(cx, def, report);
-  Evidence ev = evidence_on(cx, detail::judged_case(cx), detail::judged_scale(cx), tensor, kernel, report);
+  Evidence ev = evidence_on(cx, cx.judged(), cx.judged_scale(), tensor, kernel, report);
   // The original too, unless the call itself failed (another try would only cost another timeout) or it has no dout
   // for the backward the tensor needs.
   if (!cx.outcome.failing_case || cx.outcome.step == Step::shape || (is_gradient(tensor) && cx.minimal.dout.empty()))
@@ -199,13 +244,9 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
 
 }  // namespace
 
-void add_evidence(Run &run, const attncheck_kernel &kernel) {
-  const std::vector<PropertyReport> &props = run.report.properties;
-  run.evidence.resize(props.size());
-  for (std::size_t n = 0; n < props.size(); ++n) {
-    if (!props[n].counterexample) continue;
-    run.evidence[n] = evidence_of(*props[n].counterexample, find_property(props[n].id), kernel, run.report);
-  }
+void add_evidence(Report &r, const attncheck_kernel &kernel) {
+  for (PropertyReport &p : r.properties)
+    if (p.counterexample) p.counterexample->evidence = evidence_of(*p.counterexample, find_property(p.id), kernel, r);
 }
 
-}  // namespace attncheck::reporting
+}  // namespace attncheck

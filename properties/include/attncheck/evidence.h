@@ -1,0 +1,58 @@
+// The evidence of a counterexample: the kernel's values, the exact values and the bounds of the tensor its failure is
+// in, on the problem that failed — gathered by the engine when it confirms the counterexample (CheckOptions::evidence),
+// rendered by the reports (heatmaps, worst elements, the comparison of a metamorphic failure's two problems).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attncheck {
+
+/// What the kernel returned on a minimal counterexample, element by element, for the output tensor the failure
+/// is in — and the exact attention probabilities of the case, for the heatmaps.
+///
+/// A row is one index of the tensor's leading dimensions: O[b,h,i,:], dK[b,h,j,:], and for LSE one element
+/// LSE[b,h,i] (a query row's). Rows are numbered row-major over shape without its last dimension (all of it for LSE).
+struct Evidence {
+  std::string tensor;                ///< "O", "LSE", "dQ", "dK" or "dV"
+  std::vector<std::int64_t> shape;   ///< its logical shape
+  std::vector<double> got, exact, bound;  ///< row-major; bound +∞ where the model cannot decide
+  std::vector<double> probabilities;      ///< exact P [B,Hq,Lq,Lk] of the case; empty when larger than kMaxProbabilities
+  std::string call_error;                 ///< the kernel's error message when the call itself failed
+  static constexpr std::size_t kMaxProbabilities = 1 << 16;
+  /// Row-major index of the largest |got − exact| / bound, or −1.
+  std::int64_t worst_index() const;
+  /// error ÷ bound of element x as the checks read it: an LSE of +∞ where the exact LSE is −∞ (a row that sees no
+  /// key) is exact (SPEC.md §2.3).
+  double ratio(std::size_t x) const;
+
+  /// The same tensor on the generated (minimal) case, when the failing check compared the kernel on it with a
+  /// modified copy (Outcome::failing_case: the problem the fields above are of). A metamorphic failure is a
+  /// difference between two problems, so neither alone shows it.
+  struct Original {
+    std::vector<std::int64_t> shape;        ///< the minimal case's (a copy may change it: Dv = Lk, Hkv = Hq …)
+    std::vector<double> got, exact, bound;  ///< as above; got empty when the call failed
+    std::string call_error;
+    friend bool operator==(const Original &, const Original &) = default;
+  };
+  std::optional<Original> original;
+  /// With original of the same shape: the rows whose change from the original to the modified problem is beyond
+  /// what the property allows — some element changed where its exact value did not and the failing check was exact
+  /// (error ÷ bound +∞ at step mask or values: bits, or a value the contract fixes; the element must come back
+  /// identical), or changed unlike its exact value by more than the two
+  /// bounds together (a correct kernel never does; where an exact value is ±∞, each result beyond its own bound).
+  /// Elements whose exact value is NaN on either problem are not judged. Ascending.
+  std::vector<std::int64_t> differing_rows;
+  /// The row of the failing element of the outcome's finding (index [0,0,3,1] of O → row O[0,0,3]), or −1.
+  std::int64_t marked_row = -1;
+  /// Elements per row (shape's last dimension; 1 for LSE), the number of rows, and the name of row `row`:
+  /// "O[0,0,3]", "LSE[0,0,3]".
+  std::int64_t row_length() const;
+  std::int64_t rows() const;
+  std::string row_name(std::int64_t row) const;
+};
+
+}  // namespace attncheck
