@@ -380,8 +380,8 @@ CaseSpec read_spec(const Obj &o) {
   s.shape.B = o.integer("B", 1, kMaxDim);
   s.shape.Hq = o.integer("Hq", 1, kMaxDim);
   s.shape.Hkv = o.integer("Hkv", 1, kMaxDim);
-  s.shape.Lq = o.integer("Lq", 1, kMaxDim);
-  s.shape.Lk = o.integer("Lk", 1, kMaxDim);
+  s.shape.Lq = o.integer("Lq", 0, kMaxDim);
+  s.shape.Lk = o.integer("Lk", 0, kMaxDim);
   s.shape.D = o.integer("D", 1, kMaxDim);
   s.shape.Dv = o.integer("Dv", 1, kMaxDim);
   if (s.shape.Hq % s.shape.Hkv != 0) fail(o.where() + "Hq is not a multiple of Hkv");

@@ -126,6 +126,20 @@ TEST_CASE("report.json round-trips byte for byte") {
   CHECK(back.runs[0].report.profile.describe() == document().runs[0].report.profile.describe());
 }
 
+TEST_CASE("a failure judged on an empty sequence (Lk = 0, an empty KV cache) round-trips report.json") {
+  Document doc;
+  doc.tool_version = "t";
+  doc.runs.push_back(
+      checked(support::variant_kernel(support::bug_variant(support::Bug::nan_fully_masked_rows)), {"empty_sequences"}));
+  const std::optional<Counterexample> &c = doc.runs[0].report.properties.at(0).counterexample;
+  REQUIRE(c);
+  REQUIRE(c->outcome.failing_case);
+  const Shape &judged = c->judged().spec.shape;
+  CHECK((judged.Lq == 0 || judged.Lk == 0));
+  const std::string json = to_json(doc);
+  CHECK(to_json(from_json(json)) == json);
+}
+
 TEST_CASE("non-finite inputs round-trip as inf, -inf and nan") {
   Document doc = document();
   Case &c = doc.runs[0].report.properties[0].counterexample->minimal;
