@@ -101,8 +101,8 @@ class Report:
         self.document = json.loads(report_json)
         # check()'s kernel arguments (fn, backward, framework, device, name, contract, isolate): replay's defaults
         self._check_arguments = check_arguments
-        if exit_code is None:
-            exit_code = _exit_code_of(self.document)
+        if exit_code is None:  # a report read back: the gate's exit code of its document
+            exit_code = _core.exit_code(report_json)
         self.exit_code = exit_code
         self.properties = []
         self.counterexamples = []
@@ -253,11 +253,6 @@ def _property_line(p, planned):
 
 def _ratio(x):
     return float(x)  # a number, or "inf" / "nan"
-
-
-def _exit_code_of(doc):
-    v = doc.get("verdict")
-    return {"pass": 0, "warn": 0, "fail": 1}.get(v, 3)
 
 
 def _counterexample(run, p, number):

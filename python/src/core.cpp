@@ -559,6 +559,11 @@ NB_MODULE(_core, m) {
                            std::string(kLse[static_cast<int>(c.lse)]), features);
   });
   m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });
+  // The gate's exit code of a report read back (a check that finished: not cancelled).
+  m.def("exit_code", [](const std::string &json) {
+    const reporting::Document doc = parse(json);
+    return gate::exit_code(doc, doc.strict, false);
+  });
   m.def("write_reports", [](const std::string &json, const std::string &dir) {
     try {
       reporting::write_reports(parse(json), dir);

@@ -1,8 +1,6 @@
 // The Document model (failure numbering, worst element) and the helpers every writer shares.
 #include "common.h"
 
-#include "attncheck/error_model.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

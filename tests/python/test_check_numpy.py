@@ -54,6 +54,7 @@ def test_reports_are_the_clis_files(tmp_path, fast):
     assert doc["runs"][0]["source"] == {"kind": "python", "location": "numpy_attention:attention_unscaled"}
     loaded = attncheck.Report.load(tmp_path / "r")
     assert loaded.json == report.json and loaded.verdict == "fail"
+    assert loaded.exit_code == report.exit_code == 1  # the gate's exit code, from the core
 
 
 def test_replay_reruns_the_counterexample_on_the_function_or_a_fixed_one(fast):

@@ -24,6 +24,7 @@ def test_a_run_with_one_warning_has_no_failure_and_passes_the_gate():
     assert repr(report) == "<attncheck.Report warn: 0 failure(s), 1 warning(s)>"
     summary = report.summary()
     assert "0 failure(s), 1 warning(s)" in summary and "(warning at step" in summary
+    assert attncheck.Report(report.json).exit_code == report.exit_code == 0  # read back: the core's exit code
 
 
 def test_assert_attention_raises_on_a_warning_only_when_strict():
@@ -38,6 +39,7 @@ def test_assert_attention_raises_on_a_warning_only_when_strict():
 def test_a_strict_check_keeps_its_warnings_apart_from_its_failures():
     report = check_nan_empty_rows(UNSPECIFIED, strict=True)
     assert not report.passed and report.verdict == "fail"
+    assert attncheck.Report(report.json).exit_code == report.exit_code == 1  # strict is in the report
     assert len(report.failures) == 0 and len(report.warnings) == 1
 
 
