@@ -3,7 +3,7 @@
 #include "commands.h"
 #include "attncheck/gate.h"
 #include "jobs.h"
-#include "kernel_source.h"
+#include "kernel_loader.h"
 #include "shard.h"
 
 #include "attncheck/check.h"
@@ -226,7 +226,7 @@ int run_check(const CheckArgs &a) {
   if (!a.exec.empty()) src = {Kind::exec, a.exec};
   // An absolute path: replay may run from another directory.
   else if (!a.plugin.empty() && a.plugin != "builtin") src = {Kind::plugin, absolute_path(a.plugin)};
-  SourceOptions so;
+  LoaderOptions so;
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
   so.first_call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.first_call_timeout * 1000));
   so.memory_limit_mib = a.memory_limit_mib;
@@ -246,7 +246,7 @@ int run_check(const CheckArgs &a) {
     }
   }
   const EndStrays strays_guard;  // on every way out, after `source` below has stopped its kernel processes
-  std::optional<KernelSource> source;
+  std::optional<KernelLoader> source;
   std::vector<const attncheck_kernel *> kernels;
   try {
     source.emplace(src, so);
@@ -254,7 +254,7 @@ int run_check(const CheckArgs &a) {
       for (const attncheck_kernel &k : source->kernels()) kernels.push_back(&k);
     else
       kernels.push_back(&source->find(a.kernel));
-  } catch (const SourceError &e) {
+  } catch (const LoaderError &e) {
     return usage_error(e.what());
   }
 

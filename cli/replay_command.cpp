@@ -1,6 +1,6 @@
 // attncheck replay: re-runs a recorded counterexample (its exact inputs, from report.json) against the same kernel.
 #include "commands.h"
-#include "kernel_source.h"
+#include "kernel_loader.h"
 
 #include "attncheck/property.h"
 #include "attncheck/replay.h"
@@ -40,14 +40,14 @@ int run_replay(const ReplayArgs &a) {
   const PropertyReport &prop = *target.property;
   const Counterexample &cx = target.counterexample();
 
-  SourceOptions so;
+  LoaderOptions so;
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
-  std::optional<KernelSource> source;
+  std::optional<KernelLoader> source;
   const attncheck_kernel *kernel = nullptr;
   try {
     source.emplace(run.source, so);
     kernel = &source->find(run.report.kernel);
-  } catch (const SourceError &e) {
+  } catch (const LoaderError &e) {
     return usage_error(e.what());
   }
   fmt::print("counterexample {} of {}: {} {} {} ({}; contract {})\n  {}\n", target.failure, target.of,

@@ -1,4 +1,4 @@
-#include "kernel_source.h"
+#include "kernel_loader.h"
 
 #include <filesystem>
 #include <iostream>
@@ -19,10 +19,10 @@ std::string builtin_plugin_path() {
   return ATTNCHECK_BUILTIN_PLUGIN;
 }
 
-KernelSource::KernelSource(const reporting::KernelSource &source, const SourceOptions &options) : source_(source) {
+KernelLoader::KernelLoader(const reporting::KernelSource &source, const LoaderOptions &options) : source_(source) {
   using Kind = reporting::KernelSource::Kind;
   if (source.kind == Kind::python)
-    throw SourceError("the kernel is the Python function " + source.location +
+    throw LoaderError("the kernel is the Python function " + source.location +
                       ", checked in process: replay it from Python, attncheck.Report.load(PATH).replay(fn)");
   try {
     if (source.kind == Kind::exec) {
@@ -46,40 +46,40 @@ KernelSource::KernelSource(const reporting::KernelSource &source, const SourceOp
     const std::string path = source.kind == Kind::builtin ? builtin_plugin_path() : source.location;
     std::error_code ec;
     if (!fs::exists(path, ec))
-      throw SourceError("plugin '" + path + "' does not exist: pass the path of a shared object (.so) or 'builtin'");
+      throw LoaderError("plugin '" + path + "' does not exist: pass the path of a shared object (.so) or 'builtin'");
     if (fs::is_directory(path, ec))
-      throw SourceError("plugin '" + path + "' is a directory: pass the path of a shared object (.so)");
+      throw LoaderError("plugin '" + path + "' is a directory: pass the path of a shared object (.so)");
     plugin_.emplace(sandbox::SandboxedPlugin::load(path, so));
   } catch (const sandbox::SandboxError &e) {
-    throw SourceError(e.what());
+    throw LoaderError(e.what());
   } catch (const ExecError &e) {
-    throw SourceError(e.what());
+    throw LoaderError(e.what());
   }
 }
 
-std::span<const attncheck_kernel> KernelSource::kernels() const {
+std::span<const attncheck_kernel> KernelLoader::kernels() const {
   return exec_ ? exec_->kernels() : plugin_->kernels();
 }
 
-std::optional<ExecKernel::CallTimes> KernelSource::exec_call_times() const {
+std::optional<ExecKernel::CallTimes> KernelLoader::exec_call_times() const {
   if (!exec_) return std::nullopt;
   return exec_->call_times();
 }
 
-const std::string &KernelSource::declared_contract(const attncheck_kernel &kernel) const {
+const std::string &KernelLoader::declared_contract(const attncheck_kernel &kernel) const {
   const std::span<const attncheck_kernel> ks = kernels();
   const auto index = static_cast<std::size_t>(&kernel - ks.data());
-  if (index >= ks.size()) throw SourceError(std::string("kernel '") + kernel.name + "' is not one of this source's");
+  if (index >= ks.size()) throw LoaderError(std::string("kernel '") + kernel.name + "' is not one of this source's");
   return exec_ ? exec_->contract(index) : plugin_->contract(index);
 }
 
-const attncheck_kernel &KernelSource::find(const std::string &name) const {
+const attncheck_kernel &KernelLoader::find(const std::string &name) const {
   try {
     return exec_ ? exec_->find(name) : plugin_->find(name);
   } catch (const sandbox::SandboxError &e) {
-    throw SourceError(e.what());
+    throw LoaderError(e.what());
   } catch (const ExecError &e) {
-    throw SourceError(e.what());
+    throw LoaderError(e.what());
   }
 }
 

@@ -1,5 +1,6 @@
-// Where the kernels under check come from: a plugin (the bundled one included), run in a sandbox, or an exec
-// command speaking the exec protocol. Either way they are ordinary ABI kernels.
+// The loader of the kernels under check, from the record of where they come from (reporting::KernelSource): a
+// plugin (the bundled one included), run in a sandbox, or an exec command speaking the exec protocol. Either way
+// they are ordinary ABI kernels.
 #pragma once
 
 #include "attncheck/exec_kernel.h"
@@ -15,11 +16,11 @@
 namespace attncheck::cli {
 
 /// A configuration problem (bad plugin, exec command that does not start, unknown kernel); one line.
-struct SourceError : std::runtime_error {
+struct LoaderError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct SourceOptions {
+struct LoaderOptions {
   std::chrono::milliseconds call_timeout{10'000};  ///< per kernel call (sandbox) or per request (exec)
   std::chrono::milliseconds first_call_timeout{60'000};  ///< exec: the first call of each shape (JIT compilation)
   std::uint64_t memory_limit_mib = 4096;           ///< memory (data segment) a kernel's process may write
@@ -28,12 +29,12 @@ struct SourceOptions {
 /// Path of the bundled kernels' plugin (libattncheck_builtin.so).
 std::string builtin_plugin_path();
 
-class KernelSource {
+class KernelLoader {
  public:
-  /// Loads `source` (kind builtin, plugin or exec). Throws SourceError.
-  explicit KernelSource(const reporting::KernelSource &source, const SourceOptions &options = {});
+  /// Loads `source` (kind builtin, plugin or exec). Throws LoaderError.
+  explicit KernelLoader(const reporting::KernelSource &source, const LoaderOptions &options = {});
   std::span<const attncheck_kernel> kernels() const;
-  /// The kernel named `name`; throws SourceError listing the names there are.
+  /// The kernel named `name`; throws LoaderError listing the names there are.
   const attncheck_kernel &find(const std::string &name) const;
   /// The contract `kernel` (one of kernels()) declares: through the plugin's attncheck_contracts, or the tokens of
   /// its exec hello line; "" when it declares none. Validated when the source loaded.
