@@ -169,7 +169,7 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
     for (Dtype dt : dtypes) {
       const CheckOptions opt = options_for(n, dt);
       reporting::Run run{src, std::string(profile), gate::run_header(*kernels[n], opt)};
-      Report &r = run.report;
+      RunReport &r = run.report;
       for (const std::string &id : run_ids[runs.size()]) {
         if (done[i]) {  // with its evidence, which the worker gathered (its kernel compiled that shape)
           r.properties.push_back(parts[i].report.properties.at(0));

@@ -51,7 +51,7 @@ int run_replay(const ReplayArgs &a) {
     return usage_error(e.what());
   }
   fmt::print("counterexample {} of {}: {} {} {} ({}; contract {})\n  {}\n", target.failure, target.of,
-             run.report.kernel, dtype_name(run.report.dtype), prop.id, run.report.profile.describe(),
+             run.report.kernel, dtype_name(run.report.dtype), prop.id, run.report.precision().describe(),
              run.report.contract.describe_changes(), cx.minimal.spec.describe());
   fmt::print("recorded: {} at step {}: {}\n", verdict_name(cx.outcome.verdict),
              cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.outcome.detail);

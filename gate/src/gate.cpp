@@ -42,18 +42,17 @@ CheckOptions run_options(const Request &request, Dtype dt, const KernelContract 
   return opt;
 }
 
-Report run_header(const attncheck_kernel &kernel, const CheckOptions &opt) {
-  Report r;
+RunReport run_header(const attncheck_kernel &kernel, const CheckOptions &opt) {
+  RunReport r;
   r.kernel = kernel.name;
   r.dtype = opt.dtype;
   r.contract = opt.contract;
-  r.profile = opt.contract.profile(opt.dtype);
   r.seed = opt.seed;
   r.cases = opt.cases;
   return r;
 }
 
-std::string run_line(const Report &r, bool strict) {
+std::string run_line(const RunReport &r, bool strict) {
   int passed = 0, failed = 0, warned = 0, undecided = 0, unsupported = 0, cases = 0;
   for (const PropertyReport &p : r.properties) {
     cases += p.cases;
@@ -120,7 +119,7 @@ void print_table(const reporting::Document &doc) {
     }
   // The contract each kernel was checked against, once per kernel (the same for every dtype).
   for (std::size_t n = 0; n < doc.runs.size(); ++n) {
-    const Report &r = doc.runs[n].report;
+    const RunReport &r = doc.runs[n].report;
     if (n > 0 && doc.runs[n - 1].report.kernel == r.kernel && doc.runs[n - 1].report.contract == r.contract) continue;
     fmt::print("contract of {}: {}\n", r.kernel, r.contract.describe_changes());
   }

@@ -28,7 +28,7 @@ ReplayTarget replay_target(const reporting::Document &doc, std::size_t failure) 
 
 ReplayResult replay(const ReplayTarget &target, const attncheck_kernel &kernel,
                     const std::optional<KernelContract> &contract) {
-  const Report &recorded = target.run->report;
+  const RunReport &recorded = target.run->report;
   ReplayResult result;
   result.contract = contract.value_or(recorded.contract);
   result.tier = contract ? tier_of(*target.def, *contract) : target.property->tier;
@@ -38,7 +38,7 @@ ReplayResult replay(const ReplayTarget &target, const attncheck_kernel &kernel,
                             " nothing to check: " + result.contract.describe_changes();
     return result;
   }
-  const Env env{kernel, contract ? contract->profile(recorded.dtype) : recorded.profile, result.contract};
+  const Env env{kernel, contract ? contract->precision(recorded.dtype) : recorded.precision(), result.contract};
   result.outcome = target.def->run(env, target.counterexample().minimal);
   return result;
 }

@@ -309,7 +309,7 @@ std::string RunCoverage::describe() const {
   return why.empty() ? out : out + " (" + why + ")";
 }
 
-RunCoverage run_coverage(const Report &r) {
+RunCoverage run_coverage(const RunReport &r) {
   Coverage sum;
   for (const PropertyReport &p : r.properties) sum += p.coverage;
   const bool ran_backward = sum.backward > 0;

@@ -34,7 +34,7 @@ Verdict Document::verdict() const {
     if (v == Verdict::fail) return Verdict::fail;
     undecided |= v == Verdict::undecided;
     warn |= v == Verdict::warn;
-    // Report::verdict ranks undecided above warn: a run with both says undecided, yet it warned.
+    // RunReport::verdict ranks undecided above warn: a run with both says undecided, yet it warned.
     for (const PropertyReport &p : run.report.properties) warn |= p.verdict == Verdict::warn;
   }
   return undecided ? Verdict::undecided : warn ? Verdict::warn : Verdict::pass;

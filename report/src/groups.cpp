@@ -203,7 +203,7 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
   for (Building &b : groups) {
     FailureGroup &g = b.group;
     const auto [ri, pi] = g.members.front();
-    const Report &r = doc.runs[ri].report;
+    const RunReport &r = doc.runs[ri].report;
     const Counterexample &first = *r.properties[pi].counterexample;
     double worst = 0;
     std::string ids, what = first.outcome.failing_what;

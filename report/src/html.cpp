@@ -457,7 +457,7 @@ std::string inputs_tables(const Case &c) {
 
 std::string failure_section(const Run &run, const PropertyReport &p, const Evidence *ev, std::size_t number) {
   const Counterexample &c = *p.counterexample;
-  const Report &r = run.report;
+  const RunReport &r = run.report;
   const bool warning = p.verdict == Verdict::warn;
   const Case &judged = c.judged();
   std::string s = "<article class=\"" + std::string(warning ? "failure warning" : "failure") + "\" id=\"failure-" +
@@ -604,16 +604,16 @@ std::string to_html(const Document &doc) {
 
   std::size_t number = 0;
   for (const Run &run : doc.runs) {
-    const Report &r = run.report;
+    const RunReport &r = run.report;
     const Verdict rv = r.verdict(doc.strict);
     s += "<section class=\"run\">\n<h2><code>" + esc(r.kernel) + "</code> · " + std::string(dtype_name(r.dtype)) +
          " <span class=\"badge b-" + std::string(verdict_id(rv)) + "\">" + std::string(verdict_name(rv)) +
          "</span></h2>\n<p class=\"contract\">contract: <code title=\"" + esc(r.contract.describe()) + "\">" +
          esc(r.contract.describe_changes()) + "</code> <span class=\"note\">(" + esc(r.contract.describe()) +
-         ")</span></p>\n<p class=\"meta\">" + esc(r.profile.describe()) + " · " +
+         ")</span></p>\n<p class=\"meta\">" + esc(r.precision().describe()) + " · " +
          std::string(kind_name(run.source.kind)) +
          (run.source.location.empty() ? "" : " <code>" + esc(run.source.location) + "</code>") + " · profile " +
-         esc(run.profile) + " · seed " + std::to_string(r.seed) + " · " + std::to_string(r.cases) +
+         esc(run.plan) + " · seed " + std::to_string(r.seed) + " · " + std::to_string(r.cases) +
          " cases per property</p>\n";
     s += "<table class=\"props\"><tr><th>property</th><th>tier</th><th>verdict</th><th>cases</th><th>unsupported</th>"
          "<th>undecided</th><th>worst err/bound</th><th>note</th></tr>\n";

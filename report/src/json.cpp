@@ -597,6 +597,19 @@ PrecisionProfile read_profile(const Obj &prof, std::int64_t version) {
   return p;
 }
 
+/// The contract a version-1 run was checked against: version 1 stored only its precision profile (one accumulation
+/// dtype, P rounded or not, GQA gradients never rounded per head, a float32 LSE), which these keys state; a key whose
+/// automatic value (storage-dependent) already gives it stays automatic.
+KernelContract contract_of_v1(const PrecisionProfile &p, Dtype dtype) {
+  const bool narrow = dtype != Dtype::f32;  // what Allow::automatic resolves to (KernelContract::profile)
+  const auto allow = [narrow](bool value) { return value == narrow ? Allow::automatic : value ? Allow::yes : Allow::no; };
+  KernelContract c;
+  c.accumulate_qk = c.accumulate_pv = p.accumulate;
+  c.round_p = allow(p.round_p);
+  c.grad_per_head = allow(false);
+  return c;
+}
+
 /// coverage_json read back: every key a corner id, every count a non-negative integer.
 Coverage read_coverage(const Obj &o) {
   Coverage c;
@@ -614,22 +627,29 @@ Coverage read_coverage(const Obj &o) {
 
 Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
   Run run;
-  Report &r = run.report;
+  RunReport &r = run.report;
   r.kernel = o.str("kernel");
   r.dtype = o.name<Dtype, kDtypes>("dtype", dtype_name);
-  if (version >= 2) {  // version 1 has no contract: the defaults
+  // The contract is the one source of the precision profile; "profile" is derived and must agree with it.
+  const PrecisionProfile stored = read_profile(o.obj("profile"), version);
+  if (version >= 2) {
     const std::string text = o.str("contract");
     try {
       r.contract = parse_contract(text);
     } catch (const ContractError &e) {
       fail(o.where() + "\"contract\" does not parse: " + detail::first_line(e.what()));
     }
+  } else {
+    r.contract = contract_of_v1(stored, r.dtype);
   }
-  r.profile = read_profile(o.obj("profile"), version);
+  if (stored != r.precision())
+    fail(o.where() + "\"profile\" (" + stored.describe() + ") is not what its contract gives " +
+         std::string(dtype_name(r.dtype)) + " (" + r.precision().describe() +
+         "): the file was edited; write it again with attncheck");
   const Obj src = o.obj("source");
   run.source.kind = src.name<KernelSource::Kind, kKinds>("kind", kind_name);
   run.source.location = src.str("location");
-  run.profile = o.str("run_profile");
+  run.plan = o.str("run_profile");
   r.seed = o.seed("seed");
   r.cases = o.count("cases");
   const json &props = o.array("properties");
@@ -723,7 +743,7 @@ std::string to_json(const Document &doc) {
   std::size_t number = 0;
   for (std::size_t ri = 0; ri < doc.runs.size(); ++ri) {
     const Run &run = doc.runs[ri];
-    const Report &r = run.report;
+    const RunReport &r = run.report;
     ojson props = ojson::array();
     for (std::size_t pi = 0; pi < r.properties.size(); ++pi) {
       const PropertyReport &p = r.properties[pi];
@@ -744,9 +764,9 @@ std::string to_json(const Document &doc) {
                          {"dtype", dtype_name(r.dtype)},
                          {"verdict", verdict_id(r.verdict(doc.strict))},
                          {"contract", r.contract.describe()},
-                         {"profile", profile_json(r.profile)},
+                         {"profile", profile_json(r.precision())},
                          {"source", ojson{{"kind", kind_name(run.source.kind)}, {"location", run.source.location}}},
-                         {"run_profile", run.profile},
+                         {"run_profile", run.plan},
                          {"seed", std::to_string(r.seed)},
                          {"cases", r.cases},
                          {"coverage", run_coverage_json(r.coverage())},

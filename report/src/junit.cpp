@@ -54,7 +54,7 @@ std::string to_junit(const Document &doc) {
   std::string suites;
   std::size_t number = 0;
   for (const Run &run : doc.runs) {
-    const Report &r = run.report;
+    const RunReport &r = run.report;
     const std::string cls = xml_escape("attncheck." + r.kernel + "." + std::string(dtype_name(r.dtype)));
     int s_failures = 0, s_skipped = 0;
     std::string cases;
@@ -104,7 +104,7 @@ std::string to_junit(const Document &doc) {
               std::to_string(s_failures) + "\" errors=\"0\" skipped=\"" + std::to_string(s_skipped) + "\">\n" +
               "    <properties>" + property_xml("contract", r.contract.describe()) +
               property_xml("contract_changes", r.contract.describe_changes()) +
-              property_xml("profile", r.profile.describe()) + property_xml("strict", doc.strict ? "true" : "false") +
+              property_xml("profile", r.precision().describe()) + property_xml("strict", doc.strict ? "true" : "false") +
               "</properties>\n" + cases + "  </testsuite>\n";
   }
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"attncheck\" tests=\"" +

@@ -37,7 +37,7 @@ std::string id_list(const std::vector<std::string> &ids) {
 }
 
 /// The properties cell: failing, warning and undecided ids, then counts of the rest.
-std::string properties_cell(const Report &r) {
+std::string properties_cell(const RunReport &r) {
   std::vector<std::string> failing, warning, undecided;
   int pass = 0, unsupported = 0, off = 0;
   for (const PropertyReport &p : r.properties) {
@@ -112,7 +112,7 @@ std::string counterexample_md(const Run &run, std::size_t pi, std::size_t number
 
 /// The ABI 1.2 features of a run (SPEC.md §2.7): each feature property's verdict and cases, or declined (its tier is
 /// off: the contract does not declare it). "" when the run checked no feature property.
-std::string features_line(const Report &r) {
+std::string features_line(const RunReport &r) {
   std::vector<std::string> checked, declined;
   for (const PropertyReport &p : r.properties) {
     const PropertyDef *d = find_property(p.id);
@@ -149,7 +149,7 @@ std::string to_markdown(const Document &doc) {
   out += "\n\n| kernel | dtype | contract | verdict | properties | warn | cases | worst err/bound |\n";
   out += "|---|---|---|---|---|---:|---:|---:|\n";
   for (const Run &run : doc.runs) {
-    const Report &r = run.report;
+    const RunReport &r = run.report;
     int cases = 0, warn = 0;
     double worst = 0;
     for (const PropertyReport &p : r.properties) {
@@ -214,7 +214,7 @@ std::string to_markdown(const Document &doc) {
     char letter = 'A';
     for (const FailureGroup &g : groups) {
       if (g.warning != warning_section) continue;
-      const Report &r = doc.runs[g.members.front().first].report;
+      const RunReport &r = doc.runs[g.members.front().first].report;
       std::vector<std::string> ids;
       for (const auto &m : g.members) ids.push_back(doc.runs[m.first].report.properties[m.second].id);
       out += "\n#### " + std::string(1, letter) + ". " + md_escape(r.kernel) + " (" +

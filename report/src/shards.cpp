@@ -15,8 +15,8 @@ std::string shard_name(const Shard &s) { return std::to_string(s.index) + "/" + 
 
 /// Everything of a run but its properties: the same in every shard of one check.
 bool same_run(const Run &a, const Run &b) {
-  const Report &x = a.report, &y = b.report;
-  return a.source == b.source && a.profile == b.profile && x.kernel == y.kernel && x.dtype == y.dtype &&
+  const RunReport &x = a.report, &y = b.report;
+  return a.source == b.source && a.plan == b.plan && x.kernel == y.kernel && x.dtype == y.dtype &&
          x.contract.describe() == y.contract.describe() && x.seed == y.seed && x.cases == y.cases;
 }
 

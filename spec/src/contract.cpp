@@ -151,7 +151,7 @@ std::string_view approximation_name(Exp e) {
   return "?";
 }
 
-PrecisionProfile PrecisionProfile::for_storage(Dtype storage) { return KernelContract{}.profile(storage); }
+PrecisionProfile PrecisionProfile::for_storage(Dtype storage) { return KernelContract{}.precision(storage); }
 
 std::string PrecisionProfile::describe() const {
   std::string s = std::string(dtype_name(storage)) + " storage, ";
@@ -168,7 +168,7 @@ std::string PrecisionProfile::describe() const {
   return s;
 }
 
-PrecisionProfile KernelContract::profile(Dtype storage) const {
+PrecisionProfile KernelContract::precision(Dtype storage) const {
   PrecisionProfile p;
   p.storage = storage;
   p.accumulate = accumulate_pv;

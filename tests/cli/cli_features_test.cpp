@@ -106,7 +106,7 @@ attncheck::reporting::Document read_report(const TempDir &dir) {
   return attncheck::reporting::from_json(text);
 }
 
-const attncheck::PropertyReport &property_of(const attncheck::Report &r, const std::string &id) {
+const attncheck::PropertyReport &property_of(const attncheck::RunReport &r, const std::string &id) {
   for (const attncheck::PropertyReport &p : r.properties)
     if (p.id == id) return p;
   FAIL("the report has no property " << id);
@@ -223,7 +223,7 @@ TEST_CASE("the bundled flash with features=none has every feature property decli
   }
   const attncheck::reporting::Document doc = read_report(dir);
   REQUIRE(doc.runs.size() == 1);
-  const attncheck::Report &rep = doc.runs[0].report;
+  const attncheck::RunReport &rep = doc.runs[0].report;
   CHECK(rep.contract.features == 0);
   for (const std::string &id : kFeatureProperties) {
     INFO(id);
@@ -261,7 +261,7 @@ TEST_CASE("an old-style bug kernel declares no feature: its feature properties a
   INFO(r.out << r.err);
   CHECK(r.status == kExitCounterexample);
   const attncheck::reporting::Document doc = read_report(dir);
-  const attncheck::Report &rep = doc.runs.at(0).report;
+  const attncheck::RunReport &rep = doc.runs.at(0).report;
   CHECK(property_of(rep, "accuracy").verdict == attncheck::Verdict::fail);
   for (const char *id : {"window", "dropout"}) {
     INFO(id);
@@ -281,7 +281,7 @@ TEST_CASE("a kernel declaring some features has the others declined and the decl
   INFO(r.out << r.err);
   CHECK(r.status == kExitPass);
   const attncheck::reporting::Document doc = read_report(dir);
-  const attncheck::Report &rep = doc.runs.at(0).report;
+  const attncheck::RunReport &rep = doc.runs.at(0).report;
   CHECK(property_of(rep, "window").tier == attncheck::Tier::off);
   CHECK(property_of(rep, "window").note.find("it declares features=softcap") != std::string::npos);
   CHECK(property_of(rep, "softcap").tier == attncheck::Tier::required);

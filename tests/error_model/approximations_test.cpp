@@ -101,10 +101,10 @@ TEST_CASE("kernels using a declared hardware approximation stay within that decl
         INFO(v.name() << " on " << p.shape.describe() << " softcap " << p.features.softcap << " q "
                       << p.q.describe());
         Judged &d = declared[v.name()];
-        judge(support::variant_kernel(v), p, ef, eb, c.profile(dt), accurate.profile(dt), d);
+        judge(support::variant_kernel(v), p, ef, eb, c.precision(dt), accurate.precision(dt), d);
         INFO(d.where);
         REQUIRE(d.worst <= 1);
-        judge(support::variant_kernel(v), p, ef, eb, accurate.profile(dt), accurate.profile(dt),
+        judge(support::variant_kernel(v), p, ef, eb, accurate.precision(dt), accurate.precision(dt),
               undeclared[v.name()]);
       }
     }

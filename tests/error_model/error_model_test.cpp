@@ -49,7 +49,7 @@ struct Worsts {
 
 /// The profile of the contract under which `v` is correct (the default one, with its accumulation dtypes, for the
 /// correct variants).
-PrecisionProfile profile_of(Dtype storage, const Variant &v) { return support::contract_of(v).profile(storage); }
+PrecisionProfile profile_of(Dtype storage, const Variant &v) { return support::contract_of(v).precision(storage); }
 
 /// Runs one kernel on one problem and compares forward and backward with the bounds of `prof` (LSE returned in
 /// prof.lse). `empty_rows_unspecified`: rows that see no key are not checked in forward (their dout must be 0).
@@ -312,13 +312,13 @@ TEST_CASE("accumulating q·k in float16 while declaring float32 accumulation exc
     for (const Case &c : cases) {
       const ExactForward ef = reference_forward(c.p);
       const ExactBackward eb = reference_backward(c.p);
-      const PrecisionProfile declared = c.contract.profile(dt);
+      const PrecisionProfile declared = c.contract.precision(dt);
       KernelContract own_contract = support::contract_of(qk16);
       own_contract.rowsum_rounded_p = c.contract.rowsum_rounded_p;
       const Check bad = run(support::variant_kernel(support::bug_variant(Bug::f16_dot_accumulation)), c.p, ef, eb,
                             declared);
       const Check undeclared = run(support::variant_kernel(qk16), c.p, ef, eb, declared);
-      const Check own = run(support::variant_kernel(qk16), c.p, ef, eb, own_contract.profile(dt));
+      const Check own = run(support::variant_kernel(qk16), c.p, ef, eb, own_contract.precision(dt));
       std::cout << "f16 q·k accumulation, " << dtype_name(dt) << " storage, " << c.what << ", L=D=64: forward "
                 << bad.fwd.ratio << ", backward " << bad.bwd.ratio << " × bound; the accumulate-qk=f16 kernel: forward "
                 << undeclared.fwd.ratio << " × the declared-f32 bound, " << std::max(own.fwd.ratio, own.bwd.ratio)
@@ -370,7 +370,7 @@ TEST_CASE("GQA gradients summed from per-head parts rounded to storage exceed th
     const Problem p = make_problem(rng, s, dt, Values::normal, Mask::none);
     const ExactForward ef = reference_forward(p);
     const ExactBackward eb = reference_backward(p);
-    const PrecisionProfile allowed = parse_contract("round-p=no", support::contract_of(plain)).profile(dt);
+    const PrecisionProfile allowed = parse_contract("round-p=no", support::contract_of(plain)).precision(dt);
     PrecisionProfile denied = allowed;
     denied.grad_per_head = false;
     REQUIRE(allowed.grad_per_head);

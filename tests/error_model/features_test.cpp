@@ -404,7 +404,7 @@ Ratios check(const Candidate &c, const Drawn &d, std::vector<Solved> &cache, std
   Problem p = d.p;
   const Shape &s = p.shape;
   const Dtype dt = p.dtype();
-  const PrecisionProfile prof = c.contract.profile(dt);
+  const PrecisionProfile prof = c.contract.precision(dt);
   Tensor out = make_out(s, dt), lse = make_lse(s);
   std::vector<std::uint8_t> keep;
   const CallResult fr = call_forward(*c.kernel, p, out, &lse, &keep);

@@ -21,7 +21,7 @@ reporting::Document checked(const attncheck_kernel &kernel, const char *property
   o.cases = 40;
   reporting::Run run;
   run.source.kind = reporting::KernelSource::Kind::plugin;
-  run.profile = "default";
+  run.plan = "default";
   run.report = check(kernel, o);
   reporting::Document doc;
   doc.runs.push_back(std::move(run));

@@ -13,14 +13,14 @@ using support::kGroupTile;
 
 TEST_CASE("accuracy: a correct kernel stays within the error bound in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "accuracy", options());
+    const RunReport r = check_property(support::variant_kernel(v), "accuracy", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("accuracy: a missing scale is found and shrinks to L ≤ 2, D ≤ 4 with small integer values") {
-  const Report r = check_property(bug(Bug::missing_scale), "accuracy", options());
+  const RunReport r = check_property(bug(Bug::missing_scale), "accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "accuracy");
@@ -37,14 +37,14 @@ TEST_CASE("accuracy: a correct kernel stays within the error bound in float16 an
   for (Dtype dt : {Dtype::f16, Dtype::bf16})
     for (const support::Variant &v : support::correct_variants())
       if (v.round_p && v.accumulate == Dtype::f32) {
-        const Report r = check_property(support::variant_kernel(v), "accuracy", options(dt));
+        const RunReport r = check_property(support::variant_kernel(v), "accuracy", options(dt));
         INFO(r.text());
         CHECK(r.verdict() == Verdict::pass);
       }
 }
 
 TEST_CASE("accuracy: a causal mask that lets each row see one future key is found on two rows of at most two keys") {
-  const Report r = check_property(bug(Bug::causal_off_by_one), "accuracy", options());
+  const RunReport r = check_property(bug(Bug::causal_off_by_one), "accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "accuracy");
@@ -64,7 +64,7 @@ TEST_CASE("accuracy: query heads reading kv head h mod Hkv are found on the smal
 }
 
 TEST_CASE("accuracy: q·k accumulated in float16 exceeds the float32-accumulation bound") {
-  const Report r = check_property(bug(Bug::f16_dot_accumulation), "accuracy", options());
+  const RunReport r = check_property(bug(Bug::f16_dot_accumulation), "accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = counterexample(r, "accuracy")->minimal.spec.shape;
@@ -88,7 +88,7 @@ TEST_CASE("accuracy: k and v of batch entries past 2 read from entry b mod 2 are
 }
 
 TEST_CASE("accuracy: a v expanded with stride 0 but read at compact offsets is found on an expanded v alone") {
-  const Report r = check_property(bug(Bug::v_zero_stride_as_compact), "accuracy", options());
+  const RunReport r = check_property(bug(Bug::v_zero_stride_as_compact), "accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const CaseSpec &m = counterexample(r, "accuracy")->minimal.spec;
@@ -105,7 +105,7 @@ TEST_CASE("accuracy: a v expanded with stride 0 but read at compact offsets is f
 
 TEST_CASE("accuracy: the bundled naive and flash kernels pass on the new large groups and batches and head dims") {
   for (const char *name : {"naive", "flash"}) {
-    const Report r = check_property(builtin(name), "accuracy", options());
+    const RunReport r = check_property(builtin(name), "accuracy", options());
     INFO(name << ": " << r.text());
     CHECK(r.verdict() == Verdict::pass);
   }

@@ -21,12 +21,12 @@ const attncheck_kernel &occupancy_splits() {
 
 TEST_CASE("batch_invariance: correct kernels in every summation order and the bundled ones keep a row's bits alone") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "batch_invariance", declaring(kInvariant));
+    const RunReport r = check_property(support::variant_kernel(v), "batch_invariance", declaring(kInvariant));
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
   for (const char *name : {"naive", "flash"}) {
-    const Report r = check_property(builtin(name), "batch_invariance", declaring(kInvariant));
+    const RunReport r = check_property(builtin(name), "batch_invariance", declaring(kInvariant));
     INFO(name << ": " << r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -36,11 +36,11 @@ TEST_CASE("batch_invariance: splits chosen by occupancy are within every bound, 
           "when batch invariance is declared") {
   const attncheck_kernel &k = occupancy_splits();
   CHECK(check_property(k, "accuracy", options()).verdict() == Verdict::pass);
-  const Report warned = check_property(k, "batch_invariance", options());
+  const RunReport warned = check_property(k, "batch_invariance", options());
   INFO(warned.text());
   CHECK(warned.find("batch_invariance")->tier == Tier::advisory);
   CHECK(warned.verdict() == Verdict::warn);
-  const Report r = check_property(k, "batch_invariance", declaring(kInvariant));
+  const RunReport r = check_property(k, "batch_invariance", declaring(kInvariant));
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "batch_invariance");

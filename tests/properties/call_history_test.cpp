@@ -14,14 +14,14 @@ using support::Bug;
 
 TEST_CASE("call_history: correct kernels in every summation order, and the bundled ones, pass whatever came before") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "call_history", options());
+    const RunReport r = check_property(support::variant_kernel(v), "call_history", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
   // naive computes in float32 storage only; flash in every storage dtype.
   for (const auto &[name, dt] : {std::pair{"naive", Dtype::f32}, std::pair{"flash", Dtype::f32},
                                  std::pair{"flash", Dtype::bf16}}) {
-    const Report r = check_property(builtin(name), "call_history", options(dt));
+    const RunReport r = check_property(builtin(name), "call_history", options(dt));
     INFO(name << ": " << r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -41,7 +41,7 @@ TEST_CASE("call_history: the history bugs are right on first calls (accuracy pas
     CheckOptions search_only = options();
     search_only.targeted_cases = 0;
     CHECK(check_property(bug(e.bug), "accuracy", search_only).verdict() == Verdict::pass);
-    const Report r = check_property(bug(e.bug), "call_history", options());
+    const RunReport r = check_property(bug(e.bug), "call_history", options());
     INFO(r.text());
     REQUIRE(r.verdict() == Verdict::fail);
     const Counterexample &c = *counterexample(r, "call_history");

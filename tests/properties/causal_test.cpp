@@ -11,12 +11,12 @@ using namespace attncheck::test;
 using support::Bug;
 
 namespace {
-const Counterexample &shrunk(const Report &r) { return *counterexample(r, "causal"); }
+const Counterexample &shrunk(const RunReport &r) { return *counterexample(r, "causal"); }
 }  // namespace
 
 TEST_CASE("causal: a correct kernel's rows ignore changes of hidden keys in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "causal", options());
+    const RunReport r = check_property(support::variant_kernel(v), "causal", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -24,14 +24,14 @@ TEST_CASE("causal: a correct kernel's rows ignore changes of hidden keys in ever
 
 TEST_CASE("causal: a correct kernel ignores hidden keys in float16 and bfloat16 storage") {
   for (Dtype dt : {Dtype::f16, Dtype::bf16}) {
-    const Report r = check_property(support::variant_kernel(support::Variant{}), "causal", options(dt));
+    const RunReport r = check_property(support::variant_kernel(support::Variant{}), "causal", options(dt));
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("causal: a row that sees one future key is found, and shrinks to a row that should see no key") {
-  const Report r = check_property(bug(Bug::causal_off_by_one), "causal", options());
+  const RunReport r = check_property(bug(Bug::causal_off_by_one), "causal", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = shrunk(r);
@@ -61,7 +61,7 @@ TEST_CASE("causal: a row that sees one future key changes when that key changes,
 }
 
 TEST_CASE("causal: a top-left aligned mask fails the default contract and passes when it is declared") {
-  const Report r = check_property(bug(Bug::causal_top_left), "causal", options());
+  const RunReport r = check_property(bug(Bug::causal_top_left), "causal", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = shrunk(r).minimal.spec.shape;
@@ -69,11 +69,11 @@ TEST_CASE("causal: a top-left aligned mask fails the default contract and passes
   CHECK(s.Lk == 1);
   CHECK(s.B * s.Hq * s.D * s.Dv == 1);
 
-  const Report declared = check_property(bug(Bug::causal_top_left), "causal", declaring("causal=top-left"));
+  const RunReport declared = check_property(bug(Bug::causal_top_left), "causal", declaring("causal=top-left"));
   INFO(declared.text());
   CHECK(declared.verdict() == Verdict::pass);
   // ... and a bottom-right kernel declared top-left is caught the other way round.
-  const Report wrong = check_property(support::variant_kernel(support::Variant{}), "causal",
+  const RunReport wrong = check_property(support::variant_kernel(support::Variant{}), "causal",
                                       declaring("causal=top-left"));
   INFO(wrong.text());
   CHECK(wrong.verdict() == Verdict::fail);

@@ -45,7 +45,7 @@ void passes(const Variant &v, const KernelContract &contract, Dtype dt, const st
   long_rows.properties = {"long_rows"};
   long_rows.cases = long_rows.min_cases = kLongRowsCases;
   std::set<std::string> warned;
-  for (const Report &r : {check(support::variant_kernel(v), o), check(support::variant_kernel(v), long_rows)}) {
+  for (const RunReport &r : {check(support::variant_kernel(v), o), check(support::variant_kernel(v), long_rows)}) {
     INFO(v.name() << " under " << contract.describe_changes() << "\n" << r.text());
     for (const PropertyReport &p : r.properties) {
       CHECK(p.verdict != Verdict::fail);
@@ -118,7 +118,7 @@ TEST_CASE("contracts: float16 arithmetic declared as such warns where an interme
   v.accumulate = Dtype::f16;
   CheckOptions o = declaring("accumulate=f16", Dtype::f16);
   o.properties = {"nonfinite_output"};
-  const Report r = check(support::variant_kernel(v), o);
+  const RunReport r = check(support::variant_kernel(v), o);
   INFO(r.text());
   CHECK(r.verdict() == Verdict::warn);
   CHECK(r.verdict(/*strict=*/true) == Verdict::fail);
@@ -141,7 +141,7 @@ Variant approximating(E pick) {
 }
 
 /// The declarations that explain `id`'s counterexample in `r`, as contract text.
-std::vector<std::string> explanations(const Report &r, std::string_view id) {
+std::vector<std::string> explanations(const RunReport &r, std::string_view id) {
   std::vector<std::string> out;
   if (const Counterexample *c = counterexample(r, id))
     for (const Explanation &e : c->explained_by) out.push_back(e.declaration);
@@ -158,7 +158,7 @@ TEST_CASE("contracts: softcap through tanh.approx.f32 fails under the defaults, 
     CheckOptions o = options(dt);
     o.contract = undeclared;
     o.properties = {"softcap"};
-    const Report r = check(support::variant_kernel(v), o);
+    const RunReport r = check(support::variant_kernel(v), o);
     INFO(r.text());
     CHECK(r.verdict() == Verdict::fail);
     CHECK(explanations(r, "softcap") == std::vector<std::string>{"tanh=approx"});
@@ -184,7 +184,7 @@ TEST_CASE("contracts: an undeclared float16 exp fails, and no declaration is off
   CheckOptions o = options(Dtype::f16);
   o.contract = undeclared;
   o.properties = {"accuracy"};
-  const Report r = check(support::variant_kernel(v), o);
+  const RunReport r = check(support::variant_kernel(v), o);
   INFO(r.text());
   CHECK(r.verdict() == Verdict::fail);
   CHECK(explanations(r, "accuracy").empty());  // only narrow declarations explain: a loose exp would excuse bugs
@@ -199,7 +199,7 @@ TEST_CASE("contracts: softcap on the unscaled logit or without its derivative is
       CheckOptions o = options(dt);
       o.contract = support::contract_of(v);
       o.properties = {"softcap"};
-      const Report r = check(support::variant_kernel(v), o);
+      const RunReport r = check(support::variant_kernel(v), o);
       INFO(support::bug_name(b) << " " << dtype_name(dt) << "\n" << r.text());
       CHECK(r.verdict() == Verdict::fail);
       CHECK(explanations(r, "softcap").empty());

@@ -11,14 +11,14 @@ using support::Bug;
 
 TEST_CASE("convex_hull: a correct kernel's outputs stay within the range of the values each query sees") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "convex_hull", options());
+    const RunReport r = check_property(support::variant_kernel(v), "convex_hull", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("convex_hull: an accumulator not rescaled when the row max grows leaves the range on a two-key row") {
-  const Report r = check_property(bug(Bug::no_rescale), "convex_hull", options());
+  const RunReport r = check_property(bug(Bug::no_rescale), "convex_hull", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "convex_hull");
@@ -30,7 +30,7 @@ TEST_CASE("convex_hull: an accumulator not rescaled when the row max grows leave
 }
 
 TEST_CASE("convex_hull: a key read past the last one pulls a one-key row out of range") {
-  const Report r = check_property(bug(Bug::read_past_last_key), "convex_hull", options());
+  const RunReport r = check_property(bug(Bug::read_past_last_key), "convex_hull", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = counterexample(r, "convex_hull")->minimal.spec.shape;

@@ -133,7 +133,7 @@ TEST_CASE("the engine counts each decided case once per dimension and each decli
   CheckOptions opt = options();
   opt.cases = 30;
   opt.targeted_cases = 0;  // the targeted phase's mutants count too, but not in p.cases
-  const Report r = check_property(support::variant_kernel(support::Variant{}), "accuracy", opt);
+  const RunReport r = check_property(support::variant_kernel(support::Variant{}), "accuracy", opt);
   const PropertyReport &p = r.properties.front();
   REQUIRE(p.verdict == Verdict::pass);
   const int decided = p.cases - p.undecided;
@@ -151,7 +151,7 @@ TEST_CASE("the kernel's declines are counted as declined, not as reached") {
   CheckOptions opt = options(Dtype::f16);
   opt.cases = 10;
   opt.min_cases = 0;
-  const Report r = check_property(builtin("naive"), "accuracy", opt);  // naive is float32 only
+  const RunReport r = check_property(builtin("naive"), "accuracy", opt);  // naive is float32 only
   const PropertyReport &p = r.properties.front();
   REQUIRE(p.unsupported > 0);
   int declined_b = 0;
@@ -166,7 +166,7 @@ TEST_CASE("the kernel's declines are counted as declined, not as reached") {
 }
 
 TEST_CASE("a run's corners: not declared without the feature, not applicable without the backward") {
-  Report r;
+  RunReport r;
   r.contract = parse_contract("lse=none");
   PropertyReport p;
   p.id = "accuracy";
@@ -196,7 +196,7 @@ TEST_CASE("the default profile on a kernel declaring every feature reaches every
   CheckOptions opt = options();
   opt.contract = declared_contract("naive");  // every feature of SPEC §2.7
   for (const std::uint32_t bit : kAllFeatures) REQUIRE((opt.contract.features & bit) != 0);
-  const Report r = check(builtin("naive"), opt);
+  const RunReport r = check(builtin("naive"), opt);
   const RunCoverage rc = r.coverage();
   INFO(rc.describe());
   CHECK(rc.applicable() == static_cast<int>(kCornerCount));

@@ -34,14 +34,14 @@ const attncheck_kernel kFlaky{ATTNCHECK_ABI_VERSION, "flaky_last_bit", flaky_for
 
 TEST_CASE("determinism: a correct kernel gives the same bits on every call, forward and backward, in every order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "determinism", options());
+    const RunReport r = check_property(support::variant_kernel(v), "determinism", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("determinism: output accumulated onto what the buffer held differs between NaN- and garbage-filled outputs") {
-  const Report r = check_property(bug(Bug::output_not_zeroed), "determinism", options());
+  const RunReport r = check_property(bug(Bug::output_not_zeroed), "determinism", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "determinism");
@@ -53,7 +53,7 @@ TEST_CASE("determinism: output accumulated onto what the buffer held differs bet
 }
 
 TEST_CASE("determinism: a kernel that flips the last bit on every other call fails at the values step") {
-  const Report r = check_property(kFlaky, "determinism", options());
+  const RunReport r = check_property(kFlaky, "determinism", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "determinism");
@@ -67,7 +67,7 @@ TEST_CASE("determinism: a kernel that flips the last bit on every other call fai
 TEST_CASE("determinism: a forward promised only within its bound may flip a last bit, and bitwise_determinism warns") {
   // Rows that see no key are exact by contract (O = 0): left unspecified here, so that every flip is a rounding.
   const CheckOptions o = declaring("forward-determinism=within-bound empty-rows=unspecified");
-  const Report r = check(kFlaky, [&] {
+  const RunReport r = check(kFlaky, [&] {
     CheckOptions x = o;
     x.properties = {"determinism", "bitwise_determinism"};
     return x;
@@ -84,13 +84,13 @@ TEST_CASE("determinism: a forward promised only within its bound may flip a last
 }
 
 TEST_CASE("determinism: results accumulated onto garbage are beyond any bound, even when only the bound is promised") {
-  const Report r = check_property(bug(Bug::output_not_zeroed), "determinism", declaring("determinism=within-bound"));
+  const RunReport r = check_property(bug(Bug::output_not_zeroed), "determinism", declaring("determinism=within-bound"));
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
 }
 
 TEST_CASE("bitwise_determinism: nothing to check when the kernel promises every output bitwise") {
-  const Report r = check_property(support::variant_kernel(support::Variant{}), "bitwise_determinism",
+  const RunReport r = check_property(support::variant_kernel(support::Variant{}), "bitwise_determinism",
                                   declaring("determinism=bitwise"));
   CHECK(r.find("bitwise_determinism")->tier == Tier::off);
   CHECK(r.verdict() == Verdict::unsupported);

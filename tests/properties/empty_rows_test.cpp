@@ -12,7 +12,7 @@ using support::Bug;
 
 TEST_CASE("empty_rows: correct kernels give O = 0, LSE = -Inf and dQ = 0 in rows that see no key") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "empty_rows", options());
+    const RunReport r = check_property(support::variant_kernel(v), "empty_rows", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
     CHECK(r.find("empty_rows")->cases >= 100);  // every case has such rows: Lq > Lk, causal
@@ -20,7 +20,7 @@ TEST_CASE("empty_rows: correct kernels give O = 0, LSE = -Inf and dQ = 0 in rows
 }
 
 TEST_CASE("empty_rows: NaN in a row that sees no key fails the finite step on a minimal case") {
-  const Report r = check_property(bug(Bug::nan_fully_masked_rows), "empty_rows", options());
+  const RunReport r = check_property(bug(Bug::nan_fully_masked_rows), "empty_rows", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "empty_rows");
@@ -32,10 +32,10 @@ TEST_CASE("empty_rows: NaN in a row that sees no key fails the finite step on a 
 }
 
 TEST_CASE("empty_rows: under empty-rows=unspecified NaN there is a warning, and top-left masks have no such rows") {
-  const Report r = check_property(bug(Bug::nan_fully_masked_rows), "empty_rows", declaring("empty-rows=unspecified"));
+  const RunReport r = check_property(bug(Bug::nan_fully_masked_rows), "empty_rows", declaring("empty-rows=unspecified"));
   INFO(r.text());
   CHECK(r.verdict() == Verdict::warn);
-  const Report tl = check_property(support::variant_kernel(support::Variant{}), "empty_rows",
+  const RunReport tl = check_property(support::variant_kernel(support::Variant{}), "empty_rows",
                                    declaring("causal=top-left"));
   CHECK(tl.find("empty_rows")->tier == Tier::off);
   CHECK(tl.verdict() == Verdict::unsupported);

@@ -14,12 +14,12 @@ using support::Bug;
 
 TEST_CASE("empty_sequences: correct kernels in every summation order and the bundled ones handle Lk = 0 and Lq = 0") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "empty_sequences", options());
+    const RunReport r = check_property(support::variant_kernel(v), "empty_sequences", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
   for (const support::Variant &v : support::contract_variants()) {
-    const Report r = check_property(support::variant_kernel(v), "empty_sequences",
+    const RunReport r = check_property(support::variant_kernel(v), "empty_sequences",
                                     [&] {
                                       CheckOptions o = options();
                                       o.contract = support::contract_of(v);
@@ -30,7 +30,7 @@ TEST_CASE("empty_sequences: correct kernels in every summation order and the bun
   }
   for (const auto &[name, dt] : {std::pair{"naive", Dtype::f32}, std::pair{"flash", Dtype::f32},
                                  std::pair{"flash", Dtype::f16}}) {
-    const Report r = check_property(builtin(name), "empty_sequences", options(dt));
+    const RunReport r = check_property(builtin(name), "empty_sequences", options(dt));
     INFO(name << ": " << r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -45,7 +45,7 @@ TEST_CASE("empty_sequences: outputs left unwritten on an empty KV cache or an em
   for (const Expect &e : {Expect{Bug::empty_kv_unwritten, "O[", "Lk = 0"},
                           Expect{Bug::empty_q_grads_unwritten, "dK[", "Lq = 0"}}) {
     INFO(support::bug_name(e.bug));
-    const Report r = check_property(bug(e.bug), "empty_sequences", options());
+    const RunReport r = check_property(bug(e.bug), "empty_sequences", options());
     INFO(r.text());
     REQUIRE(r.verdict() == Verdict::fail);
     const Counterexample &c = *counterexample(r, "empty_sequences");

@@ -45,15 +45,15 @@ const attncheck_kernel kSlowFirst{ATTNCHECK_ABI_VERSION, "slow_first", slow_firs
 TEST_CASE("the same seed gives the same cases, verdicts and report") {
   CheckOptions o = options();
   o.properties = {"accuracy", "lse"};
-  const Report a = check(bug(Bug::causal_off_by_one), o), b = check(bug(Bug::causal_off_by_one), o);
+  const RunReport a = check(bug(Bug::causal_off_by_one), o), b = check(bug(Bug::causal_off_by_one), o);
   CHECK(a.text() == b.text());
   o.seed = 2;
-  const Report c = check(bug(Bug::causal_off_by_one), o);
+  const RunReport c = check(bug(Bug::causal_off_by_one), o);
   CHECK(c.find("accuracy")->seed != a.find("accuracy")->seed);
 }
 
 TEST_CASE("a reproduce string replays the same minimal counterexample without searching") {
-  const Report r = check_property(bug(Bug::gqa_head_mod), "accuracy", options(Dtype::f16));
+  const RunReport r = check_property(bug(Bug::gqa_head_mod), "accuracy", options(Dtype::f16));
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &first = *counterexample(r, "accuracy");
@@ -61,7 +61,7 @@ TEST_CASE("a reproduce string replays the same minimal counterexample without se
 
   CheckOptions o = options(Dtype::f16);
   o.reproduce = first.reproduce;
-  const Report again = check(bug(Bug::gqa_head_mod), o);  // every property: only the one named is replayed
+  const RunReport again = check(bug(Bug::gqa_head_mod), o);  // every property: only the one named is replayed
   INFO(again.text());
   REQUIRE(again.properties.size() == 1);
   REQUIRE(again.verdict() == Verdict::fail);
@@ -71,7 +71,7 @@ TEST_CASE("a reproduce string replays the same minimal counterexample without se
   CHECK(again.properties[0].cases == 1);
 
   // The fixed kernel no longer fails on the replayed case.
-  const Report fixed = check(support::variant_kernel(support::Variant{}), o);
+  const RunReport fixed = check(support::variant_kernel(support::Variant{}), o);
   CHECK(fixed.verdict() == Verdict::pass);
   CHECK(fixed.properties[0].note.find("no longer fails") != std::string::npos);
 }
@@ -81,7 +81,7 @@ TEST_CASE("a spent time budget stops starting cases and makes the verdict undeci
   o.time_budget = std::chrono::milliseconds(1);
   o.cases = 100'000;
   o.min_cases = 1000;  // far more than 1 ms of cases
-  const Report r = check_property(support::variant_kernel(support::Variant{}), "accuracy", o);
+  const RunReport r = check_property(support::variant_kernel(support::Variant{}), "accuracy", o);
   INFO(r.text());
   const PropertyReport &p = r.properties.at(0);
   CHECK(p.budget_exhausted);
@@ -95,11 +95,11 @@ TEST_CASE("a time budget that does not bind changes nothing: a slow first proper
   o.properties = {"accuracy", "sum_to_one"};
   o.cases = 30;
   g_slow_calls = 9;  // 3.6 s in accuracy's first cases: past half of a budget shared evenly would have been
-  const Report free = check(kSlowFirst, o);
+  const RunReport free = check(kSlowFirst, o);
   REQUIRE(free.verdict() == Verdict::pass);
   o.time_budget = kNeverBinds;
   g_slow_calls = 9;
-  const Report guarded = check(kSlowFirst, o);
+  const RunReport guarded = check(kSlowFirst, o);
   CHECK(guarded.text() == free.text());
   CHECK_FALSE(guarded.properties.at(0).budget_exhausted);
 }
@@ -110,7 +110,7 @@ TEST_CASE("when the guard binds, the property it cut and those after it are unde
   o.cases = 30;
   o.time_budget = kSlowCall / 4;  // the first call alone outlasts it, whatever the load
   g_slow_calls = 1;
-  const Report r = check(kSlowFirst, o);
+  const RunReport r = check(kSlowFirst, o);
   INFO(r.text());
   const PropertyReport &cut = *r.find("accuracy"), &later = *r.find("sum_to_one");
   CHECK(cut.verdict == Verdict::undecided);
@@ -127,7 +127,7 @@ TEST_CASE("a worker's item ends at its run's end, not at a budget of its own") {
   o.cases = 30;
   o.time_budget = kNeverBinds;  // the run's budget; its end has passed already
   o.end = std::chrono::steady_clock::now();
-  const Report r = check_property(correct(), "accuracy", o);
+  const RunReport r = check_property(correct(), "accuracy", o);
   INFO(r.text());
   CHECK(r.properties.at(0).verdict == Verdict::undecided);
   CHECK(r.properties.at(0).cases == 0);
@@ -138,7 +138,7 @@ TEST_CASE("each property's time is kept apart from the report's content, with th
   o.properties = {"accuracy"};
   o.cases = 12;
   g_slow_calls = 2;
-  const Report r = check(kSlowFirst, o);
+  const RunReport r = check(kSlowFirst, o);
   const Timing &t = r.properties.at(0).timing;
   CHECK(t.kernel_seconds >= 2 * std::chrono::duration<double>(kSlowCall).count());
   CHECK(t.seconds >= t.kernel_seconds);
@@ -146,7 +146,7 @@ TEST_CASE("each property's time is kept apart from the report's content, with th
 }
 
 TEST_CASE("a kernel that declines every case is unsupported, not failed") {
-  const Report r = check_property(kDeclines, "accuracy", options(Dtype::f16));
+  const RunReport r = check_property(kDeclines, "accuracy", options(Dtype::f16));
   INFO(r.text());
   const PropertyReport &p = r.properties.at(0);
   CHECK(p.verdict == Verdict::unsupported);
@@ -155,13 +155,13 @@ TEST_CASE("a kernel that declines every case is unsupported, not failed") {
 }
 
 TEST_CASE("a kernel reading past the last key is caught because input padding holds NaN") {
-  const Report r = check_property(bug(Bug::read_past_last_key), "accuracy", options());
+  const RunReport r = check_property(bug(Bug::read_past_last_key), "accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
 }
 
 TEST_CASE("the report prints the counterexample's floats as hex and decimal, with its seed and reproduce string") {
-  const Report r = check_property(bug(Bug::missing_scale), "accuracy", options());
+  const RunReport r = check_property(bug(Bug::missing_scale), "accuracy", options());
   const std::string t = r.text();
   const Counterexample &c = *counterexample(r, "accuracy");
   CHECK(t.find("counterexample for accuracy") != std::string::npos);

@@ -27,7 +27,7 @@ constexpr const char *kFeatureProperties[] = {"window",    "softcap", "alibi", "
 
 TEST_CASE("features: a correct feature kernel passes every feature property in float32") {
   for (const char *id : kFeatureProperties) {
-    const Report r = check_property(support::feature_kernel(FeatureBug::none), id, feature_options());
+    const RunReport r = check_property(support::feature_kernel(FeatureBug::none), id, feature_options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -38,14 +38,14 @@ TEST_CASE("features: a correct feature kernel passes every feature property in f
     for (const char *id : kFeatureProperties) {
       CheckOptions o = feature_options(dt);
       o.cases = 40;
-      const Report r = check_property(support::feature_kernel(FeatureBug::none), id, o);
+      const RunReport r = check_property(support::feature_kernel(FeatureBug::none), id, o);
       INFO(r.text());
       CHECK(r.verdict() == Verdict::pass);
     }
 }
 
 TEST_CASE("features: a kernel that does not declare a feature has its property declined") {
-  const Report r = check_property(support::feature_kernel(FeatureBug::none), "window", options());
+  const RunReport r = check_property(support::feature_kernel(FeatureBug::none), "window", options());
   INFO(r.text());
   const PropertyReport *p = r.find("window");
   REQUIRE(p);
@@ -82,11 +82,11 @@ const attncheck_kernel kGarbageEmptyRows{ATTNCHECK_ABI_VERSION, "garbage_empty_r
 TEST_CASE("features: rows a window or mask leaves empty are not judged under empty-rows=unspecified") {
   for (const char *id : {"window", "attn_mask"}) {
     CheckOptions o = feature_options();
-    const Report strict = check_property(kGarbageEmptyRows, id, o);
+    const RunReport strict = check_property(kGarbageEmptyRows, id, o);
     INFO(strict.text());
     CHECK(strict.verdict() == Verdict::fail);  // the default contract fixes them: O = 0, LSE = −∞
     o.contract = parse_contract("empty-rows=unspecified " + support::feature_contract(FeatureBug::none));
-    const Report lenient = check_property(kGarbageEmptyRows, id, o);
+    const RunReport lenient = check_property(kGarbageEmptyRows, id, o);
     INFO(lenient.text());
     CHECK(lenient.verdict() == Verdict::pass);
   }

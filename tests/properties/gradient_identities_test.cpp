@@ -18,7 +18,7 @@ constexpr const char *kId = "gradient_identities";
 constexpr std::array<std::uint64_t, 3> kSeeds{2, 3, 5};
 
 /// The shrunk counterexample of a failing report (`r` must outlive it).
-const Counterexample &failed(const Report &r) {
+const Counterexample &failed(const RunReport &r) {
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, kId);
@@ -30,7 +30,7 @@ const Counterexample &failed(const Report &r) {
 
 TEST_CASE("gradient_identities: a correct backward keeps both sums in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), kId, options());
+    const RunReport r = check_property(support::variant_kernel(v), kId, options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -38,21 +38,21 @@ TEST_CASE("gradient_identities: a correct backward keeps both sums in every summ
 
 TEST_CASE("gradient_identities: a correct backward raises no false alarm over three more seeds and low precision") {
   for (std::uint64_t seed : kSeeds) {
-    const Report r = check_property(support::variant_kernel(support::Variant{}), kId, options(Dtype::f32, seed));
+    const RunReport r = check_property(support::variant_kernel(support::Variant{}), kId, options(Dtype::f32, seed));
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
   for (Dtype dt : {Dtype::bf16}) {
     support::Variant v;
     v.round_p = true;
-    const Report r = check_property(support::variant_kernel(v), kId, options(dt));
+    const RunReport r = check_property(support::variant_kernel(v), kId, options(dt));
     INFO(r.text());
     CHECK(r.verdict() != Verdict::fail);
   }
 }
 
 TEST_CASE("gradient_identities: dS without the −D_i term breaks Σ_j dK_j = 0 down to a single element") {
-  const Report r = check_property(bug(Bug::ds_without_d_term), kId, options());
+  const RunReport r = check_property(bug(Bug::ds_without_d_term), kId, options());
   const Counterexample &c = failed(r);
   INFO(c.outcome.detail);
   CHECK(c.outcome.detail.rfind("Σ_j dK", 0) == 0);
@@ -61,7 +61,7 @@ TEST_CASE("gradient_identities: dS without the −D_i term breaks Σ_j dK_j = 0 
 }
 
 TEST_CASE("gradient_identities: query heads reading kv head h mod Hkv break Σ_j dV_j = Σ_i dO_i") {
-  const Report r = check_property(bug(Bug::gqa_head_mod), kId, options());
+  const RunReport r = check_property(bug(Bug::gqa_head_mod), kId, options());
   const Counterexample &c = failed(r);
   INFO(c.outcome.detail);
   CHECK(c.outcome.detail.rfind("Σ_j dV", 0) == 0);
@@ -72,7 +72,7 @@ TEST_CASE("gradient_identities: query heads reading kv head h mod Hkv break Σ_j
 }
 
 TEST_CASE("gradient_identities: a top-left causal mask feeds dO of rows that see no key into dV") {
-  const Report r = check_property(bug(Bug::causal_top_left), kId, options());
+  const RunReport r = check_property(bug(Bug::causal_top_left), kId, options());
   const Counterexample &c = failed(r);
   INFO(c.outcome.detail);
   CHECK(c.outcome.detail.rfind("Σ_j dV", 0) == 0);
@@ -85,6 +85,6 @@ TEST_CASE("gradient_identities: a top-left causal mask feeds dO of rows that see
 TEST_CASE("gradient_identities: a kernel without a backward is unsupported, not failed") {
   attncheck_kernel fwd = support::variant_kernel(support::Variant{});
   fwd.backward = nullptr;
-  const Report r = check_property(fwd, kId, options());
+  const RunReport r = check_property(fwd, kId, options());
   CHECK(r.verdict() == Verdict::unsupported);
 }

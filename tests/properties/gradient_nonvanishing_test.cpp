@@ -46,7 +46,7 @@ Outcome run_at(const attncheck_kernel &k, std::int64_t D) {
   return find_property(kId)->run(env, gaussian_case(D, static_cast<std::uint64_t>(D)));
 }
 
-void check_small_failure(const Report &r) {
+void check_small_failure(const RunReport &r) {
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, kId);
@@ -61,7 +61,7 @@ void check_small_failure(const Report &r) {
 
 TEST_CASE("gradient_nonvanishing: a correct backward's gradient norms match the reference in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), kId, options());
+    const RunReport r = check_property(support::variant_kernel(v), kId, options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -69,7 +69,7 @@ TEST_CASE("gradient_nonvanishing: a correct backward's gradient norms match the 
 
 TEST_CASE("gradient_nonvanishing: a correct kernel raises no false alarm over four hundred cases and four seeds") {
   for (std::uint64_t seed : kSeeds) {
-    const Report r = check_property(support::variant_kernel(support::Variant{}), kId, options(Dtype::f32, seed));
+    const RunReport r = check_property(support::variant_kernel(support::Variant{}), kId, options(Dtype::f32, seed));
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -102,11 +102,11 @@ TEST_CASE("gradient_nonvanishing: a scale of 1/D is found and shrinks to one que
 
 TEST_CASE("gradient_nonvanishing: a forward-only kernel without the scale fails at its effective scale") {
   const attncheck_kernel fwd = without_backward(bug(Bug::missing_scale));
-  const Report r = check_property(fwd, kId, options());
+  const RunReport r = check_property(fwd, kId, options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   CHECK(counterexample(r, kId)->outcome.detail.find("forward-only") != std::string::npos);
-  const Report ok = check_property(without_backward(support::variant_kernel(support::Variant{})), kId, options());
+  const RunReport ok = check_property(without_backward(support::variant_kernel(support::Variant{})), kId, options());
   INFO(ok.text());
   CHECK(ok.verdict() == Verdict::pass);
 }

@@ -59,14 +59,14 @@ const attncheck_kernel &scratch_dout() {
 
 TEST_CASE("input_integrity: a correct kernel leaves every input byte as it was, forward and backward") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "input_integrity", options());
+    const RunReport r = check_property(support::variant_kernel(v), "input_integrity", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("input_integrity: a kernel that folds the scale into q in place is found with D = 2") {
-  const Report r = check_property(kPrescaleQ, "input_integrity", options());
+  const RunReport r = check_property(kPrescaleQ, "input_integrity", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "input_integrity");
@@ -78,7 +78,7 @@ TEST_CASE("input_integrity: a kernel that folds the scale into q in place is fou
 }
 
 TEST_CASE("input_integrity: a backward that zeroes dout as scratch is found") {
-  const Report r = check_property(scratch_dout(), "input_integrity", options());
+  const RunReport r = check_property(scratch_dout(), "input_integrity", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "input_integrity");

@@ -51,7 +51,7 @@ TEST_CASE("a NaN for one large finite logit, where the exact output and its boun
   for (std::uint64_t seed : {1, 2, 3}) {
     CheckOptions o = options(Dtype::f32, seed);
     o.properties = {"accuracy", "nonfinite_output"};
-    const Report r = check(kNanOnLargeLogit, o);
+    const RunReport r = check(kNanOnLargeLogit, o);
     INFO("seed " << seed << "\n" << r.text());
     REQUIRE(r.find("accuracy")->verdict == Verdict::fail);
     const Counterexample &c = *counterexample(r, "accuracy");
@@ -67,7 +67,7 @@ TEST_CASE("a NaN for one large finite logit fails accuracy under a shape pool of
   o.cases = 1000;
   o.properties = {"accuracy"};
   o.shape_pool = 2;  // the all-ones shape and Lq = 2, Lk = 1: what the pool left a kernel that declines Dv ≠ D
-  const Report r = check(kNanOnLargeLogit, o);
+  const RunReport r = check(kNanOnLargeLogit, o);
   INFO(r.text());
   CHECK(r.find("accuracy")->verdict == Verdict::fail);
 }
@@ -76,7 +76,7 @@ TEST_CASE("a NaN that only nonfinite_output's draws reach is handed over: accura
   CheckOptions o = options();
   o.properties = {"accuracy", "nonfinite_output"};
   o.cases = 4;  // too few for accuracy's own draws (one family in eight is the extremes) to reach the logit
-  const Report r = check(kNanOnLargeLogit, o);
+  const RunReport r = check(kNanOnLargeLogit, o);
   INFO(r.text());
   const PropertyReport &accuracy = *r.find("accuracy");
   const PropertyReport &nonfinite = *r.find("nonfinite_output");
@@ -92,7 +92,7 @@ TEST_CASE("a NaN that only nonfinite_output's draws reach is handed over: accura
 TEST_CASE("an escalated line stays a required failure when its required property is not in the report") {
   CheckOptions o = options();
   o.properties = {"nonfinite_output"};  // a worker's item, or a shard without accuracy
-  const Report r = check(kNanOnLargeLogit, o);
+  const RunReport r = check(kNanOnLargeLogit, o);
   INFO(r.text());
   const PropertyReport &nonfinite = *r.find("nonfinite_output");
   CHECK(nonfinite.verdict == Verdict::fail);

@@ -24,7 +24,7 @@ CheckOptions long_options(Dtype dt = Dtype::f32) {
 
 TEST_CASE("long_rows: correct kernels of every summation order pass on rows up to 65536 keys") {
   for (const Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "long_rows", long_options());
+    const RunReport r = check_property(support::variant_kernel(v), "long_rows", long_options());
     INFO(v.name() << "\n" << r.text());
     CHECK(r.verdict() == Verdict::pass);
     CHECK(r.properties.at(0).note.find("sizes run: rows up to Lk=") != std::string::npos);
@@ -37,14 +37,14 @@ TEST_CASE("long_rows: FlashAttention-like float16 and bfloat16 kernels that roun
   v.exp2_fold = true;
   v.round_p = true;
   for (Dtype dt : {Dtype::f16, Dtype::bf16}) {
-    const Report r = check_property(support::variant_kernel(v), "long_rows", long_options(dt));
+    const RunReport r = check_property(support::variant_kernel(v), "long_rows", long_options(dt));
     INFO(dtype_name(dt) << "\n" << r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("long_rows: a dropped partial last key block is caught and shrinks to one key past a block") {
-  const Report r = check_property(bug(Bug::drop_last_partial_block), "long_rows", long_options());
+  const RunReport r = check_property(bug(Bug::drop_last_partial_block), "long_rows", long_options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const CaseSpec &s = counterexample(r, "long_rows")->minimal.spec;
@@ -56,7 +56,7 @@ namespace {
 /// Checks scale bug `b` against long_rows with the default options: caught, and the shrunk long problem has
 /// Lk′ in [min_lk, max_lk] (just past the bug's threshold) and, when `decode`, one row.
 void caught_at_scale(Bug b, std::int64_t min_lk, std::int64_t max_lk, bool decode = false) {
-  const Report r = check_property(bug(b), "long_rows", options());
+  const RunReport r = check_property(bug(b), "long_rows", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const CaseSpec &s = counterexample(r, "long_rows")->minimal.spec;
@@ -83,7 +83,7 @@ TEST_CASE("long_rows: a case of more than 2^31 elements that does not fit the me
   CheckOptions o = long_options();
   o.huge_cases = true;
   o.memory_limit_mib = 1024;
-  const Report r = check_property(support::variant_kernel(Variant{}), "long_rows", o);
+  const RunReport r = check_property(support::variant_kernel(Variant{}), "long_rows", o);
   INFO(r.text());
   CHECK(r.verdict() == Verdict::pass);
   CHECK(r.properties.at(0).note.find("no case of more than 2³¹ elements: its tensors take") != std::string::npos);

@@ -13,7 +13,7 @@ using support::Bug;
 
 TEST_CASE("masked_nonfinite: a kernel that skips masked keys keeps NaN and Inf out of every row, as a requirement") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "masked_nonfinite", declaring("hidden-keys=any"));
+    const RunReport r = check_property(support::variant_kernel(v), "masked_nonfinite", declaring("hidden-keys=any"));
     INFO(r.text());
     CHECK(r.find("masked_nonfinite")->tier == Tier::required);
     CHECK(r.verdict() == Verdict::pass);
@@ -39,10 +39,10 @@ TEST_CASE("masked_nonfinite: a row that reads a poisoned hidden key turns NaN, o
 }
 
 TEST_CASE("masked_nonfinite: a leak is a failure when the kernel promises isolation, a warning when it does not") {
-  const Report promised = check_property(bug(Bug::causal_off_by_one), "masked_nonfinite", declaring("hidden-keys=any"));
+  const RunReport promised = check_property(bug(Bug::causal_off_by_one), "masked_nonfinite", declaring("hidden-keys=any"));
   INFO(promised.text());
   CHECK(promised.verdict() == Verdict::fail);
-  const Report advisory = check_property(bug(Bug::causal_off_by_one), "masked_nonfinite", options());
+  const RunReport advisory = check_property(bug(Bug::causal_off_by_one), "masked_nonfinite", options());
   INFO(advisory.text());
   CHECK(advisory.find("masked_nonfinite")->tier == Tier::advisory);
   CHECK(advisory.verdict() == Verdict::warn);

@@ -13,7 +13,7 @@ using support::Bug;
 
 TEST_CASE("overflow_robustness: a correct kernel's output stays finite for logits far past exp's range") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "overflow_robustness", options());
+    const RunReport r = check_property(support::variant_kernel(v), "overflow_robustness", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -26,14 +26,14 @@ TEST_CASE("overflow_robustness: a correct kernel stays finite in float16 and bfl
   for (const support::Variant &v : support::correct_variants())
     if (v.round_p && v.accumulate == Dtype::f32) {
       const Dtype dt = kStorage[n++ % kStorage.size()];
-      const Report r = check_property(support::variant_kernel(v), "overflow_robustness", options(dt));
+      const RunReport r = check_property(support::variant_kernel(v), "overflow_robustness", options(dt));
       INFO(r.text());
       CHECK(r.verdict() == Verdict::pass);
     }
 }
 
 TEST_CASE("overflow_robustness: exp without the max subtraction overflows to NaN on a one-key row") {
-  const Report r = check_property(bug(Bug::no_max_subtraction), "overflow_robustness", options());
+  const RunReport r = check_property(bug(Bug::no_max_subtraction), "overflow_robustness", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "overflow_robustness");

@@ -11,14 +11,14 @@ using support::Bug;
 
 TEST_CASE("padding_isolation: a correct kernel never reads NaN padding, in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "padding_isolation", options());
+    const RunReport r = check_property(support::variant_kernel(v), "padding_isolation", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("padding_isolation: a key loop that runs one key past the end reads the NaN padding after a head") {
-  const Report r = check_property(bug(Bug::read_past_last_key), "padding_isolation", options());
+  const RunReport r = check_property(bug(Bug::read_past_last_key), "padding_isolation", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "padding_isolation");
@@ -47,7 +47,7 @@ const attncheck_kernel kOffsetBlind{ATTNCHECK_ABI_VERSION, "offset_blind", offse
 }  // namespace
 
 TEST_CASE("a kernel that ignores DLPack's byte_offset reads the NaN padding in front of the data and fails") {
-  const Report r = check_property(kOffsetBlind, "accuracy", options());
+  const RunReport r = check_property(kOffsetBlind, "accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   CHECK(counterexample(r, "accuracy")->outcome.step == Step::finite);

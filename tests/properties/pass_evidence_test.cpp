@@ -76,7 +76,7 @@ CheckOptions pooled(int shapes) {
 
 TEST_CASE("a kernel that declines Dv ≠ D gets a shape pool of shapes it accepts, and passes on at least three") {
   g_ran.clear();
-  const Report r = check(kDeclinesDv, pooled(CheckOptions::kAutoShapePool));
+  const RunReport r = check(kDeclinesDv, pooled(CheckOptions::kAutoShapePool));
   INFO(r.text());
   CHECK(r.find("accuracy")->verdict == Verdict::pass);
   CHECK(g_ran.size() >= 3);
@@ -85,7 +85,7 @@ TEST_CASE("a kernel that declines Dv ≠ D gets a shape pool of shapes it accept
 
 TEST_CASE("a kernel whose declines leave two shapes is undecided with the reason, never a pass") {
   g_ran.clear();
-  const Report r = check(kOneKeyOnly, pooled(CheckOptions::kAutoShapePool));
+  const RunReport r = check(kOneKeyOnly, pooled(CheckOptions::kAutoShapePool));
   INFO(r.text());
   const PropertyReport &p = *r.find("accuracy");
   REQUIRE(g_ran.size() < 3);
@@ -96,14 +96,14 @@ TEST_CASE("a kernel whose declines leave two shapes is undecided with the reason
 }
 
 TEST_CASE("the same kernel, seed and pool give the same verdict and note") {
-  const Report a = check(kOneKeyOnly, pooled(CheckOptions::kAutoShapePool));
-  const Report b = check(kOneKeyOnly, pooled(CheckOptions::kAutoShapePool));
+  const RunReport a = check(kOneKeyOnly, pooled(CheckOptions::kAutoShapePool));
+  const RunReport b = check(kOneKeyOnly, pooled(CheckOptions::kAutoShapePool));
   CHECK(a.find("accuracy")->note == b.find("accuracy")->note);
   CHECK(a.text() == b.text());
 }
 
 TEST_CASE("the report's text shows decided / planned cases where they differ, and why") {
-  const Report r = check(kOneKeyOnly, pooled(0));  // without a pool, RapidCheck gives up on the declined draws
+  const RunReport r = check(kOneKeyOnly, pooled(0));  // without a pool, RapidCheck gives up on the declined draws
   const std::string text = r.text();
   INFO(text);
   const PropertyReport &p = *r.find("accuracy");
@@ -122,7 +122,7 @@ TEST_CASE("properties that set Dv = Lk draw D = Lk too for a kernel that decline
     g_ran.clear();
     CheckOptions o = pooled(pool);
     o.properties = kDvEqualsLk;
-    const Report r = check(kDeclinesDv, o);
+    const RunReport r = check(kDeclinesDv, o);
     INFO("shape pool " << pool << "\n" << r.text());
     for (const std::string &id : kDvEqualsLk) {
       const PropertyReport &p = *r.find(id);
@@ -137,7 +137,7 @@ TEST_CASE("a kernel that accepts Dv ≠ D keeps the draws with D ≠ Lk for the 
   g_ran.clear();
   CheckOptions o = pooled(0);
   o.properties = kDvEqualsLk;
-  const Report r = check(kRecorded, o);
+  const RunReport r = check(kRecorded, o);
   INFO(r.text());
   CHECK(r.find("variance_normalization")->verdict == Verdict::pass);
   CHECK(std::any_of(g_ran.begin(), g_ran.end(), [](const Shape &s) { return s.D != s.Dv; }));
@@ -146,7 +146,7 @@ TEST_CASE("a kernel that accepts Dv ≠ D keeps the draws with D ≠ Lk for the 
 TEST_CASE("a missing scale in a kernel that declines Dv ≠ D is caught by variance_normalization, shrunk with D = Dv = Lk") {
   CheckOptions o = pooled(0);
   o.properties = {"variance_normalization"};
-  const Report r = check(kDeclinesDvMissingScale, o);
+  const RunReport r = check(kDeclinesDvMissingScale, o);
   INFO(r.text());
   const PropertyReport &p = *r.find("variance_normalization");
   CHECK(p.verdict == Verdict::fail);

@@ -17,14 +17,14 @@ TEST_CASE(
   // splits and exp2.
   const std::vector<support::Variant> orders = summation_orders();
   for (std::size_t n = 0; n < orders.size(); n += 2) {
-    const Report r = check_property(support::variant_kernel(orders[n]), "permutation_equivariance", options());
+    const RunReport r = check_property(support::variant_kernel(orders[n]), "permutation_equivariance", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("permutation_equivariance: a dropped partial last key block is found with one key past a full block") {
-  const Report r = check_property(bug(Bug::drop_last_partial_block), "permutation_equivariance", options());
+  const RunReport r = check_property(bug(Bug::drop_last_partial_block), "permutation_equivariance", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "permutation_equivariance");
@@ -35,7 +35,7 @@ TEST_CASE("permutation_equivariance: a dropped partial last key block is found w
 }
 
 TEST_CASE("permutation_equivariance: an accumulator not rescaled depends on the key order on a two-key row") {
-  const Report r = check_property(bug(Bug::no_rescale), "permutation_equivariance", options());
+  const RunReport r = check_property(bug(Bug::no_rescale), "permutation_equivariance", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = counterexample(r, "permutation_equivariance")->minimal.spec.shape;

@@ -68,11 +68,11 @@ inline CheckOptions declaring(std::string_view text, Dtype dt = Dtype::f32) {
 /// The Env a property runs in for `kernel` under the contract `text`, float32 storage.
 inline Env env_of(const attncheck_kernel &kernel, std::string_view text = "") {
   const KernelContract c = parse_contract(text);
-  return Env{kernel, c.profile(Dtype::f32), c};
+  return Env{kernel, c.precision(Dtype::f32), c};
 }
 
 /// The shrunk counterexample of `id` in `r` (nullptr when there is none).
-inline const Counterexample *counterexample(const Report &r, std::string_view id) {
+inline const Counterexample *counterexample(const RunReport &r, std::string_view id) {
   const PropertyReport *p = r.find(id);
   return p && p->counterexample ? &*p->counterexample : nullptr;
 }
@@ -80,7 +80,7 @@ inline const Counterexample *counterexample(const Report &r, std::string_view id
 /// The shape a failure of `property` on `kernel` shrinks to: REQUIREs that the check fails (showing its report).
 inline Shape minimal_failing_shape(const attncheck_kernel &kernel, std::string_view property,
                                    const CheckOptions &o = options()) {
-  const Report r = check_property(kernel, property, o);
+  const RunReport r = check_property(kernel, property, o);
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   return counterexample(r, property)->minimal.spec.shape;

@@ -43,7 +43,7 @@ const attncheck_kernel &forward_only() {
   return k;
 }
 
-const Shape &shrunk(const Report &r, std::string_view id) { return counterexample(r, id)->minimal.spec.shape; }
+const Shape &shrunk(const RunReport &r, std::string_view id) { return counterexample(r, id)->minimal.spec.shape; }
 /// The tensors of `c` that have a layout of their own.
 std::vector<Operand> own_layouts(const Counterexample &c) {
   std::vector<Operand> out;
@@ -57,14 +57,14 @@ std::vector<Operand> own_layouts(const Counterexample &c) {
 
 TEST_CASE("lse: a correct kernel's log-sum-exp stays within its bound in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "lse", options());
+    const RunReport r = check_property(support::variant_kernel(v), "lse", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("lse: an LSE left in base 2 is caught although O is right") {
-  const Report r = check_property(kLseBase2, "lse", options());
+  const RunReport r = check_property(kLseBase2, "lse", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = shrunk(r, "lse");
@@ -73,7 +73,7 @@ TEST_CASE("lse: an LSE left in base 2 is caught although O is right") {
 }
 
 TEST_CASE("lse: a missing scale is caught and shrinks to L ≤ 2, D ≤ 4") {
-  const Report r = check_property(bug(Bug::missing_scale), "lse", options(Dtype::f16));
+  const RunReport r = check_property(bug(Bug::missing_scale), "lse", options(Dtype::f16));
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = shrunk(r, "lse");
@@ -85,7 +85,7 @@ TEST_CASE("lse: a missing scale is caught and shrinks to L ≤ 2, D ≤ 4") {
 // ---- sum_to_one ----
 
 TEST_CASE("lse: an LSE written at compact offsets whatever its strides is caught on an LSE of its own layout alone") {
-  const Report r = check_property(bug(Bug::lse_assumed_compact), "lse", options());
+  const RunReport r = check_property(bug(Bug::lse_assumed_compact), "lse", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "lse");
@@ -101,7 +101,7 @@ TEST_CASE("sum_to_one: each softmax row of a correct kernel sums to 1 within its
   // Dv = Lk makes these cases the suite's most expensive: three summation orders suffice here.
   const std::vector<support::Variant> orders = summation_orders();
   for (std::size_t n = 0; n < orders.size(); n += 2) {
-    const Report r = check_property(support::variant_kernel(orders[n]), "sum_to_one", options());
+    const RunReport r = check_property(support::variant_kernel(orders[n]), "sum_to_one", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -112,17 +112,17 @@ TEST_CASE("sum_to_one: a bfloat16-accumulating kernel passes when it declares bf
   v.accumulate = Dtype::bf16;
   CheckOptions o = options(Dtype::bf16);
   o.contract = parse_contract("accumulate=bf16 round-p=no");
-  const Report declared = check_property(support::variant_kernel(v), "sum_to_one", o);
+  const RunReport declared = check_property(support::variant_kernel(v), "sum_to_one", o);
   INFO(declared.text());
   CHECK(declared.verdict() != Verdict::fail);
   // Under the default profile (float32 accumulation) its row sums are out of bounds.
-  const Report undeclared = check_property(support::variant_kernel(v), "sum_to_one", options(Dtype::bf16));
+  const RunReport undeclared = check_property(support::variant_kernel(v), "sum_to_one", options(Dtype::bf16));
   INFO(undeclared.text());
   CHECK(undeclared.verdict() == Verdict::fail);
 }
 
 TEST_CASE("sum_to_one: an accumulator not rescaled when the row max grows breaks the row sums") {
-  const Report r = check_property(bug(Bug::no_rescale), "sum_to_one", options());
+  const RunReport r = check_property(bug(Bug::no_rescale), "sum_to_one", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = shrunk(r, "sum_to_one");
@@ -132,7 +132,7 @@ TEST_CASE("sum_to_one: an accumulator not rescaled when the row max grows breaks
 }
 
 TEST_CASE("sum_to_one: output accumulated onto what the buffer held shows up as non-finite output") {
-  const Report r = check_property(bug(Bug::output_not_zeroed), "sum_to_one", options());
+  const RunReport r = check_property(bug(Bug::output_not_zeroed), "sum_to_one", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   CHECK(counterexample(r, "sum_to_one")->outcome.step == Step::finite);
@@ -141,7 +141,7 @@ TEST_CASE("sum_to_one: output accumulated onto what the buffer held shows up as 
 }
 
 TEST_CASE("sum_to_one: NaN in rows that see no key breaks the masking step") {
-  const Report r = check_property(bug(Bug::nan_fully_masked_rows), "sum_to_one", options());
+  const RunReport r = check_property(bug(Bug::nan_fully_masked_rows), "sum_to_one", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "sum_to_one");
@@ -154,14 +154,14 @@ TEST_CASE("sum_to_one: NaN in rows that see no key breaks the masking step") {
 
 TEST_CASE("gradient_accuracy: a correct backward stays within the error bound in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "gradient_accuracy", options());
+    const RunReport r = check_property(support::variant_kernel(v), "gradient_accuracy", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("gradient_accuracy: dK without the scale factor is caught and shrinks to L ≤ 2, D ≤ 4") {
-  const Report r = check_property(bug(Bug::dk_missing_scale), "gradient_accuracy", options());
+  const RunReport r = check_property(bug(Bug::dk_missing_scale), "gradient_accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "gradient_accuracy");
@@ -173,7 +173,7 @@ TEST_CASE("gradient_accuracy: dK without the scale factor is caught and shrinks 
 }
 
 TEST_CASE("gradient_accuracy: dS without the −D_i term is caught and shrinks to a two-key row") {
-  const Report r = check_property(bug(Bug::ds_without_d_term), "gradient_accuracy", options());
+  const RunReport r = check_property(bug(Bug::ds_without_d_term), "gradient_accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = shrunk(r, "gradient_accuracy");
@@ -184,7 +184,7 @@ TEST_CASE("gradient_accuracy: dS without the −D_i term is caught and shrinks t
 
 TEST_CASE("gradient_accuracy: a dO read at compact offsets whatever its strides is caught on a dO of its own layout "
           "alone") {
-  const Report r = check_property(bug(Bug::dout_assumed_compact), "gradient_accuracy", options());
+  const RunReport r = check_property(bug(Bug::dout_assumed_compact), "gradient_accuracy", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "gradient_accuracy");
@@ -194,7 +194,7 @@ TEST_CASE("gradient_accuracy: a dO read at compact offsets whatever its strides 
 }
 
 TEST_CASE("gradient_accuracy: a kernel without a backward is unsupported, not failed") {
-  const Report r = check_property(forward_only(), "gradient_accuracy", options());
+  const RunReport r = check_property(forward_only(), "gradient_accuracy", options());
   INFO(r.text());
   CHECK(r.verdict() == Verdict::unsupported);
   CHECK(r.properties.at(0).cases == 0);

@@ -24,11 +24,11 @@ const attncheck_kernel kOwnScale{ATTNCHECK_ABI_VERSION, "own_scale", own_scale_f
 
 TEST_CASE("scale_parameter: correct kernels honour the scale they are passed, in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "scale_parameter", options());
+    const RunReport r = check_property(support::variant_kernel(v), "scale_parameter", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
-  const Report r16 = check_property(support::variant_kernel(support::Variant{}), "scale_parameter",
+  const RunReport r16 = check_property(support::variant_kernel(support::Variant{}), "scale_parameter",
                                     options(Dtype::f16));
   INFO(r16.text());
   CHECK(r16.verdict() == Verdict::pass);
@@ -36,7 +36,7 @@ TEST_CASE("scale_parameter: correct kernels honour the scale they are passed, in
 
 TEST_CASE("scale_parameter: a kernel that hard-codes 1/√D passes accuracy but fails here with a small case") {
   CHECK(check_property(kOwnScale, "accuracy", options()).verdict() == Verdict::pass);
-  const Report r = check_property(kOwnScale, "scale_parameter", options());
+  const RunReport r = check_property(kOwnScale, "scale_parameter", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = counterexample(r, "scale_parameter")->minimal.spec.shape;

@@ -57,7 +57,7 @@ struct ShapeBound {
 void caught(const attncheck_kernel &kernel, std::string_view name, std::string_view property, const CheckOptions &opt,
             ShapeBound bound) {
   const Clock::time_point t0 = Clock::now();
-  const Report r = check_property(kernel, property, opt);
+  const RunReport r = check_property(kernel, property, opt);
   const double secs = seconds_since(t0);
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
@@ -93,7 +93,7 @@ void passes_everything(std::string_view kernel, Dtype dt) {
   opt.cases = kSelfTestCases;
   opt.contract = declared_contract(kernel);
   const Clock::time_point t0 = Clock::now();
-  const Report r = check(builtin(kernel), opt);
+  const RunReport r = check(builtin(kernel), opt);
   const double secs = seconds_since(t0);
   int decided = 0, undecided = 0;
   for (const PropertyReport &p : r.properties) {
@@ -210,7 +210,7 @@ TEST_CASE("self-test: argument tensors read as compact are caught by each featur
     caught(support::FeatureBug::args_assumed_compact, property);
     CheckOptions opt = options();
     opt.contract = parse_contract(support::feature_contract(support::FeatureBug::args_assumed_compact));
-    const Report r = check_property(support::feature_kernel(support::FeatureBug::args_assumed_compact), property, opt);
+    const RunReport r = check_property(support::feature_kernel(support::FeatureBug::args_assumed_compact), property, opt);
     REQUIRE(r.verdict() == Verdict::fail);
     CHECK(counterexample(r, property)->minimal.spec.features.strided_args);  // compact, it passes: not shrunk away
   }

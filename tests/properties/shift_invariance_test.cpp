@@ -19,14 +19,14 @@ TEST_CASE(
   // splits and exp2.
   const std::vector<support::Variant> orders = summation_orders();
   for (std::size_t n = 0; n < orders.size(); n += 2) {
-    const Report r = check_property(support::variant_kernel(orders[n]), "shift_invariance", options());
+    const RunReport r = check_property(support::variant_kernel(orders[n]), "shift_invariance", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("shift_invariance: weights that do not sum to 1 (no rescale) do not follow a shift of every value") {
-  const Report r = check_property(bug(Bug::no_rescale), "shift_invariance", options());
+  const RunReport r = check_property(bug(Bug::no_rescale), "shift_invariance", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "shift_invariance");
@@ -38,7 +38,7 @@ TEST_CASE("shift_invariance: weights that do not sum to 1 (no rescale) do not fo
 }
 
 TEST_CASE("shift_invariance: a key read past the last one does not move with the keys, on a one-key row") {
-  const Report r = check_property(bug(Bug::read_past_last_key), "shift_invariance", options());
+  const RunReport r = check_property(bug(Bug::read_past_last_key), "shift_invariance", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Shape &s = counterexample(r, "shift_invariance")->minimal.spec.shape;

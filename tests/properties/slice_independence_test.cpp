@@ -11,21 +11,21 @@ using support::Bug;
 
 TEST_CASE("slice_independence: a correct kernel's batches and heads stay bit-identical in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "slice_independence", options());
+    const RunReport r = check_property(support::variant_kernel(v), "slice_independence", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
 }
 
 TEST_CASE("slice_independence: a correct kernel keeps slices apart in float16 storage") {
-  const Report r = check_property(support::variant_kernel(support::Variant{}), "slice_independence",
+  const RunReport r = check_property(support::variant_kernel(support::Variant{}), "slice_independence",
                                   options(Dtype::f16));
   INFO(r.text());
   CHECK(r.verdict() == Verdict::pass);
 }
 
 TEST_CASE("slice_independence: query heads reading kv head h mod Hkv are found on two kv heads of group two") {
-  const Report r = check_property(bug(Bug::gqa_head_mod), "slice_independence", options());
+  const RunReport r = check_property(bug(Bug::gqa_head_mod), "slice_independence", options());
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, "slice_independence");

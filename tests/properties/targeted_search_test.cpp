@@ -27,11 +27,11 @@ constexpr std::uint64_t kMissedSeeds[] = {3, 4, 7};
 
 TEST_CASE("targeted search: a scale rounded to 12 bits is missed by the random cases and caught by the phase") {
   for (const std::uint64_t seed : kMissedSeeds) {
-    const Report random_only = check_property(bug(Bug::scale_12_bits), "accuracy", float16_without_lse(seed, 0));
+    const RunReport random_only = check_property(bug(Bug::scale_12_bits), "accuracy", float16_without_lse(seed, 0));
     INFO("seed " << seed << "\n" << random_only.text());
     CHECK(random_only.verdict() == Verdict::pass);
     CHECK_FALSE(random_only.properties[0].targeted.ran());
-    const Report targeted = check_property(bug(Bug::scale_12_bits), "accuracy", float16_without_lse(seed));
+    const RunReport targeted = check_property(bug(Bug::scale_12_bits), "accuracy", float16_without_lse(seed));
     INFO(targeted.text());
     REQUIRE(targeted.verdict() == Verdict::fail);
     const PropertyReport &p = targeted.properties[0];
@@ -43,13 +43,13 @@ TEST_CASE("targeted search: a scale rounded to 12 bits is missed by the random c
 }
 
 TEST_CASE("targeted search: a targeted counterexample's reproduce string gives it back") {
-  const Report r = check_property(bug(Bug::scale_12_bits), "accuracy", float16_without_lse(kMissedSeeds[0]));
+  const RunReport r = check_property(bug(Bug::scale_12_bits), "accuracy", float16_without_lse(kMissedSeeds[0]));
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *r.properties[0].counterexample;
   CHECK(c.reproduce.find("@target") == std::string::npos);  // the key is inside RapidCheck's encoded map
   CheckOptions again = float16_without_lse(kMissedSeeds[0]);
   again.reproduce = c.reproduce;
-  const Report back = check_property(bug(Bug::scale_12_bits), "accuracy", again);
+  const RunReport back = check_property(bug(Bug::scale_12_bits), "accuracy", again);
   INFO(back.text());
   REQUIRE(back.verdict() == Verdict::fail);
   CHECK(back.properties[0].note.find("reproduced") != std::string::npos);
@@ -58,7 +58,7 @@ TEST_CASE("targeted search: a targeted counterexample's reproduce string gives i
 
 TEST_CASE("targeted search: the phase is part of the plan, so the same seed gives the same line") {
   const auto line = [] {
-    const Report r = check_property(bug(Bug::scale_12_bits), "accuracy", float16_without_lse(1));  // passes
+    const RunReport r = check_property(bug(Bug::scale_12_bits), "accuracy", float16_without_lse(1));  // passes
     PropertyReport p = r.properties[0];
     p.timing = {};
     return p;
@@ -72,7 +72,7 @@ TEST_CASE("targeted search: the phase is part of the plan, so the same seed give
 
 TEST_CASE("targeted search: correct kernels of every summation order and storage dtype still pass") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), "accuracy", options());
+    const RunReport r = check_property(support::variant_kernel(v), "accuracy", options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
     CHECK(r.properties[0].targeted.ran());
@@ -81,7 +81,7 @@ TEST_CASE("targeted search: correct kernels of every summation order and storage
   for (Dtype dt : {Dtype::f16, Dtype::bf16})
     for (const support::Variant &v : support::correct_variants())
       if (v.round_p && v.accumulate == Dtype::f32) {
-        const Report r = check_property(support::variant_kernel(v), "gradient_accuracy", options(dt));
+        const RunReport r = check_property(support::variant_kernel(v), "gradient_accuracy", options(dt));
         INFO(r.text());
         CHECK(r.verdict() == Verdict::pass);
         CHECK(r.properties[0].targeted.ran());
@@ -91,7 +91,7 @@ TEST_CASE("targeted search: correct kernels of every summation order and storage
 TEST_CASE("targeted search: a property that is a statistical test gets no targeted phase") {
   CheckOptions o = options();
   o.contract = declared_contract("naive");
-  const Report r = check_property(builtin("naive"), "variance_normalization", o);
+  const RunReport r = check_property(builtin("naive"), "variance_normalization", o);
   INFO(r.text());
   CHECK_FALSE(r.properties[0].targeted.ran());
 }

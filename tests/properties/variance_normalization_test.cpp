@@ -35,7 +35,7 @@ Outcome run_at(const attncheck_kernel &k, std::int64_t D, Dtype dt = Dtype::f32)
   return find_property(kId)->run(env, case_at(D, dt));
 }
 
-void check_shrunk(const Report &r, std::int64_t D) {
+void check_shrunk(const RunReport &r, std::int64_t D) {
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
   const Counterexample &c = *counterexample(r, kId);
@@ -48,7 +48,7 @@ void check_shrunk(const Report &r, std::int64_t D) {
 
 TEST_CASE("variance_normalization: a correct kernel's effective scale is 1/√D in every summation order") {
   for (const support::Variant &v : summation_orders()) {
-    const Report r = check_property(support::variant_kernel(v), kId, options());
+    const RunReport r = check_property(support::variant_kernel(v), kId, options());
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
   }
@@ -56,7 +56,7 @@ TEST_CASE("variance_normalization: a correct kernel's effective scale is 1/√D 
 
 TEST_CASE("variance_normalization: a correct kernel raises no false alarm over four hundred cases and four seeds") {
   for (std::uint64_t seed : kSeeds) {
-    const Report r = check_property(support::variant_kernel(support::Variant{}), kId, options(Dtype::f32, seed));
+    const RunReport r = check_property(support::variant_kernel(support::Variant{}), kId, options(Dtype::f32, seed));
     INFO(r.text());
     CHECK(r.verdict() == Verdict::pass);
     CHECK(r.properties.at(0).cases == CheckOptions::kDefaultCases);
@@ -67,7 +67,7 @@ TEST_CASE("variance_normalization: correct float16 and bfloat16 kernels pass und
   for (Dtype dt : {Dtype::f16, Dtype::bf16})
     for (const support::Variant &v : support::correct_variants())
       if (v.round_p && v.accumulate == Dtype::f32) {
-        const Report r = check_property(support::variant_kernel(v), kId, options(dt));
+        const RunReport r = check_property(support::variant_kernel(v), kId, options(dt));
         INFO(r.text());
         CHECK(r.verdict() == Verdict::pass);
       }

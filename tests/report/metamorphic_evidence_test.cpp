@@ -34,11 +34,11 @@ const attncheck_kernel &off_by_one() {
 }
 const attncheck_kernel &correct() { return support::variant_kernel(support::Variant{}); }
 
-Document one_run(Report report, const attncheck_kernel &kernel) {
+Document one_run(RunReport report, const attncheck_kernel &kernel) {
   Document doc;
   doc.tool_version = "t";
   Run run;
-  run.profile = "quick";
+  run.plan = "quick";
   run.report = std::move(report);
   add_evidence(run.report, kernel);
   doc.runs.push_back(std::move(run));
@@ -88,7 +88,7 @@ Case causal_case() {
 
 /// causal's comparison for row 1, by hand: the keys hidden from row 1 (j ≥ 2) changed, failing at step mask on
 /// O[0,0,1,0] — whichever kernel is then re-run on it.
-Report causal_comparison() {
+RunReport causal_comparison() {
   const Case c = causal_case();
   Case changed = c;
   constexpr std::size_t kFirstHidden = 2 * 2;  // key 2's first element (D = Dv = 2)
@@ -99,7 +99,7 @@ Report causal_comparison() {
   Outcome &o = p.counterexample->outcome;
   o.failing_case = changed;
   o.failing_what = "keys hidden from row 1 (j ≥ 2) changed to other finite values";
-  Report r;
+  RunReport r;
   r.kernel = "hand";
   r.properties.push_back(p);
   return r;

@@ -29,7 +29,7 @@ const Document &document() {
     Document d;
     d.tool_version = "0.1.0-test";
     Run run;
-    run.profile = "quick";
+    run.plan = "quick";
     run.report = check(support::variant_kernel(support::Variant{}), opt);
     d.runs.push_back(std::move(run));
     return d;
@@ -41,7 +41,7 @@ const Document &document() {
 
 TEST_CASE("report.json keeps each property's corners and writes the run's coverage table") {
   const Document &doc = document();
-  const Report &r = doc.runs[0].report;
+  const RunReport &r = doc.runs[0].report;
   REQUIRE_FALSE(r.properties[0].coverage.empty());
   const std::string text = to_json(doc);
   const Document back = from_json(text);

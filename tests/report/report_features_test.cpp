@@ -90,10 +90,9 @@ Document document_of(const Case &minimal) {
   doc.tool_version = "t";
   Run run;
   run.source = {KernelSource::Kind::builtin, ""};
-  run.profile = "quick";
+  run.plan = "quick";
   run.report.kernel = "hand";
   run.report.contract = parse_contract("features=window+softcap+alibi+sinks+mask+varlen+paged+dropout");
-  run.report.profile = run.report.contract.profile(Dtype::f32);
   run.report.properties = {p};
   doc.runs.push_back(std::move(run));
   return doc;
@@ -114,7 +113,7 @@ Run checked(support::FeatureBug bug, std::vector<std::string> properties, const 
   opt.properties = std::move(properties);
   opt.contract = parse_contract(contract.empty() ? support::feature_contract(bug) : contract);
   Run run;
-  run.profile = "quick";
+  run.plan = "quick";
   run.report = check(k, opt);
   add_evidence(run.report, k);
   return run;
@@ -378,7 +377,7 @@ TEST_CASE("checking a feature kernel twice gives byte-identical report.json") {
 
 TEST_CASE("summary.md tells the checked features from the declined ones") {
   Document doc = one_run(checked(support::FeatureBug::none, {"window", "softcap", "accuracy"}, "features=softcap"));
-  const Report &r = doc.runs[0].report;
+  const RunReport &r = doc.runs[0].report;
   REQUIRE(r.properties.size() == 3);
   CHECK(r.properties[0].tier == Tier::off);
   CHECK(r.properties[0].note.starts_with("declined: the kernel's contract does not declare features=window"));

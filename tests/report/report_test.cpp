@@ -39,9 +39,9 @@ const attncheck_kernel &buggy() { return support::variant_kernel(support::bug_va
 const attncheck_kernel &correct() { return support::variant_kernel(support::Variant{}); }
 
 /// A builtin kernel's run of `report`, without evidence.
-Run run_of(Report report) {
+Run run_of(RunReport report) {
   Run run;
-  run.profile = "quick";
+  run.plan = "quick";
   run.report = std::move(report);
   return run;
 }
@@ -123,7 +123,7 @@ TEST_CASE("report.json round-trips byte for byte") {
   CHECK(c.minimal.same_as(the_counterexample().minimal));
   CHECK(c.reproduce == the_counterexample().reproduce);
   CHECK(c.seed == the_counterexample().seed);
-  CHECK(back.runs[0].report.profile.describe() == document().runs[0].report.profile.describe());
+  CHECK(back.runs[0].report.precision().describe() == document().runs[0].report.precision().describe());
 }
 
 TEST_CASE("a failure judged on an empty sequence (Lk = 0, an empty KV cache) round-trips report.json") {
@@ -196,6 +196,9 @@ TEST_CASE("from_json rejects malformed, truncated and foreign files with a one-l
       {"a newer version", replace_once(json, "\"version\": 2", "\"version\": 7"), "report.json: version 7 is newer"},
       {"a contract that does not parse", replace_once(json, "\"contract\": \"causal=bottom-right", "\"contract\": \"causal=sideways"),
        "report.json: runs[0]: \"contract\" does not parse: "},
+      // The contract is the one source of the precision profile: a stored profile it does not give is refused.
+      {"a profile its contract does not give", replace_once(json, "\"round_p\": false", "\"round_p\": true"),
+       "report.json: runs[0]: \"profile\" (f32 storage, f32 accumulation, P rounded"},
       {"an unknown tier", replace_once(json, "\"tier\": \"required\"", "\"tier\": \"optional\""),
        "report.json: runs[0].properties[0]: \"tier\" has an unknown value \"optional\""},
       {"a failure without inputs", replace_once(json, "\"inputs\":", "\"inputz\":"),
@@ -429,9 +432,8 @@ namespace {
 /// warning (an advisory property) that failed on a modified copy of the case.
 Document warned_document() {
   Document doc = document();
-  Report &r = doc.runs[0].report;
+  RunReport &r = doc.runs[0].report;
   r.contract = parse_contract("causal=top-left lse=storage empty-rows=unspecified");
-  r.profile = r.contract.profile(r.dtype);
   PropertyReport &p = r.properties[0];
   p.tier = Tier::advisory;
   p.verdict = Verdict::warn;
@@ -464,7 +466,7 @@ Document hand_document(std::vector<PropertyReport> properties) {
   doc.tool_version = "t";
   Run run;
   run.source = {KernelSource::Kind::builtin, ""};
-  run.profile = "quick";
+  run.plan = "quick";
   run.report.kernel = "hand";
   run.report.properties = std::move(properties);
   doc.runs.push_back(std::move(run));
@@ -484,9 +486,9 @@ TEST_CASE("report.json round-trips the contract, tiers, a warning and its failin
   CHECK(json.find("\"strict\": false") != std::string::npos);
   const Document back = from_json(json);
   CHECK(to_json(back) == json);
-  const Report &r = back.runs[0].report;
+  const RunReport &r = back.runs[0].report;
   CHECK(r.contract == doc.runs[0].report.contract);
-  CHECK(r.profile == doc.runs[0].report.profile);
+  CHECK(r.precision() == doc.runs[0].report.precision());
   CHECK(r.properties[0].tier == Tier::advisory);
   CHECK(r.properties[0].verdict == Verdict::warn);
   CHECK(back.runs[1].report.properties[0].tier == Tier::required);
@@ -509,7 +511,7 @@ TEST_CASE("report.json round-trips the contract, tiers, a warning and its failin
   CHECK(strict.verdict() == Verdict::fail);
 }
 
-TEST_CASE("a version-1 report.json reads with the default contract and every property required") {
+TEST_CASE("a version-1 report.json reads with the contract its precision profile states and every property required") {
   const std::string v1 = R"({
   "format": "attncheck-report",
   "version": 1,
@@ -542,11 +544,15 @@ TEST_CASE("a version-1 report.json reads with the default contract and every pro
 )";
   const Document doc = from_json(v1);
   REQUIRE(doc.runs.size() == 1);
-  const Report &r = doc.runs[0].report;
-  CHECK(r.contract == KernelContract{});
-  CHECK(r.profile.storage == Dtype::f16);
-  CHECK(r.profile.round_p);
-  CHECK(r.profile.lse == Dtype::f32);
+  const RunReport &r = doc.runs[0].report;
+  // Version 1 rounded no GQA gradient per head (float16's automatic value): its contract says so.
+  KernelContract v1_contract;
+  v1_contract.grad_per_head = Allow::no;
+  CHECK(r.contract == v1_contract);
+  CHECK(r.precision().storage == Dtype::f16);
+  CHECK(r.precision().round_p);
+  CHECK_FALSE(r.precision().grad_per_head);
+  CHECK(r.precision().lse == Dtype::f32);
   CHECK_FALSE(doc.strict);
   REQUIRE(r.properties.size() == 2);
   CHECK(r.properties[0].tier == Tier::required);

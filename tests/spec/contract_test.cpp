@@ -17,16 +17,16 @@ TEST_CASE("a contract that declares nothing is what FlashAttention-2 promises", 
   CHECK(c.forward_determinism == Determinism::bitwise);
   CHECK(c.backward_determinism == Determinism::within_bound);
   CHECK(c.describe_changes() == "defaults");
-  const PrecisionProfile f32 = c.profile(Dtype::f32), bf16 = c.profile(Dtype::bf16);
+  const PrecisionProfile f32 = c.precision(Dtype::f32), bf16 = c.precision(Dtype::bf16);
   CHECK(f32 == PrecisionProfile{.storage = Dtype::f32});
   CHECK(bf16.round_p);
   CHECK_FALSE(bf16.rowsum_rounded_p);  // FlashAttention-2 sums the unrounded P: rounded-p is declared
-  CHECK(parse_contract("rowsum=rounded-p").profile(Dtype::bf16).rowsum_rounded_p);
+  CHECK(parse_contract("rowsum=rounded-p").precision(Dtype::bf16).rowsum_rounded_p);
   CHECK(bf16.grad_per_head);
   CHECK(bf16.accumulate == Dtype::f32);
   CHECK(bf16.accumulate_qk == Dtype::f32);
   CHECK(bf16.lse == Dtype::f32);
-  CHECK(PrecisionProfile::for_storage(Dtype::f16) == c.profile(Dtype::f16));
+  CHECK(PrecisionProfile::for_storage(Dtype::f16) == c.precision(Dtype::f16));
 }
 
 TEST_CASE("every key parses, and describe() parses back to the same contract", "[contract]") {
@@ -50,7 +50,7 @@ TEST_CASE("every key parses, and describe() parses back to the same contract", "
   CHECK(c.exp == Exp::approx_bf16);
   CHECK(parse_contract(c.describe()) == c);
   CHECK(parse_contract(c.describe_changes()) == c);
-  const PrecisionProfile p = c.profile(Dtype::f16);
+  const PrecisionProfile p = c.precision(Dtype::f16);
   CHECK(p.accumulate_qk == Dtype::f16);
   CHECK(p.accumulate == Dtype::bf16);
   CHECK_FALSE(p.round_p);

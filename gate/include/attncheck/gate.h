@@ -71,7 +71,7 @@ CheckOptions run_options(const Request &request, Dtype dt, const KernelContract 
                           KernelRunState &state, const std::atomic<bool> *cancel);
 
 /// "kernel dtype: verdict — N passed, N failed, … (N cases)".
-std::string run_line(const Report &r, bool strict);
+std::string run_line(const RunReport &r, bool strict);
 
 /// The gate's exit code: 1 for a failure (a warning too under `strict`), else 3 when something stayed undecided,
 /// the check was cancelled or nothing ran, else 0.
@@ -91,6 +91,6 @@ std::vector<reporting::Run> check_serially(const std::vector<const attncheck_ker
                                            bool quiet, bool strict, bool sharded = false);
 
 /// A run's report before any property: kernel, dtype, contract, profile, seed and cases from `opt`.
-Report run_header(const attncheck_kernel &kernel, const CheckOptions &opt);
+RunReport run_header(const attncheck_kernel &kernel, const CheckOptions &opt);
 
 }  // namespace attncheck::gate

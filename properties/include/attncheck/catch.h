@@ -25,7 +25,7 @@ namespace attncheck::catch_support {
 /// The report of one property and whether it counts as passed (verdict pass: an undecided or unsupported
 /// property fails the assertion too, since it checked nothing conclusive).
 struct PropertyResult {
-  Report report;
+  RunReport report;
   bool passed = false;
   std::string message;  ///< "attncheck property '<id>' on <kernel>: <verdict>\n" + report text
 };

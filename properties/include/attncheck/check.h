@@ -8,7 +8,7 @@
 //   attncheck::CheckOptions opt;
 //   opt.dtype = attncheck::Dtype::f16;
 //   opt.properties = {"accuracy", "sum_to_one"};
-//   attncheck::Report r = attncheck::check(kernel, opt);
+//   attncheck::RunReport r = attncheck::check(kernel, opt);
 //   if (r.verdict() == attncheck::Verdict::fail) std::puts(r.text().c_str());
 //   opt.reproduce = r.find("accuracy")->counterexample->reproduce;   // replays the minimal case only
 #pragma once
@@ -86,7 +86,7 @@ struct CheckOptions {
   /// which ends where its (kernel, dtype) run would end in a serial check. Steady clock (system-wide on Linux).
   std::optional<std::chrono::steady_clock::time_point> end;
   /// What the kernel declares (SPEC.md §3.1): which properties are required or advisory, the causal alignment and
-  /// LSE it is checked against, and its precision profile (contract.profile(dtype)).
+  /// LSE it is checked against, and its precision profile (contract.precision(dtype)).
   KernelContract contract;
   /// Fewer decided cases than this ⇒ verdict undecided (e.g. the budget ran out, or the kernel declined most).
   int min_cases = kDefaultMinCases;
@@ -155,7 +155,7 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
 
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.
-Report check(const attncheck_kernel &kernel, const CheckOptions &options);
+RunReport check(const attncheck_kernel &kernel, const CheckOptions &options);
 /// Re-runs each counterexample of `r` on `kernel` (forward, and backward for gradient properties) under the
 /// report's contract and keeps in Counterexample::evidence the failing tensor's values, the exact values, the bounds
 /// (error model, the report's profile) and the exact probabilities. The case re-run is the problem that failed: the
@@ -163,9 +163,9 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options);
 /// recorded one, else the minimal case. With a failing_case it also re-runs the minimal case (Evidence::original)
 /// and marks the rows that differ between the two beyond what the property allows, and the failing element's row.
 /// check() calls it under CheckOptions::evidence.
-void add_evidence(Report &r, const attncheck_kernel &kernel);
+void add_evidence(RunReport &r, const attncheck_kernel &kernel);
 
 /// check() on a single property; the report has one line.
-Report check_property(const attncheck_kernel &kernel, std::string_view id, CheckOptions options);
+RunReport check_property(const attncheck_kernel &kernel, std::string_view id, CheckOptions options);
 
 }  // namespace attncheck

@@ -25,7 +25,7 @@
 
 namespace attncheck {
 
-struct Report;
+struct RunReport;
 
 /// What a corner needs of a run besides its feature to be reachable at all.
 enum class CornerNeeds : std::uint8_t {
@@ -108,6 +108,6 @@ struct RunCoverage {
 };
 /// The coverage of a run: its properties' counts summed, each corner's status under the run's contract. A corner
 /// that needs the backward is applicable when cases of a property that calls the backward were counted.
-RunCoverage run_coverage(const Report &r);
+RunCoverage run_coverage(const RunReport &r);
 
 }  // namespace attncheck

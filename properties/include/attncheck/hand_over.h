@@ -28,6 +28,6 @@ struct HandOver {
 /// property's line is in `r` without a counterexample of its own: that line fails with a copy of the
 /// counterexample, and the advisory line is a warning again. What was moved, for the caller's per-line data
 /// (evidence). An escalated line whose required property is not in `r` stays a required failure.
-std::vector<HandOver> settle_hand_overs(Report &r);
+std::vector<HandOver> settle_hand_overs(RunReport &r);
 
 }  // namespace attncheck

@@ -13,7 +13,7 @@
 //          Ladder L;                                           // shape → finite → mask → sums → values
 //          if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
 //          const ExactForward exact = reference_forward(p);   // or the exact values the math fixes
-//          const ForwardBounds bound = forward_bounds(p, exact, env.profile);
+//          const ForwardBounds bound = forward_bounds(p, exact, env.precision);
 //          L.finite("O", fr.out, exact.out, bound.out);        // each check is a no-op after a failure
 //          L.masked("O", fr.out, exact.out, bound.out);
 //          L.within(Step::values, "O", fr.out, exact.out, bound.out);
@@ -40,7 +40,7 @@
 // A property gets a generated Case and returns an Outcome; it must be deterministic (same case ⇒ same outcome) and
 // must not keep state between calls. Use `require` to narrow the cases it receives (fixed mask, dout, Dv = Lk …);
 // set needs_backward when it calls the kernel's backward (the property is then unsupported for kernels without
-// one). Bounds come from the error model (error_model.h) under env.profile; floats in details are printed with
+// one). Bounds come from the error model (error_model.h) under env.precision; floats in details are printed with
 // hex_and_decimal (compare.h).
 #pragma once
 
@@ -61,10 +61,10 @@
 namespace attncheck {
 
 /// What a property runs against: the kernel, the contract it declares, and the precision profile that contract
-/// gives for the run's storage dtype (contract.profile(dtype)).
+/// gives for the run's storage dtype (contract.precision(dtype)).
 struct Env {
   const attncheck_kernel &kernel;
-  PrecisionProfile profile;
+  PrecisionProfile precision;
   KernelContract contract;
 };
 
@@ -122,7 +122,7 @@ bool within_each_other(Ladder &L, std::string_view name, const std::vector<doubl
                        const std::vector<double> &extra = {});
 
 /// The accuracy ladder of one problem: the kernel's forward against the reference, O and LSE within the error
-/// model's bounds under env.profile (shape → finite → mask → sums (LSE) → values (O)).
+/// model's bounds under env.precision (shape → finite → mask → sums (LSE) → values (O)).
 Outcome forward_accuracy(const Env &env, const Problem &p);
 /// The same ladder with exact values and bounds from `exact_and_bounds` (called once the call returned intact
 /// outputs): for problems whose answer is not reference_forward's (a stretched one, stretch.h).

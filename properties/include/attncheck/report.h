@@ -1,6 +1,6 @@
 // The result of attncheck::check as plain data: per property the cases run, skipped and undecided, the verdict,
 // the worst error ÷ bound, and for a failure the shrunk counterexample with its exact inputs, seed and reproduce
-// string. Same kernel, options and seed ⇒ the same Report, whatever the machine's load: nothing time-dependent is
+// string. Same kernel, options and seed ⇒ the same RunReport, whatever the machine's load: nothing time-dependent is
 // kept but the Timing figures, and whether the time guard bound (then the cut properties say so).
 #pragma once
 
@@ -98,11 +98,12 @@ struct PropertyReport {
   double worst_ratio_overall() const;
 };
 
-struct Report {
+/// What check() found for one kernel and dtype: a run of report.json (reporting::Document holds the runs of a whole
+/// check; Python's attncheck.Report is that document).
+struct RunReport {
   std::string kernel;
   Dtype dtype = Dtype::f32;
-  KernelContract contract;  ///< what the kernel was checked against
-  PrecisionProfile profile; ///< contract.profile(dtype)
+  KernelContract contract;  ///< what the kernel was checked against: the one source of its precision profile
   std::uint64_t seed = 0;
   int cases = 0;  ///< target cases per property
   std::vector<PropertyReport> properties;
@@ -110,6 +111,9 @@ struct Report {
   /// fail if any property failed (or warned, when `strict`); else undecided if any is undecided; else warn if any
   /// warned; else unsupported if every property is; else pass (unsupported properties do not spoil a pass).
   Verdict verdict(bool strict = false) const;
+  /// The precision profile the run was judged with: the contract's for its dtype (report.json stores it too, as a
+  /// derived field that must agree).
+  PrecisionProfile precision() const { return contract.precision(dtype); }
   const PropertyReport *find(std::string_view id) const;
   /// What the run's cases reached: run_coverage(*this).
   RunCoverage coverage() const { return run_coverage(*this); }

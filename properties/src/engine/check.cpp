@@ -990,12 +990,11 @@ void KernelSpeed::record(const CallRecord &r) {
   if (r.quickest) quickest = std::min(quickest.value_or(*r.quickest), *r.quickest);
 }
 
-Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
-  Report rep;
+RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
+  RunReport rep;
   rep.kernel = kernel.name ? kernel.name : "?";
   rep.dtype = options.dtype;
   rep.contract = options.contract;
-  rep.profile = options.contract.profile(options.dtype);
   rep.seed = options.seed;
   rep.cases = options.cases;
 
@@ -1023,7 +1022,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
     throw std::invalid_argument("check: the reproduce string names no selected property for dtype " +
                                 std::string(dtype_name(options.dtype)));
 
-  const Env env{kernel, rep.profile, rep.contract};
+  const Env env{kernel, rep.precision(), rep.contract};
   std::vector<Shape> local_hung;  // shapes whose calls hung: later cases at or above them are skipped
   std::vector<Shape> &hung = options.hung_shapes ? *options.hung_shapes : local_hung;
   const Clock::time_point check_start = Clock::now();
@@ -1066,7 +1065,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   return rep;
 }
 
-Report check_property(const attncheck_kernel &kernel, std::string_view id, CheckOptions options) {
+RunReport check_property(const attncheck_kernel &kernel, std::string_view id, CheckOptions options) {
   options.properties = {std::string(id)};
   return check(kernel, options);
 }

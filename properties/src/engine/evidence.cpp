@@ -94,7 +94,7 @@ std::vector<double> probabilities(const Problem &p, const std::vector<double> &l
 }
 
 /// The tensor the evidence shows: the output the failure's finding is in, else a guess from the property.
-std::string evidence_tensor(const Counterexample &cx, const PropertyDef *def, const Report &report) {
+std::string evidence_tensor(const Counterexample &cx, const PropertyDef *def, const RunReport &report) {
   static constexpr std::string_view kOutputs[] = {"O", "LSE", "dQ", "dK", "dV"};
   // Unnamed (a derived quantity, a call, a statistic): a gradient property's failure is most likely in dQ, any
   // other's in O.
@@ -109,18 +109,18 @@ std::string evidence_tensor(const Counterexample &cx, const PropertyDef *def, co
 
 /// The kernel, the reference and the error model on case `c` at `scale`, over `tensor`.
 Evidence evidence_on(const Counterexample &cx, const Case &c, double scale, std::string_view tensor,
-                     const attncheck_kernel &kernel, const Report &report) {
+                     const attncheck_kernel &kernel, const RunReport &report) {
   Evidence ev;
   ev.tensor.assign(tensor.begin(), tensor.end());
   const Shape s = c.spec.problem_shape();
   try {
     Problem p = c.problem();
     p.params.scale = scale;
-    const Env env{kernel, report.profile, report.contract};
+    const Env env{kernel, report.precision(), report.contract};
     // A stretched (long) problem's exact values and bounds come from its core (stretch.h); it is forward only, and its
     // probabilities are not the case's values'.
     std::optional<StretchedForward> stretched;
-    if (c.spec.stretch.active()) stretched = stretched_forward(c, report.profile);
+    if (c.spec.stretch.active()) stretched = stretched_forward(c, report.precision());
     // The call itself failed (crashed, hung, declined, wrote outside): there are no results to show, and running it
     // again would only cost another timeout. Otherwise the forward runs first: with dropout, the exact values are
     // those of the mask it returns.
@@ -143,7 +143,7 @@ Evidence evidence_on(const Counterexample &cx, const Case &c, double scale, std:
     }
     if (!fr->call.ok()) ev.call_error = call_failure("forward", fr->call);
     if (!is_gradient(ev.tensor)) {
-      const ForwardBounds fb = stretched ? stretched->bounds : forward_bounds(p, exact, report.profile);
+      const ForwardBounds fb = stretched ? stretched->bounds : forward_bounds(p, exact, report.precision());
       const bool lse = ev.tensor == "LSE";
       ev.shape = lse ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq} : std::vector<std::int64_t>{s.B, s.Hq, s.Lq, s.Dv};
       ev.exact = lse ? exact.lse : exact.out;
@@ -151,7 +151,7 @@ Evidence evidence_on(const Counterexample &cx, const Case &c, double scale, std:
       if (fr->call.ok()) ev.got = (lse ? fr->lse : fr->out).to_vector();
     } else {
       const ExactBackward grad = reference_backward(p);
-      const BackwardBounds bb = backward_bounds(p, exact, report.profile);
+      const BackwardBounds bb = backward_bounds(p, exact, report.precision());
       const int which = ev.tensor == "dQ" ? 0 : ev.tensor == "dK" ? 1 : 2;
       ev.shape = which == 0   ? std::vector<std::int64_t>{s.B, s.Hq, s.Lq, s.D}
                  : which == 1 ? std::vector<std::int64_t>{s.B, s.Hkv, s.Lk, s.D}
@@ -225,7 +225,7 @@ std::vector<std::int64_t> differing_rows(const Evidence &m, const Evidence::Orig
 }
 
 Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const attncheck_kernel &kernel,
-                     const Report &report) {
+                     const RunReport &report) {
   // The problem that failed: a property that judged a modified copy (shifted, permuted, rescaled …) recorded it.
   const std::string tensor = evidence_tensor(cx, def, report);
   Evidence ev = evidence_on(cx, cx.judged(), cx.judged_scale(), tensor, kernel, report);
@@ -244,7 +244,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
 
 }  // namespace
 
-void add_evidence(Report &r, const attncheck_kernel &kernel) {
+void add_evidence(RunReport &r, const attncheck_kernel &kernel) {
   for (PropertyReport &p : r.properties)
     if (p.counterexample) p.counterexample->evidence = evidence_of(*p.counterexample, find_property(p.id), kernel, r);
 }

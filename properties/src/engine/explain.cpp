@@ -35,7 +35,7 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
   for (const Candidate &cand : kCandidates) {
     if (!cand.applies(env.contract, c)) continue;
     const KernelContract changed = parse_contract(cand.declaration, env.contract);
-    const Env judged{env.kernel, changed.profile(env.profile.storage), changed};
+    const Env judged{env.kernel, changed.precision(env.precision.storage), changed};
     try {
       if (def.run(judged, c).verdict == Verdict::pass)
         out.push_back({std::string(cand.declaration), std::string(cand.meaning)});

@@ -20,7 +20,7 @@ const PropertyDef *required_judge(const Case &c, const KernelContract &contract)
   return judge && tier_of(*judge, contract) == Tier::required ? judge : nullptr;
 }
 
-std::vector<HandOver> settle_hand_overs(Report &r) {
+std::vector<HandOver> settle_hand_overs(RunReport &r) {
   std::vector<HandOver> moved;
   for (std::size_t from = 0; from < r.properties.size(); ++from) {
     PropertyReport &p = r.properties[from];

@@ -38,7 +38,7 @@ ForwardRun run_forward(const Env &env, const Problem &p) {
   r.out = poisoned(p.dtype(), {s.B, s.Hq, s.Lq, s.Dv}, p.out_layout.value_or(layout_of(p.q)));
   // The LSE the contract declares: float32, the storage dtype, or none (the kernel gets NULL; r.lse stays NaN).
   r.has_lse = env.contract.lse != LseOutput::none;
-  r.lse = Tensor::rows_with_layout(env.profile.lse, {s.B, s.Hq, s.Lq}, p.lse_layout.value_or(Layout::bhld), kOutputPad);
+  r.lse = Tensor::rows_with_layout(env.precision.lse, {s.B, s.Hq, s.Lq}, p.lse_layout.value_or(Layout::bhld), kOutputPad);
   r.lse.fill_storage(kNaN);
   r.call = call_forward(env.kernel, p, r.out, r.has_lse ? &r.lse : nullptr, &r.dropout_keep);
   return r;
@@ -56,7 +56,7 @@ BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd
 Outcome forward_accuracy(const Env &env, const Problem &p) {
   return forward_accuracy(env, p, [&] {
     ExactForward exact = reference_forward(p);
-    ForwardBounds bound = forward_bounds(p, exact, env.profile);
+    ForwardBounds bound = forward_bounds(p, exact, env.precision);
     return std::make_pair(std::move(exact), std::move(bound));
   });
 }

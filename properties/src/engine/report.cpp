@@ -1,4 +1,4 @@
-// Report: verdict roll-up and the text form (no RapidCheck here).
+// RunReport: verdict roll-up and the text form (no RapidCheck here).
 #include "attncheck/report.h"
 
 #include <cstdio>
@@ -20,7 +20,7 @@ double PropertyReport::worst_ratio_overall() const {
   return r;
 }
 
-Verdict Report::verdict(bool strict) const {
+Verdict RunReport::verdict(bool strict) const {
   bool any_undecided = false, any_warn = false, all_unsupported = !properties.empty();
   for (const PropertyReport &p : properties) {
     if (p.verdict == Verdict::fail || (strict && p.verdict == Verdict::warn)) return Verdict::fail;
@@ -33,15 +33,15 @@ Verdict Report::verdict(bool strict) const {
   return all_unsupported ? Verdict::unsupported : Verdict::pass;
 }
 
-const PropertyReport *Report::find(std::string_view id) const {
+const PropertyReport *RunReport::find(std::string_view id) const {
   for (const PropertyReport &p : properties)
     if (p.id == id) return &p;
   return nullptr;
 }
 
-std::string Report::text() const {
+std::string RunReport::text() const {
   std::string out = "attncheck properties: kernel " + kernel + ", " + std::string(dtype_name(dtype)) + " (" +
-                    profile.describe() + "), contract " + contract.describe_changes() + ", seed " + std::to_string(seed) + ", " + std::to_string(cases) +
+                    precision().describe() + "), contract " + contract.describe_changes() + ", seed " + std::to_string(seed) + ", " + std::to_string(cases) +
                     " cases per property\n";
   char line[160];
   for (const PropertyReport &p : properties) {

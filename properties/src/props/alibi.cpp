@@ -15,7 +15,7 @@ Outcome run(const Env &env, const Case &c) {
   FeatureRun a, z, n;
   if (!run_feature(env, c.problem(), L, a, "forward", true) ||
       !run_feature(env, std::move(zeroed), L, z, "forward with slope 0 on even heads") ||
-      !run_feature(env, none.problem(), L, n, "forward without ALiBi") || !feature_accuracy(a, env.profile, L))
+      !run_feature(env, none.problem(), L, n, "forward without ALiBi") || !feature_accuracy(a, env.precision, L))
     return L.outcome();
   const std::int64_t Lq = c.spec.shape.Lq, Hq = c.spec.shape.Hq;
   rows_agree(L, "O (slope 0 vs no ALiBi, even heads)", z, n,

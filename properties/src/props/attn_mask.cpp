@@ -17,7 +17,7 @@ Outcome run(const Env &env, const Case &c) {
     for (double &m : additive.features.mask) m = m != 0 ? 0.0 : -std::numeric_limits<double>::infinity();
     if (!run_feature(env, std::move(additive), L, b, "forward with the mask as 0 / −∞")) return L.outcome();
   }
-  if (!feature_accuracy(a, env.profile, L) || !boolean) return L.outcome();
+  if (!feature_accuracy(a, env.precision, L) || !boolean) return L.outcome();
   rows_agree(L, "O (boolean vs additive mask)", a, b, [](std::int64_t row) { return row; });
   return L.outcome();
 }

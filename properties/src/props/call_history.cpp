@@ -104,7 +104,7 @@ Outcome run(const Env &env, const Case &c) {
   if (!call(moved, Judged{"on the inputs copied to new addresses"})) return L.outcome();
 
   const ExactForward exact = reference_forward(moved);
-  const ForwardBounds bound = forward_bounds(moved, exact, env.profile);
+  const ForwardBounds bound = forward_bounds(moved, exact, env.precision);
   std::vector<double> negated_out = exact.out;
   for (double &x : negated_out) x = -x;
   auto judge = [&](const Judged &j) {

@@ -42,7 +42,7 @@ Outcome run(const Env &env, const Case &c) {
   Ladder L;
   if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O")) return L.outcome();
   const ExactForward exact = reference_forward(p);  // for the bounds (and the finite step) only
-  const ForwardBounds bound = forward_bounds(p, exact, env.profile);
+  const ForwardBounds bound = forward_bounds(p, exact, env.precision);
   std::vector<double> got = fr.out.to_vector();
   for (std::size_t x = 0; x < got.size(); ++x)  // a legitimate overflow (SPEC.md §4.5) counts as its exact value
     if (overflow_within_bound(got[x], exact.out[x], bound.out[x], p.dtype())) got[x] = exact.out[x];

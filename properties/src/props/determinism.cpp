@@ -25,12 +25,12 @@ Outcome run(const Env &env, const Case &c) {
   for (const repeated::Triple &t : calls.outputs) any_bound |= !repeated::promised_bitwise(env.contract, t);
   if (any_bound) {
     const ExactForward exact = reference_forward(p);
-    const ForwardBounds fb = forward_bounds(p, exact, env.profile);
+    const ForwardBounds fb = forward_bounds(p, exact, env.precision);
     std::optional<BackwardBounds> bb;
     for (std::size_t n = 0; n < calls.outputs.size(); ++n) {
       const repeated::Triple &t = calls.outputs[n];
       if (repeated::promised_bitwise(env.contract, t)) continue;
-      if (t.backward && !bb) bb = backward_bounds(p, exact, env.profile);
+      if (t.backward && !bb) bb = backward_bounds(p, exact, env.precision);
       bounds[n] = t.name == "O" ? fb.out : t.name == "LSE" ? fb.lse : t.name == "dQ" ? bb->dq
                                                                      : t.name == "dK" ? bb->dk : bb->dv;
     }

@@ -96,7 +96,7 @@ Outcome run(const Env &env, const Case &c) {
       !run_feature(env, c.problem(), L, again, "forward again (same seed)") ||
       !run_feature(env, rate.problem(), L, r1, "forward of the rate problem") ||
       !run_feature(env, other.problem(), L, r2, "forward of the rate problem, another seed") ||
-      !written(L, a, &kept, &n) || !written(L, r1, &rate_kept, &rate_n) || !feature_accuracy(a, env.profile, L))
+      !written(L, a, &kept, &n) || !written(L, r1, &rate_kept, &rate_n) || !feature_accuracy(a, env.precision, L))
     return L.outcome();
   // The same seed again: the same mask, the same bits.
   if (again.fr.dropout_keep != a.fr.dropout_keep)

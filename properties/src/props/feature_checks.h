@@ -78,7 +78,7 @@ inline bool run_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, s
     }
   }
   out.exact = reference_forward(out.p);
-  out.bound = forward_bounds(out.p, out.exact, env.profile);
+  out.bound = forward_bounds(out.p, out.exact, env.precision);
   if (env.contract.empty_rows == EmptyRows::unspecified) leave_empty_rows(out);
   return true;
 }

@@ -16,7 +16,7 @@ Outcome run(const Env &env, const Case &c) {
   FeatureRun a, b;
   if (!run_feature(env, c.problem(), L, a) ||
       !run_feature(env, std::move(swapped), L, b, "forward with descale_q and descale_k swapped") ||
-      !feature_accuracy(a, env.profile, L))
+      !feature_accuracy(a, env.precision, L))
     return L.outcome();
   rows_agree(L, "O (descale_q and descale_k swapped)", a, b, [](std::int64_t row) { return row; });
   return L.outcome();

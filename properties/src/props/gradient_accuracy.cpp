@@ -17,9 +17,9 @@ Outcome run(const Env &env, const Case &c) {
   if (!L.call(br.call, "backward") || !L.intact(br.dq, "dQ") || !L.intact(br.dk, "dK") || !L.intact(br.dv, "dV"))
     return L.outcome();
   const ExactForward exact = reference_forward(p);
-  const ForwardBounds fb = forward_bounds(p, exact, env.profile);
+  const ForwardBounds fb = forward_bounds(p, exact, env.precision);
   const ExactBackward grad = reference_backward(p);
-  const BackwardBounds bb = backward_bounds(p, exact, env.profile);
+  const BackwardBounds bb = backward_bounds(p, exact, env.precision);
   // Each check is a no-op once one has failed: the outcome names the first failing step.
   L.finite("O (forward)", fr.out, exact.out, fb.out);
   if (fr.has_lse) L.finite("LSE (forward)", fr.lse, exact.lse, fb.lse);

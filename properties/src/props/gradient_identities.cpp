@@ -55,7 +55,7 @@ Outcome run(const Env &env, const Case &c) {
   if (!L.call(br.call, "backward") || !L.intact(br.dk, "dK") || !L.intact(br.dv, "dV")) return L.outcome();
   const ExactForward exact = reference_forward(p);
   const ExactBackward grad = reference_backward(p);
-  const BackwardBounds bb = backward_bounds(p, exact, env.profile);
+  const BackwardBounds bb = backward_bounds(p, exact, env.precision);
   L.finite("dK", br.dk, grad.dk, bb.dk);
   L.finite("dV", br.dv, grad.dv, bb.dv);
   L.masked("dK", br.dk, grad.dk, bb.dk);  // keys no query sees: exactly 0

@@ -75,7 +75,7 @@ Outcome with_backward(const Env &env, const Case &c, const Problem &p) {
   if (!L.call(br.call, "backward") || !L.intact(br.dq, "dQ") || !L.intact(br.dk, "dK")) return L.outcome();
   const ExactForward exact = reference_forward(p);
   const ExactBackward grad = reference_backward(p);
-  const BackwardBounds bb = backward_bounds(p, exact, env.profile);
+  const BackwardBounds bb = backward_bounds(p, exact, env.precision);
   L.finite("dQ", br.dq, grad.dq, bb.dq);
   L.finite("dK", br.dk, grad.dk, bb.dk);
   const double per = unit(c);
@@ -91,7 +91,7 @@ Outcome forward_only(const Env &env, const Case &c, const Problem &p) {
   Ladder L;
   if (!L.call(fr.call, "forward (integer probe)") || !L.intact(fr.out, "O(integer probe)")) return L.outcome();
   const ExactForward ep = reference_forward(pp);
-  const ForwardBounds bp = forward_bounds(pp, ep, env.profile);
+  const ForwardBounds bp = forward_bounds(pp, ep, env.precision);
   if (!L.finite("O(integer probe)", fr.out, ep.out, bp.out)) return L.outcome();
   const std::vector<double> p_hat = fr.out.to_vector();
   const Interval s = probe::effective_scale(sp, p_hat, bp.out);
@@ -104,7 +104,7 @@ Outcome forward_only(const Env &env, const Case &c, const Problem &p) {
   if (std::isfinite(est) && est > 0) {
     Problem at = pp;
     at.params.scale = est;
-    own = probe::effective_scale(sp, p_hat, forward_bounds(at, reference_forward(at), env.profile).out);
+    own = probe::effective_scale(sp, p_hat, forward_bounds(at, reference_forward(at), env.precision).out);
   }
   if (!own.finite() || own.lo <= 0) {
     L.undecided(Step::values, "the probe's weights (" + hex_and_decimal(p_hat[0]) + ", " +
@@ -113,7 +113,7 @@ Outcome forward_only(const Env &env, const Case &c, const Problem &p) {
   }
   const ExactForward exact = reference_forward(p);
   const ExactBackward grad = reference_backward(p);
-  const BackwardBounds bb = backward_bounds(p, exact, env.profile);
+  const BackwardBounds bb = backward_bounds(p, exact, env.precision);
   const Band bq = band(grad.dq, bb.dq), bk = band(grad.dk, bb.dk);
   const double per = unit(c);
   // The reference gradient at each end of the scale interval, as a forward-only kernel's autodiff gradient.

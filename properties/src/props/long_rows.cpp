@@ -16,7 +16,7 @@ void require(CaseOptions &o) {
 
 Outcome run(const Env &env, const Case &c) {
   return forward_accuracy(env, c.problem(), [&] {
-    StretchedForward sf = stretched_forward(c, env.profile);
+    StretchedForward sf = stretched_forward(c, env.precision);
     return std::make_pair(std::move(sf.exact), std::move(sf.bounds));
   });
 }

@@ -12,7 +12,7 @@ Outcome run(const Env &env, const Case &c) {
   Ladder L;
   if (!L.call(fr.call, "forward") || !L.intact(fr.lse, "LSE")) return L.outcome();
   const ExactForward exact = reference_forward(p);
-  const ForwardBounds bound = forward_bounds(p, exact, env.profile);
+  const ForwardBounds bound = forward_bounds(p, exact, env.precision);
   L.finite("LSE", fr.lse, exact.lse, bound.lse);
   L.masked("LSE", fr.lse, exact.lse, bound.lse);
   L.within(Step::sums, "LSE", fr.lse, exact.lse, bound.lse);

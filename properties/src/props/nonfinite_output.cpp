@@ -44,7 +44,7 @@ Outcome run(const Env &env, const Case &c) {
   Ladder L;
   if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
   const ExactForward exact = reference_forward(p);
-  const ForwardBounds bound = forward_bounds(p, exact, env.profile);
+  const ForwardBounds bound = forward_bounds(p, exact, env.precision);
   finite_where_representable(L, "O", fr.out, exact.out, bound.out);
   if (fr.has_lse) finite_where_representable(L, "LSE", fr.lse, exact.lse, bound.lse);
   return L.outcome();

@@ -92,7 +92,7 @@ Outcome run(const Env &env, const Case &c) {
   }
   for (std::size_t n = 0; n < problems.size() && !L.failed(); ++n) {
     const ExactForward exact = reference_forward(problems[n]);
-    const ForwardBounds bound = forward_bounds(problems[n], exact, env.profile);
+    const ForwardBounds bound = forward_bounds(problems[n], exact, env.precision);
     const std::string suffix = n == 0 ? "" : tag;
     judge(n);
     finite_where_bounded(L, "O" + suffix, runs[n].out, exact.out, bound.out);

@@ -35,7 +35,7 @@ Outcome run(const Env &env, const Case &c) {
   L.judging_original();
   const ExactForward exact = reference_forward(padded);
   // Same values and shape: both runs have the same bounds β, so |Ô_padded − Ô_contiguous| ≤ 2β.
-  const ForwardBounds bound = forward_bounds(padded, exact, env.profile);
+  const ForwardBounds bound = forward_bounds(padded, exact, env.precision);
   auto twice = [](std::vector<double> b) {
     for (double &x : b) x *= 2;
     return b;

@@ -25,7 +25,7 @@ Outcome run(const Env &env, const Case &c) {
   if (!run_feature(env, c.problem(), L, a, "forward", true) ||
       !run_feature(env, std::move(moved), L, b, "forward on other pages") ||
       !run_feature(env, dense.problem(), L, d, "forward on the contiguous cache") ||
-      !feature_accuracy(a, env.profile, L))
+      !feature_accuracy(a, env.precision, L))
     return L.outcome();
   rows_agree(L, "O (other pages)", a, b, [](std::int64_t row) { return row; });
   L.judging(dense, "the cache contiguous");

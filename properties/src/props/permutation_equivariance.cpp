@@ -63,7 +63,7 @@ Outcome run(const Env &env, const Case &c) {
   base.exact = reference_forward(base.p);
   key_side.exact = base.exact;
   query_side.exact = {reversed_rows(base.exact.out, s.Lq, s.Dv), reversed_rows(base.exact.lse, s.Lq, 1)};
-  for (ForwardSide *side : {&base, &key_side, &query_side}) side->bound = forward_bounds(side->p, side->exact, env.profile);
+  for (ForwardSide *side : {&base, &key_side, &query_side}) side->bound = forward_bounds(side->p, side->exact, env.precision);
   // Each check is a no-op once one has failed: the outcome names the first failing step.
   judge(nullptr);
   L.finite("O", base.fr.out, base.exact.out, base.bound.out);

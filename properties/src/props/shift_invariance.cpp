@@ -77,7 +77,7 @@ Outcome run(const Env &env, const Case &c) {
   }
   for (ForwardSide *side : {&base, &key_side, &value_side}) {
     side->exact = reference_forward(side->p);
-    side->bound = forward_bounds(side->p, side->exact, env.profile);
+    side->bound = forward_bounds(side->p, side->exact, env.precision);
   }
   // Each check is a no-op once one has failed: the outcome names the first failing step.
   judge(nullptr);

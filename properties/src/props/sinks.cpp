@@ -26,7 +26,7 @@ Outcome run(const Env &env, const Case &c) {
   FeatureRun a, l, n;
   if (!run_feature(env, c.problem(), L, a, "forward", true) ||
       !run_feature(env, std::move(low), L, l, "forward with every sink far below the logits") ||
-      !run_feature(env, none.problem(), L, n, "forward without sinks") || !feature_accuracy(a, env.profile, L))
+      !run_feature(env, none.problem(), L, n, "forward without sinks") || !feature_accuracy(a, env.precision, L))
     return L.outcome();
   rows_agree(L, "O (sinks far below vs none)", l, n, [](std::int64_t row) { return row; });
   return L.outcome();

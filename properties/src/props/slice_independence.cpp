@@ -169,7 +169,7 @@ Outcome run(const Env &env, const Case &c) {
   }
   if (gqa) {
     const ExactForward exact = reference_forward(p);
-    const ForwardBounds b1 = forward_bounds(p, exact, env.profile), b2 = forward_bounds(rp, exact, env.profile);
+    const ForwardBounds b1 = forward_bounds(p, exact, env.precision), b2 = forward_bounds(rp, exact, env.precision);
     L.judging_original();
     L.finite("O", base.out, exact.out, b1.out);
     if (base.has_lse) L.finite("LSE", base.lse, exact.lse, b1.lse);

@@ -18,7 +18,7 @@ Outcome run(const Env &env, const Case &c) {
   FeatureRun capped, a, b;
   if (!run_feature(env, c.problem(), L, capped, "forward", true) ||
       !run_feature(env, far.problem(), L, a, "forward with softcap 2^40") ||
-      !run_feature(env, none.problem(), L, b, "forward without softcap") || !feature_accuracy(capped, env.profile, L))
+      !run_feature(env, none.problem(), L, b, "forward without softcap") || !feature_accuracy(capped, env.precision, L))
     return L.outcome();
   L.judging(far, "softcap = 2^40");
   rows_agree(L, "O (softcap 2^40 vs none)", a, b, [](std::int64_t row) { return row; });

@@ -82,7 +82,7 @@ Outcome run(const Env &env, const Case &c) {
   judge_ident();
   if (!L.intact(f2.out, "O(v=I)")) return L.outcome();
   const ExactForward e1 = reference_forward(ones), e2 = reference_forward(ident);
-  const ForwardBounds b1 = forward_bounds(ones, e1, env.profile), b2 = forward_bounds(ident, e2, env.profile);
+  const ForwardBounds b1 = forward_bounds(ones, e1, env.precision), b2 = forward_bounds(ident, e2, env.precision);
   const std::vector<double> one = ones_exact(ones);
 
   // Row sums of O(v=I) and their bounds: |Σ_c Ô_ic − 1| ≤ Σ_c β_ic (+ the rounding of summing here).

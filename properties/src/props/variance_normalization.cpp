@@ -166,7 +166,7 @@ Outcome run(const Env &env, const Case &c) {
   judge_gauss();
   if (!L.intact(fb.out, "O(Gaussian probe)")) return L.outcome();
   const ExactForward ea = reference_forward(pa), eb = reference_forward(pb);
-  const ForwardBounds ba = forward_bounds(pa, ea, env.profile), bb = forward_bounds(pb, eb, env.profile);
+  const ForwardBounds ba = forward_bounds(pa, ea, env.precision), bb = forward_bounds(pb, eb, env.precision);
   judge_integer();
   if (!L.finite("O(integer probe)", fa.out, ea.out, ba.out)) return L.outcome();
   judge_gauss();

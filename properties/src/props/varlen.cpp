@@ -48,7 +48,7 @@ Outcome run(const Env &env, const Case &c) {
     Alone &a = alone_runs.emplace_back(Alone{b, Lq_b, alone(c, b, Lq_b, Lk_b), {}});
     if (!run_feature(env, a.one.problem(), L, a.run, "forward of one sequence alone")) return L.outcome();
   }
-  if (!feature_accuracy(packed, env.profile, L)) return L.outcome();
+  if (!feature_accuracy(packed, env.precision, L)) return L.outcome();
   for (const Alone &a : alone_runs) {
     L.judging(a.one, "sequence " + std::to_string(a.b) + " alone");
     if (!rows_agree(L, "O (packed vs sequence " + std::to_string(a.b) + " alone)", packed, a.run,

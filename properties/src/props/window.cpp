@@ -13,7 +13,7 @@ Outcome run(const Env &env, const Case &c) {
   plain.spec.features.bits &= ~static_cast<std::uint32_t>(ATTNCHECK_FEATURE_WINDOW);
   FeatureRun w, o;
   if (!run_feature(env, c.problem(), L, w, "forward", true) ||
-      !run_feature(env, plain.problem(), L, o, "forward without the window") || !feature_accuracy(w, env.profile, L))
+      !run_feature(env, plain.problem(), L, o, "forward without the window") || !feature_accuracy(w, env.precision, L))
     return L.outcome();
   L.judging(plain, "the window removed");
   const Shape &s = c.spec.shape;

@@ -45,8 +45,8 @@ std::string_view kind_name(KernelSource::Kind k);  ///< "builtin", "plugin", "ex
 /// One checked (kernel, dtype).
 struct Run {
   KernelSource source;
-  std::string profile;  ///< "quick", "default" or "thorough"
-  Report report;  ///< each counterexample with its Evidence when the check gathered it (CheckOptions::evidence)
+  std::string plan;  ///< the profile that planned it: "quick", "default" or "thorough" (report.json's run_profile)
+  RunReport report;  ///< each counterexample with its Evidence when the check gathered it (CheckOptions::evidence)
 };
 
 /// A slice of a campaign (`attncheck check --shard I/N`): the (kernel, dtype, property) items of the whole check,
@@ -70,7 +70,7 @@ struct Document {
   /// Every counterexample in document order, failures and warnings alike: (run index, property index).
   /// `attncheck replay --failure N` is the N-th (1-based) of these.
   std::vector<std::pair<std::size_t, std::size_t>> failures() const;
-  /// The roll-up over runs (each Report::verdict(strict)): fail > undecided > warn > pass.
+  /// The roll-up over runs (each RunReport::verdict(strict)): fail > undecided > warn > pass.
   Verdict verdict() const;
 };
 

@@ -39,7 +39,7 @@
 //
 // Example:
 //   attncheck::KernelContract c = attncheck::parse_contract("causal=top-left, lse=none");
-//   attncheck::PrecisionProfile p = c.profile(attncheck::Dtype::bf16);   // f32 accumulation, P rounded
+//   attncheck::PrecisionProfile p = c.precision(attncheck::Dtype::bf16);   // f32 accumulation, P rounded
 //   c.describe();   // "causal=top-left lse=none empty-rows=zero hidden-keys=finite ..."
 #pragma once
 
@@ -114,7 +114,7 @@ struct KernelContract {
   std::uint32_t features = 0;  ///< ATTNCHECK_FEATURE_* bits the kernel implements (ABI 1.2)
 
   /// The precision profile for one storage dtype.
-  PrecisionProfile profile(Dtype storage) const;
+  PrecisionProfile precision(Dtype storage) const;
   /// The canonical text: every key, in the order of the table above ("causal=bottom-right lse=f32 …"); parses back
   /// to the same contract.
   std::string describe() const;
