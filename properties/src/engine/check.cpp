@@ -1024,8 +1024,8 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
                                 std::string(dtype_name(options.dtype)));
 
   const Env env{kernel, rep.profile, rep.contract};
-  std::vector<Shape> local_hung;  // shapes whose calls hung: later cases at or above them are skipped
-  std::vector<Shape> &hung = options.hung_shapes ? *options.hung_shapes : local_hung;
+  KernelRunState local;
+  KernelRunState &shared = options.shared ? *options.shared : local;
   const Clock::time_point check_start = Clock::now();
   std::shared_ptr<const std::vector<Shape>> pool;
   ShapePool accepted;
@@ -1034,10 +1034,8 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
     pool_size = options.shape_pool;
   } else if (options.detect_compile && !replay) {
     pool = shape_pool(CheckOptions::kAutoShapePool, options.seed, options.dtype);
-    std::optional<bool> local;
-    std::optional<bool> &detected = options.compile_detected ? *options.compile_detected : local;
-    if (!detected) detected = compiles_per_shape(env, *pool, options.dtype);
-    if (*detected) pool_size = CheckOptions::kAutoShapePool;
+    if (!shared.compiles) shared.compiles = compiles_per_shape(env, *pool, options.dtype);
+    if (*shared.compiles) pool_size = CheckOptions::kAutoShapePool;
   }
   // The shapes the kernel accepts (a reproduce run asks the same questions, so it draws from the same pool).
   if (pool_size > 0)
@@ -1049,8 +1047,7 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   // its run would end in a serial check (options.end).
   std::optional<Clock::time_point> guard;
   if (options.time_budget.count() > 0) guard = options.end ? *options.end : check_start + options.time_budget;
-  KernelSpeed local_speed;
-  KernelFacts facts{.hung = hung, .speed = options.speed ? *options.speed : local_speed, .pool = std::move(accepted),
+  KernelFacts facts{.hung = shared.hung, .speed = shared.speed, .pool = std::move(accepted),
                     .unequal_head_dims_declined = {}};
   for (std::size_t n = 0; n < selected.size(); ++n) {
     const Clock::time_point started = Clock::now();
