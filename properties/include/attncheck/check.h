@@ -42,15 +42,6 @@ struct CheckProgress {
   int shrinks_tried = 0;
 };
 
-/// What a property's search has counted: cases decided or not, declined, skipped, its worst error ÷ bound, and the
-/// corners its decided and declined cases reached (coverage.h).
-struct SearchCounts {
-  int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
-  double worst_ratio = 0;
-  std::string worst;
-  Coverage coverage;
-};
-
 /// What a check measured of a kernel's speed: per entry point, the call with the most work that returned
 /// (CallRecord::Timed). A call stopped at its timeout is a hang only when the kernel's speed there predicts that it
 /// should have returned within 1/kHangMargin of the limit; otherwise the kernel is slow on that size, and the case

@@ -102,59 +102,90 @@ struct ShapePool {
   std::vector<Shape> declined;  ///< shapes the kernel declined while the pool was drawn (accepted_pool)
 };
 
-/// What the body of one RapidCheck run records.
-struct RunState {
-  const PropertyDef *def = nullptr;
-  const Env *env = nullptr;
-  Phase phase = Phase::search;
-  std::optional<Clock::time_point> deadline;  // the check's guard
-  Clock::time_point started;
-  int max_shrinks = 0;
-  const CheckOptions *opt = nullptr;
-  std::size_t index = 0, count = 0;  // of this property among the selected ones
+/// What one check() call shares among its properties: what was asked, the guard, the reproduce string's cases, and
+/// what it learns about the kernel.
+struct CheckRun {
+  const CheckOptions &opt;
+  const Env &env;
+  std::size_t count;                       ///< the selected properties
+  std::optional<Clock::time_point> guard;  ///< nothing new starts after it (CheckOptions::time_budget, end)
+  /// The reproduce string's failures, by run_id or target_id; nullptr: a search.
+  const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce;
+  KernelRunState &shared;  ///< the caller's (CheckOptions::shared), else this call's
+  ShapePool pool;          ///< the compile-friendly pool the kernel accepts (none: shapes null)
+  /// declines_unequal_head_dims, asked once, when the first property with Dv = Lk needs it.
+  bool declines_unequal_head_dims();
+  std::optional<bool> unequal_head_dims_declined;
+};
 
-  SearchCounts counts;  // what the search counted
-  CornerContext corners;  // how a case's corners are read (the property calls the backward, passes an LSE)
-  CornerSet reaches;      // the corners every case reaches by construction (PropertyDef::reaches)
-  bool budget_exhausted = false, interrupted = false;
-  bool unavailable = false;  // the runner gave up on the kernel (its restarts are spent): nothing more to decide
-  std::vector<Shape> *hung = nullptr;  // shapes that hung or were too slow: cases at or above are skipped
-  KernelSpeed *speed = nullptr;        // the kernel's measured speed (a timeout: a hang, or a slow kernel?)
-  std::chrono::milliseconds longest_ok{0};  // the longest kernel call that returned
-  std::optional<CaseSpec> largest_ran;       // the largest case whose calls all returned
-  // Of the problems whose calls returned: the longest row, the largest square (Lq = Lk), the most elements in one
-  // tensor (long_rows reports them).
-  std::int64_t longest_row = 0, largest_square = 0, most_elements = 0;
-  // The distinct shapes of the decided cases and of the declined ones (the minimum evidence of a pass, and why it
-  // is missing), and what left the first undecided case undecided.
+/// What a property's search has counted: cases decided or not, declined, skipped, its worst error ÷ bound, the
+/// corners its decided and declined cases reached (coverage.h); the distinct shapes of the decided cases and of the
+/// declined ones (the minimum evidence of a pass, and why it is missing), and what left the first undecided case
+/// undecided.
+struct SearchCounts {
+  int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
+  double worst_ratio = 0;
+  std::string worst;
+  Coverage coverage;
   std::vector<Shape> decided_shapes, declined_shapes;
   std::string first_undecided;
+};
 
-  // The failure: the current minimal case and its outcome.
-  bool failed = false;
-  bool hang = false;  // the failure is a call stopped at a limit: its timeout, or the memory limit
-  std::optional<Case> first;  // the case that failed first, and its outcome
+/// Of the problems whose calls all returned: the longest call, the largest case, and (long_rows reports them) the
+/// longest row, the largest square (Lq = Lk), the most elements in one tensor.
+struct RanSizes {
+  std::chrono::milliseconds longest_ok{0};
+  std::optional<CaseSpec> largest;
+  std::int64_t longest_row = 0, largest_square = 0, most_elements = 0;
+};
+
+/// A failure found (by the search or the targeted phase) and its shrinking: the case that failed first, and the
+/// current minimum.
+struct Failure {
+  bool found = false;
+  bool hang = false;  ///< a call stopped at a limit: its timeout, or the memory limit
+  std::optional<Case> first;
   Outcome first_outcome;
-
-  std::optional<Step> fail_step;
+  std::optional<Step> step;  ///< where it failed: a candidate fails at the same step, or counts as passing
   Case best;
   Outcome best_outcome;
   CaseSpec original;
   int found_after = 0, shrinks_tried = 0;
-  // reproduce: the last case evaluated (the replayed one) and its outcome.
-  std::optional<Case> last;
-  Outcome last_outcome;
-
-  // The targeted phase: the cases it climbs from (highest error ÷ bound first), what it did, and the number of
-  // the mutant that failed.
-  std::vector<std::pair<double, Case>> parents;
-  TargetedSearch targeted;
-  int target_failed = -1;
 };
 
-Outcome evaluate(const RunState &st, const Case &c) {
+/// The targeted phase: the cases it climbs from (highest error ÷ bound first), what it did, and the number of the
+/// mutant that failed.
+struct TargetState {
+  std::vector<std::pair<double, Case>> parents;
+  TargetedSearch counts;
+  int failed = -1;
+};
+
+/// What the body of one RapidCheck run records.
+struct RunState {
+  const PropertyDef *def = nullptr;
+  CheckRun *run = nullptr;
+  std::size_t index = 0;  // of this property among the selected ones
+  Phase phase = Phase::search;
+  Clock::time_point started;
+
+  SearchCounts counts;
+  CornerContext corners;  // how a case's corners are read (the property calls the backward, passes an LSE)
+  CornerSet reaches;      // the corners every case reaches by construction (PropertyDef::reaches)
+  bool budget_exhausted = false, interrupted = false;
+  bool unavailable = false;  // the runner gave up on the kernel (its restarts are spent): nothing more to decide
+  RanSizes ran;
+
+  Failure failure;
+  // reproduce and the targeted phase: the last case evaluated (the replayed one) and its outcome.
+  std::optional<Case> last;
+  Outcome last_outcome;
+  TargetState target;
+};
+
+Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c) {
   try {
-    return st.def->run(*st.env, c);
+    return def.run(env, c);
   } catch (const std::exception &e) {
     // An exception is the engine's (or the reference's) trouble, not evidence against the kernel.
     Outcome o;
@@ -201,13 +232,13 @@ std::optional<std::string> allow_huge_case(const CheckOptions &opt, CaseOptions 
 /// Appends one clause to a property's note ("; "-separated).
 void add_note(PropertyReport &pr, const std::string &clause) { pr.note += (pr.note.empty() ? "" : "; ") + clause; }
 
-bool cancelled(const RunState &st) { return st.opt->cancel && st.opt->cancel->load(); }
+bool cancelled(const RunState &st) { return st.run->opt.cancel && st.run->opt.cancel->load(); }
 
 /// The time budget is spent, the check was cancelled or the kernel is unavailable (recorded in st).
 bool must_stop(RunState &st) {
   if (st.unavailable) return true;
   if (cancelled(st)) return st.interrupted = true;
-  if (st.deadline && Clock::now() > *st.deadline) return st.budget_exhausted = true;
+  if (st.run->guard && Clock::now() > *st.run->guard) return st.budget_exhausted = true;
   return false;
 }
 
@@ -219,7 +250,7 @@ bool at_or_above(const Shape &s, const Shape &floor) {
 
 /// The call timeout while a hang is shrunk: a few times the longest call that returned, within [min, full].
 std::chrono::milliseconds hang_shrink_timeout(const RunState &st) {
-  return std::max(CheckOptions::kMinHangShrinkTimeout, st.longest_ok * CheckOptions::kHangShrinkFactor);
+  return std::max(CheckOptions::kMinHangShrinkTimeout, st.ran.longest_ok * CheckOptions::kHangShrinkFactor);
 }
 
 /// Evaluates `c`, noting whether a call hit a limit (its timeout or the memory limit), how long the calls took, and
@@ -229,28 +260,28 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string
   CallRecord &record = CallRecord::of_this_thread();
   record.reset();
   std::optional<CallTimeout> limit;
-  if (st.phase == Phase::shrink && st.hang) limit.emplace(hang_shrink_timeout(st));
-  Outcome o = evaluate(st, c);
-  st.longest_ok = std::max(st.longest_ok, record.longest_ok);
+  if (st.phase == Phase::shrink && st.failure.hang) limit.emplace(hang_shrink_timeout(st));
+  Outcome o = evaluate(*st.def, st.run->env, c);
+  st.ran.longest_ok = std::max(st.ran.longest_ok, record.longest_ok);
   *timed_out = record.timeouts > 0 || record.memory_faults > 0;
   if (slow && record.timed_out_work > 0) {
-    const std::optional<double> need = st.speed->predict(record.timed_out_work, record.timed_out_backward);
+    const std::optional<double> need = st.run->shared.speed.predict(record.timed_out_work, record.timed_out_backward);
     const double limit_s = std::chrono::duration<double>(record.timeout_limit).count();
     if (need && *need * KernelSpeed::kHangMargin > limit_s)
       *slow = fmt::format("{} call of {} needs about {:.3g} s at the kernel's speed ({}), more than 1/{} of its "
                           "{:.3g} s timeout: the kernel is slow there, not hanging (raise --timeout, or a smaller "
                           "plan: --profile quick)",
                           record.timed_out_backward ? "a backward" : "a forward", c.spec.problem_shape().describe(),
-                          *need, st.speed->describe(record.timed_out_backward), KernelSpeed::kHangMargin, limit_s);
+                          *need, st.run->shared.speed.describe(record.timed_out_backward), KernelSpeed::kHangMargin, limit_s);
   }
-  st.speed->record(record);
+  st.run->shared.speed.record(record);
   st.unavailable |= record.unavailable > 0;
   if (o.verdict != Verdict::fail || o.step != Step::shape) {  // every call returned: the largest such is news
-    if (!st.largest_ran || c.spec.work() > st.largest_ran->work()) st.largest_ran = c.spec;
+    if (!st.ran.largest || c.spec.work() > st.ran.largest->work()) st.ran.largest = c.spec;
     const Shape s = c.spec.problem_shape();
-    st.longest_row = std::max(st.longest_row, s.Lk);
-    if (s.Lq == s.Lk) st.largest_square = std::max(st.largest_square, s.Lk);
-    st.most_elements = std::max(st.most_elements, largest_tensor(s));
+    st.ran.longest_row = std::max(st.ran.longest_row, s.Lk);
+    if (s.Lq == s.Lk) st.ran.largest_square = std::max(st.ran.largest_square, s.Lk);
+    st.ran.most_elements = std::max(st.ran.most_elements, largest_tensor(s));
   }
   return o;
 }
@@ -259,23 +290,23 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string
 /// (the earlier case first among equals).
 void keep_parent(RunState &st, double ratio, const Case &c) {
   if (!st.def->targeted || !(ratio > 0) || !std::isfinite(ratio)) return;
-  if (st.parents.size() == kTargetParents && ratio <= st.parents.back().first) return;
-  const auto at = std::find_if(st.parents.begin(), st.parents.end(), [&](const auto &p) { return p.first < ratio; });
-  st.parents.insert(at, {ratio, c});
-  if (st.parents.size() > kTargetParents) st.parents.pop_back();
+  if (st.target.parents.size() == kTargetParents && ratio <= st.target.parents.back().first) return;
+  const auto at = std::find_if(st.target.parents.begin(), st.target.parents.end(), [&](const auto &p) { return p.first < ratio; });
+  st.target.parents.insert(at, {ratio, c});
+  if (st.target.parents.size() > kTargetParents) st.target.parents.pop_back();
 }
 
 /// The search (or the targeted phase) found its failure `c`: it becomes the minimum to shrink from.
 void begin_shrink(RunState &st, const Case &c, const Outcome &o, bool timed_out, int found_after) {
-  st.failed = true;
-  st.hang = timed_out && o.step == Step::shape;
-  st.first = c;
-  st.first_outcome = o;
-  st.fail_step = o.step;
-  st.best = c;
-  st.best_outcome = o;
-  st.original = c.spec;
-  st.found_after = found_after;
+  st.failure.found = true;
+  st.failure.hang = timed_out && o.step == Step::shape;
+  st.failure.first = c;
+  st.failure.first_outcome = o;
+  st.failure.step = o.step;
+  st.failure.best = c;
+  st.failure.best_outcome = o;
+  st.failure.original = c.spec;
+  st.failure.found_after = found_after;
   st.phase = Phase::shrink;
 }
 
@@ -289,14 +320,14 @@ void count_corners(RunState &st, const Case &c, bool was_decided) {
 CaseResult judge_case(RunState &st, const Case &c) {
   using T = CaseResult::Type;
   if (st.phase == Phase::shrink) {
-    if (c.same_as(st.best)) return {T::Failure, st.best_outcome.detail};
-    if (st.shrinks_tried >= st.max_shrinks) return {T::Success, "not tried: shrink budget spent"};
+    if (c.same_as(st.failure.best)) return {T::Failure, st.failure.best_outcome.detail};
+    if (st.failure.shrinks_tried >= st.run->opt.max_shrinks) return {T::Success, "not tried: shrink budget spent"};
     if (must_stop(st)) return {T::Success, "not tried: time budget spent or interrupted"};
-    ++st.shrinks_tried;
+    ++st.failure.shrinks_tried;
   }
   const bool searching = st.phase == Phase::search || st.phase == Phase::target;
   const auto at_or_above_hung = [&](const Shape &h) { return at_or_above(c.spec.problem_shape(), h); };
-  if (searching && st.hung && std::any_of(st.hung->begin(), st.hung->end(), at_or_above_hung)) {
+  if (searching && std::any_of(st.run->shared.hung.begin(), st.run->shared.hung.end(), at_or_above_hung)) {
     ++st.counts.skipped;
     return {T::Discard, "not run: at or above a shape that hung, was too slow or hit the memory limit"};
   }
@@ -314,7 +345,7 @@ CaseResult judge_case(RunState &st, const Case &c) {
       if (o.verdict == Verdict::unsupported) {
         ++st.counts.unsupported;
         count_corners(st, c, /*was_decided=*/false);
-        remember_shape(st.declined_shapes, c.spec.shape);
+        remember_shape(st.counts.declined_shapes, c.spec.shape);
         return {T::Discard, o.detail};
       }
       ++st.counts.cases;
@@ -322,8 +353,8 @@ CaseResult judge_case(RunState &st, const Case &c) {
       const auto in_case = [&] { return "case " + std::to_string(st.counts.cases) + " (" + c.spec.describe() + "): "; };
       if (!slow.empty()) {  // too slow for its timeout, not a hang: undecided, and its size is not tried again
         ++st.counts.undecided;
-        if (st.first_undecided.empty()) st.first_undecided = in_case() + slow;
-        remember_shape(*st.hung, c.spec.problem_shape());
+        if (st.counts.first_undecided.empty()) st.counts.first_undecided = in_case() + slow;
+        remember_shape(st.run->shared.hung, c.spec.problem_shape());
         return {T::Success, slow};
       }
       if (o.verdict != Verdict::undecided)
@@ -334,10 +365,10 @@ CaseResult judge_case(RunState &st, const Case &c) {
       }
       if (o.verdict == Verdict::undecided) {
         ++st.counts.undecided;
-        if (st.first_undecided.empty()) st.first_undecided = in_case() + o.detail;
+        if (st.counts.first_undecided.empty()) st.counts.first_undecided = in_case() + o.detail;
       }
       if (o.verdict == Verdict::pass) {
-        remember_shape(st.decided_shapes, c.spec.shape);
+        remember_shape(st.counts.decided_shapes, c.spec.shape);
         keep_parent(st, o.worst_ratio, c);
       }
       if (o.verdict == Verdict::pass && (st.counts.worst.empty() || o.worst_ratio > st.counts.worst_ratio)) {
@@ -351,32 +382,32 @@ CaseResult judge_case(RunState &st, const Case &c) {
       st.last = c;
       st.last_outcome = o;
       if (o.verdict == Verdict::unsupported) {
-        ++st.targeted.declined;
+        ++st.target.counts.declined;
         count_corners(st, c, /*was_decided=*/false);
         return {T::Discard, o.detail};
       }
-      ++st.targeted.cases;
+      ++st.target.counts.cases;
       if (!slow.empty()) {
-        remember_shape(*st.hung, c.spec.problem_shape());
+        remember_shape(st.run->shared.hung, c.spec.problem_shape());
         return {T::Success, slow};
       }
       if (o.verdict != Verdict::undecided)
         count_corners(st, c, /*was_decided=*/true);
       if (o.verdict == Verdict::fail) {
-        begin_shrink(st, c, o, timed_out, st.counts.cases + st.targeted.cases);
+        begin_shrink(st, c, o, timed_out, st.counts.cases + st.target.counts.cases);
         return {T::Failure, o.detail};
       }
       if (o.verdict == Verdict::pass && o.worst_ratio > st.counts.worst_ratio) {
         st.counts.worst_ratio = o.worst_ratio;
-        st.counts.worst = "targeted case " + std::to_string(st.targeted.cases) + " (" + c.spec.describe() +
+        st.counts.worst = "targeted case " + std::to_string(st.target.counts.cases) + " (" + c.spec.describe() +
                           "): " + o.worst;
       }
       return {T::Success, o.detail};
     }
     case Phase::shrink:
-      if (o.verdict == Verdict::fail && o.step == st.fail_step && (!st.hang || timed_out)) {
-        st.best = c;
-        st.best_outcome = o;
+      if (o.verdict == Verdict::fail && o.step == st.failure.step && (!st.failure.hang || timed_out)) {
+        st.failure.best = c;
+        st.failure.best_outcome = o;
         return {T::Failure, o.detail};
       }
       return {T::Success, "not the same failure"};
@@ -390,20 +421,20 @@ CaseResult judge_case(RunState &st, const Case &c) {
 }
 
 void report_progress(const RunState &st) {
-  if (!st.opt->on_progress) return;
-  st.opt->on_progress(CheckProgress{.property = st.def->id,
+  if (!st.run->opt.on_progress) return;
+  st.run->opt.on_progress(CheckProgress{.property = st.def->id,
                                     .property_index = st.index,
-                                    .property_count = st.count,
+                                    .property_count = st.run->count,
                                     .cases = st.counts.cases + st.counts.unsupported,
-                                    .target = st.opt->cases,
+                                    .target = st.run->opt.cases,
                                     .shrinking = st.phase == Phase::shrink,
-                                    .shrinks_tried = st.shrinks_tried});
+                                    .shrinks_tried = st.failure.shrinks_tried});
 }
 
 CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
   if (st.phase == Phase::search && must_stop(st)) {
     // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
-    // as the budget's (or the cancellation's) stop, not as a counterexample (st.failed stays false).
+    // as the budget's (or the cancellation's) stop, not as a counterexample (st.failure.found stays false).
     return {CaseResult::Type::Failure, "not run: time budget spent or interrupted"};
   }
   const CaseResult r = judge_case(st, *gen);
@@ -423,16 +454,16 @@ rc::Shrinkable<Case> follow_path(rc::Shrinkable<Case> s, const std::vector<std::
   return s;
 }
 
-/// Shrinks the targeted phase's failure (st.best) as RapidCheck shrinks a search's: the first child of the
+/// Shrinks the targeted phase's failure (st.failure.best) as RapidCheck shrinks a search's: the first child of the
 /// current minimum that fails the same way becomes the minimum, until none does or the shrink budget is spent.
 /// Returns the path taken.
 std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co) {
   std::vector<std::size_t> path;
-  rc::Shrinkable<Case> at = shrinkable_case(st.best, co);
+  rc::Shrinkable<Case> at = shrinkable_case(st.failure.best, co);
   for (bool descended = true; descended;) {
     descended = false;
     auto shrinks = at.shrinks();
-    for (std::size_t i = 0; !descended && st.shrinks_tried < st.max_shrinks && !must_stop(st); ++i) {
+    for (std::size_t i = 0; !descended && st.failure.shrinks_tried < st.run->opt.max_shrinks && !must_stop(st); ++i) {
       auto child = shrinks.next();
       if (!child) break;
       const CaseResult r = judge_case(st, child->value());
@@ -449,26 +480,26 @@ std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co) {
 
 /// The targeted phase: up to `planned` mutants, each of a parent — mostly the highest (kTargetExploreEvery) — judged
 /// in Phase::target; one passing higher than the weakest parent replaces it. Stops at the first failure (then
-/// st.target_failed is its number, and the phase is shrink), at mutant `stop_after` (a reproduce: it failed
+/// st.target.failed is its number, and the phase is shrink), at mutant `stop_after` (a reproduce: it failed
 /// there), or when the guard binds.
 void run_targeted(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned, int stop_after) {
-  if (st.parents.empty() || planned <= 0) return;
-  st.targeted.from = st.targeted.to = st.parents.front().first;
+  if (st.target.parents.empty() || planned <= 0) return;
+  st.target.counts.from = st.target.counts.to = st.target.parents.front().first;
   rc::Random random(mix(seed ^ fnv1a("targeted")));
   for (int n = 0; n < planned && n <= stop_after; ++n) {
     if (must_stop(st)) return;
     rc::Random pick = random.split();
-    const std::size_t from = pick.next() % kTargetExploreEvery != 0 ? 0 : pick.next() % st.parents.size();
-    const Case mutant = mutate_case(st.parents[from].second, pick, co);
+    const std::size_t from = pick.next() % kTargetExploreEvery != 0 ? 0 : pick.next() % st.target.parents.size();
+    const Case mutant = mutate_case(st.target.parents[from].second, pick, co);
     st.phase = Phase::target;
     judge_case(st, mutant);
     report_progress(st);
-    if (st.failed) {
-      st.target_failed = n;
+    if (st.failure.found) {
+      st.target.failed = n;
       return;
     }
     if (st.last_outcome.verdict == Verdict::pass) {
-      st.targeted.to = std::max(st.targeted.to, st.last_outcome.worst_ratio);
+      st.target.counts.to = std::max(st.target.counts.to, st.last_outcome.worst_ratio);
       keep_parent(st, st.last_outcome.worst_ratio, mutant);
     }
   }
@@ -491,10 +522,7 @@ void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env 
   Counterexample &cx = *pr.counterexample;
   const PropertyDef *judge = required_judge(cx.minimal, env.contract);
   if (!judge) return;
-  RunState st;
-  st.def = judge;
-  st.env = &env;
-  const Outcome o = evaluate(st, cx.minimal);
+  const Outcome o = evaluate(*judge, env, cx.minimal);
   if (o.verdict != Verdict::fail || o.step != Step::finite) return;
   pr.tier = Tier::required;
   pr.verdict = Verdict::fail;
@@ -506,7 +534,7 @@ void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env 
 /// Which shapes the kernel declined, when one trait tells them apart from every shape it ran ("every shape with
 /// Dv ≠ D"), else how many; "" when it declined none.
 std::string declined_shapes_text(const RunState &st) {
-  if (st.declined_shapes.empty()) return "";
+  if (st.counts.declined_shapes.empty()) return "";
   struct Trait {
     const char *name;
     bool (*has)(const Shape &);
@@ -520,12 +548,12 @@ std::string declined_shapes_text(const RunState &st) {
       {"Lk > 1", [](const Shape &s) { return s.Lk > 1; }},
   };
   for (const Trait &t : kTraits)
-    if (std::all_of(st.declined_shapes.begin(), st.declined_shapes.end(), t.has) &&
-        std::none_of(st.decided_shapes.begin(), st.decided_shapes.end(), t.has))
+    if (std::all_of(st.counts.declined_shapes.begin(), st.counts.declined_shapes.end(), t.has) &&
+        std::none_of(st.counts.decided_shapes.begin(), st.counts.decided_shapes.end(), t.has))
       return std::string("the kernel declined every shape with ") + t.name;
   // Declines of cases (a mask, a layout) or of the pool's shapes, which no trait tells apart.
   return st.counts.unsupported > 0 ? "the kernel declined " + std::to_string(st.counts.unsupported) + " cases"
-                                   : "the kernel declined " + std::to_string(st.declined_shapes.size()) +
+                                   : "the kernel declined " + std::to_string(st.counts.declined_shapes.size()) +
                                          " of the pool's shapes";
 }
 
@@ -538,19 +566,20 @@ std::string shortfall_text(const RunState &st) {
   if (st.counts.undecided > 0)
     why.push_back(std::to_string(st.counts.undecided) + (st.counts.undecided == 1 ? " case" : " cases") +
                   " undecided" +
-                  (st.first_undecided.empty() ? "" : " (the first: " + st.first_undecided + ")"));
+                  (st.counts.first_undecided.empty() ? "" : " (the first: " + st.counts.first_undecided + ")"));
   std::string text;
   for (const std::string &w : why) text += (text.empty() ? "" : "; ") + w;
   return text;
 }
 
 /// The time guard cut the search: how far it got, and about how much more time would decide it.
-std::string guard_text(const RunState &st, const CheckOptions &opt) {
+std::string guard_text(const RunState &st) {
+  const CheckOptions &opt = st.run->opt;
   const double budget = std::chrono::duration<double>(opt.time_budget).count();
-  if (st.targeted.ran() || (st.counts.cases >= opt.cases && !st.parents.empty()))
+  if (st.target.counts.ran() || (st.counts.cases >= opt.cases && !st.target.parents.empty()))
     return fmt::format("the time budget of {:.3g} s ran out in the targeted phase, after {} of its {} mutants "
                        "(--time-budget)",
-                       budget, st.targeted.cases + st.targeted.declined, opt.targeted_plan());
+                       budget, st.target.counts.cases + st.target.counts.declined, opt.targeted_plan());
   const int ran = st.counts.cases + st.counts.unsupported + st.counts.skipped;
   if (ran == 0) return fmt::format("the time budget of {:.3g} s ran out before its first case (--time-budget)", budget);
   const double per_case = std::chrono::duration<double>(Clock::now() - st.started).count() / ran;
@@ -578,23 +607,18 @@ bool declines_unequal_head_dims(const Env &env, Dtype dt) {
   return declines(Shape{.D = 16, .Dv = 8}) && !declines(Shape{.D = 16, .Dv = 16});
 }
 
-/// What one check() learns about the kernel and shares among its properties.
-struct KernelFacts {
-  std::vector<Shape> &hung;  ///< shapes that hung or were too slow: later cases at or above them are skipped
-  KernelSpeed &speed;        ///< the kernel's measured speed (a timeout: a hang, or a slow kernel?)
-  ShapePool pool;            ///< the compile-friendly pool the kernel accepts (none: shapes null)
-  /// declines_unequal_head_dims, asked once, when the first property with Dv = Lk needs it.
-  bool declines_unequal_head_dims(const Env &env, Dtype dt) {
-    if (!unequal_head_dims_declined) unequal_head_dims_declined = attncheck::declines_unequal_head_dims(env, dt);
-    return *unequal_head_dims_declined;
-  }
-  std::optional<bool> unequal_head_dims_declined;
-};
+bool CheckRun::declines_unequal_head_dims() {
+  if (!unequal_head_dims_declined) unequal_head_dims_declined = attncheck::declines_unequal_head_dims(env, opt.dtype);
+  return *unequal_head_dims_declined;
+}
 
-/// `plan_shapes`: how many distinct shapes the plan offers (the pool's size asked for, whatever the kernel's declines
-/// left of it; without a pool, the target cases).
-void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &opt, std::size_t plan_shapes,
-                    bool pooled) {
+/// The verdict of a run that found no failure — a pass, or why not — with a note of the cases it skipped.
+void settle_verdict(PropertyReport &pr, const RunState &st) {
+  const CheckOptions &opt = st.run->opt;
+  const bool pooled = st.run->pool.shapes != nullptr;
+  // How many distinct shapes the plan offers: the pool's size asked for, whatever the kernel's declines left of it;
+  // without a pool, the target cases.
+  const auto plan_shapes = static_cast<std::size_t>(pooled ? st.run->pool.plan : opt.cases);
   const int decided = st.counts.cases - st.counts.undecided;
   const int needed = std::min(opt.min_cases, opt.cases);
   const std::size_t needed_shapes = std::min(kMinPassShapes, plan_shapes);
@@ -602,7 +626,7 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
   if (st.budget_exhausted && !st.interrupted) {
     // The guard bound: what a run without it decides is unknown, so nothing is claimed.
     pr.verdict = Verdict::undecided;
-    pr.note = guard_text(st, opt) + (why.empty() ? "" : "; " + why);
+    pr.note = guard_text(st) + (why.empty() ? "" : "; " + why);
   } else if (st.counts.cases == 0 && st.counts.unsupported > 0) {
     pr.verdict = Verdict::unsupported;
     pr.note = "the kernel declined all " + std::to_string(st.counts.unsupported) + " cases";
@@ -610,13 +634,13 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
     pr.verdict = Verdict::undecided;
     pr.note = "only " + std::to_string(decided) + " decided cases (at least " + std::to_string(needed) +
               " needed)" + (why.empty() ? "" : ": " + why);
-  } else if (st.decided_shapes.size() < needed_shapes) {
+  } else if (st.counts.decided_shapes.size() < needed_shapes) {
     // Enough cases, too little variety: a pool the kernel's declines narrowed, or a search stopped early.
     pr.verdict = Verdict::undecided;
-    pr.note = std::to_string(decided) + " decided cases on only " + std::to_string(st.decided_shapes.size()) +
+    pr.note = std::to_string(decided) + " decided cases on only " + std::to_string(st.counts.decided_shapes.size()) +
               " distinct shapes (at least " + std::to_string(needed_shapes) + " needed)" +
               (why.empty() ? "" : ": " + why) +
-              (pooled && !st.declined_shapes.empty()
+              (pooled && !st.counts.declined_shapes.empty()
                    ? ": raise the shape pool (shape_pool=, --shape-pool) or make the kernel accept them"
                    : "");
   } else {
@@ -625,21 +649,21 @@ void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &
     if (decided < opt.cases && !why.empty())
       pr.note = "cut short: " + why;
   }
-  if (st.counts.skipped > 0 && st.hung) {
+  if (st.counts.skipped > 0) {
     std::string shapes;
-    for (const Shape &h : *st.hung) shapes += (shapes.empty() ? "" : "; ") + h.describe();
+    for (const Shape &h : st.run->shared.hung) shapes += (shapes.empty() ? "" : "; ") + h.describe();
     add_note(pr, std::to_string(st.counts.skipped) +
                      " cases skipped at or above a shape that hung, was too slow for its timeout or hit the memory "
                      "limit (" + shapes + ")");
   }
 }
 
-PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckOptions &opt, std::size_t index,
-                            std::size_t count, std::optional<Clock::time_point> deadline,
-                            const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce,
-                            KernelFacts &facts) {
-  const ShapePool &drawn_from = facts.pool;
-  const std::shared_ptr<const std::vector<Shape>> &pool = drawn_from.shapes;
+/// Checks property `def`, the index-th of the selected ones, in `run`.
+PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun &run) {
+  const CheckOptions &opt = run.opt;
+  const Env &env = run.env;
+  const auto *reproduce = run.reproduce;
+  const std::shared_ptr<const std::vector<Shape>> &pool = run.pool.shapes;
   PropertyReport pr;
   pr.id = std::string(def.id);
   pr.formula = std::string(def.formula);
@@ -668,7 +692,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   co.backward = def.needs_backward;
   co.shape_pool = pool;
   if (def.require) def.require(co);
-  if (co.dv_equals_lk) co.tie_head_dims = facts.declines_unequal_head_dims(env, opt.dtype);
+  if (co.dv_equals_lk) co.tie_head_dims = run.declines_unequal_head_dims();
   const std::optional<std::string> huge_skipped =
       co.stretch && opt.huge_cases ? allow_huge_case(opt, co) : std::optional<std::string>{};
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
@@ -676,7 +700,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
 
   RunState st;
   st.def = &def;
-  st.env = &env;
+  st.run = &run;
+  st.index = index;
   // Feature properties draw dO and check the backward when the kernel has one.
   st.corners = {.backward = co.backward && env.kernel.backward != nullptr, .lse = env.contract.lse != LseOutput::none};
   st.reaches = corners_named(def.reaches);
@@ -687,15 +712,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
       target_replay = &it->second;
   const bool replaying = reproduce && !target_replay;
   st.phase = replaying ? Phase::reproduce : Phase::search;
-  st.deadline = deadline;
   st.started = Clock::now();
-  st.max_shrinks = opt.max_shrinks;
-  st.opt = &opt;
-  st.index = index;
-  st.count = count;
-  st.hung = &facts.hung;
-  st.speed = &facts.speed;
-  st.declined_shapes = drawn_from.declined;  // the pool's, declined before it was drawn from
+  st.counts.declined_shapes = run.pool.declined;  // the pool's, declined before it was drawn from
   const std::string key = run_id(def.id, opt.dtype);
 
   rc::detail::TestMetadata meta;
@@ -717,18 +735,18 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   if (!replaying && searched && def.targeted) {
     run_targeted(st, co, pr.seed, target_replay ? target_replay->size + 1 : opt.targeted_plan(),
                  target_replay ? target_replay->size : INT_MAX);
-    if (st.failed && target_replay) {
+    if (st.failure.found && target_replay) {
       // Follows the recorded path from the same mutant, and judges where it ends.
-      if (st.target_failed == target_replay->size) {
-        const Case end = follow_path(shrinkable_case(st.best, co), target_replay->shrinkPath).value();
+      if (st.target.failed == target_replay->size) {
+        const Case end = follow_path(shrinkable_case(st.failure.best, co), target_replay->shrinkPath).value();
         st.phase = Phase::reproduce;
-        st.failed = false;
+        st.failure.found = false;
         judge_case(st, end);
         failure.reproduce = *target_replay;
         failure_key = target_id(def.id, opt.dtype);
       }
-    } else if (st.failed) {
-      failure.reproduce.size = st.target_failed;
+    } else if (st.failure.found) {
+      failure.reproduce.size = st.target.failed;
       failure.reproduce.shrinkPath = shrink_walk(st, co);
       failure_key = target_id(def.id, opt.dtype);
     }
@@ -743,7 +761,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   pr.interrupted = st.interrupted;
   pr.skipped = st.counts.skipped;
   pr.coverage = st.counts.coverage;
-  pr.targeted = st.targeted;
+  pr.targeted = st.target.counts;
 
   if (replaying || target_replay) {
     // The replayed case is the last one evaluated.
@@ -782,48 +800,48 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   }
 
   // A search's failure, or the targeted phase's (else a failure is the time budget's stop).
-  const bool found = (result.match(failure) || failure_key != key) && st.failed;
-  if (found && st.hang && !st.interrupted && !st.best.same_as(*st.first)) {
+  const bool found = (result.match(failure) || failure_key != key) && st.failure.found;
+  if (found && st.failure.hang && !st.interrupted && !st.failure.best.same_as(*st.failure.first)) {
     // The hang was shrunk under a shorter timeout: the minimal case must hang at the full one too (one call
     // timeout, within the budget's promise); else the case that hung first is the counterexample.
     st.phase = Phase::reproduce;
     bool timed_out = false;
-    const Outcome o = evaluate_timed(st, st.best, &timed_out);
-    if (o.verdict == Verdict::fail && o.step == st.fail_step && timed_out) {
-      st.best_outcome = o;  // its message names the full timeout
+    const Outcome o = evaluate_timed(st, st.failure.best, &timed_out);
+    if (o.verdict == Verdict::fail && o.step == st.failure.step && timed_out) {
+      st.failure.best_outcome = o;  // its message names the full timeout
     } else {
-      st.best = *st.first;
-      st.best_outcome = st.first_outcome;
+      st.failure.best = *st.failure.first;
+      st.failure.best_outcome = st.failure.first_outcome;
       failure.reproduce.shrinkPath.clear();
       pr.note = "the shrunk case returned within the full timeout: the counterexample is the case that hung first";
     }
   }
-  if (found && st.hang) {
-    facts.hung.push_back(st.best.spec.problem_shape());
-    if (st.largest_ran)
-      add_note(pr, "the largest case that ran: " + st.largest_ran->describe());
+  if (found && st.failure.hang) {
+    run.shared.hung.push_back(st.failure.best.spec.problem_shape());
+    if (st.ran.largest)
+      add_note(pr, "the largest case that ran: " + st.ran.largest->describe());
   }
   if (found) {
     pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
-    pr.counterexample = Counterexample{.minimal = st.best,
-                                       .outcome = st.best_outcome,
-                                       .original = st.original,
-                                       .found_after = st.found_after,
+    pr.counterexample = Counterexample{.minimal = st.failure.best,
+                                       .outcome = st.failure.best_outcome,
+                                       .original = st.failure.original,
+                                       .found_after = st.failure.found_after,
                                        .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
-                                       .shrinks_tried = st.shrinks_tried,
+                                       .shrinks_tried = st.failure.shrinks_tried,
                                        .seed = pr.seed,
                                        .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce),
-                                       .explained_by = explain_failure(def, env, st.best, st.best_outcome)};
+                                       .explained_by = explain_failure(def, env, st.failure.best, st.failure.best_outcome)};
     if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     if (failure_key != key) {
-      pr.targeted.to = std::max(pr.targeted.to, st.first_outcome.worst_ratio);
+      pr.targeted.to = std::max(pr.targeted.to, st.failure.first_outcome.worst_ratio);
       add_note(pr, fmt::format("found by the targeted phase: mutant {} of the search's worst cases (error ÷ bound "
                                "{:.3g} at most in the search)",
-                               st.target_failed + 1, pr.targeted.from));
+                               st.target.failed + 1, pr.targeted.from));
     }
     if (st.budget_exhausted && !st.interrupted)
       add_note(pr, fmt::format("the time budget of {:.3g} s cut the shrinking after {} candidates (--time-budget)",
-                               std::chrono::duration<double>(opt.time_budget).count(), st.shrinks_tried));
+                               std::chrono::duration<double>(opt.time_budget).count(), st.failure.shrinks_tried));
     return pr;
   }
   if (result.match(error)) {
@@ -832,18 +850,18 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     return pr;
   }
   // Success, the budget's stop, or gave up after too many declined cases.
-  settle_verdict(pr, st, opt, static_cast<std::size_t>(pool ? drawn_from.plan : opt.cases), pool != nullptr);
+  settle_verdict(pr, st);
   if (huge_skipped) add_note(pr, *huge_skipped);
-  if (co.stretch && st.largest_ran)  // which sizes ran (SPEC.md §7 long_rows)
-    add_note(pr, "sizes run: rows up to Lk=" + std::to_string(st.longest_row) + ", squares up to Lq=Lk=" +
-                     std::to_string(st.largest_square) + ", up to " + std::to_string(st.most_elements) +
-                     " elements in one tensor; largest problem " + st.largest_ran->problem_shape().describe());
+  if (co.stretch && st.ran.largest)  // which sizes ran (SPEC.md §7 long_rows)
+    add_note(pr, "sizes run: rows up to Lk=" + std::to_string(st.ran.longest_row) + ", squares up to Lq=Lk=" +
+                     std::to_string(st.ran.largest_square) + ", up to " + std::to_string(st.ran.most_elements) +
+                     " elements in one tensor; largest problem " + st.ran.largest->problem_shape().describe());
   if (pool)
     add_note(pr, "shapes from a pool of " + std::to_string(pool->size()) + " (compile-friendly generation)");
-  if (st.targeted.ran())
+  if (st.target.counts.ran())
     add_note(pr, fmt::format("targeted phase: {} mutants of the search's worst cases took error ÷ bound from {:.3g} "
                              "to {:.3g}",
-                             st.targeted.cases + st.targeted.declined, st.targeted.from, st.targeted.to));
+                             st.target.counts.cases + st.target.counts.declined, st.target.counts.from, st.target.counts.to));
   return pr;
 }
 
@@ -1047,13 +1065,18 @@ Report check(const attncheck_kernel &kernel, const CheckOptions &options) {
   // its run would end in a serial check (options.end).
   std::optional<Clock::time_point> guard;
   if (options.time_budget.count() > 0) guard = options.end ? *options.end : check_start + options.time_budget;
-  KernelFacts facts{.hung = shared.hung, .speed = shared.speed, .pool = std::move(accepted),
-                    .unequal_head_dims_declined = {}};
+  CheckRun run{.opt = options,
+               .env = env,
+               .count = selected.size(),
+               .guard = guard,
+               .reproduce = replay ? &replay->reproduce : nullptr,
+               .shared = shared,
+               .pool = std::move(accepted),
+               .unequal_head_dims_declined = {}};
   for (std::size_t n = 0; n < selected.size(); ++n) {
     const Clock::time_point started = Clock::now();
     const std::chrono::nanoseconds kernel_before = CallRecord::kernel_time();
-    PropertyReport pr = run_property(*selected[n], env, options, n, selected.size(), guard,
-                                     replay ? &replay->reproduce : nullptr, facts);
+    PropertyReport pr = run_property(*selected[n], n, run);
     pr.timing = {.seconds = std::chrono::duration<double>(Clock::now() - started).count(),
                  .kernel_seconds = std::chrono::duration<double>(CallRecord::kernel_time() - kernel_before).count()};
     rep.properties.push_back(std::move(pr));
