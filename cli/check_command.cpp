@@ -287,7 +287,7 @@ int run_check(const CheckArgs &a) {
   request.memory_limit_mib = a.memory_limit_mib;
   request.evidence = wants_evidence(a);
   const gate::ProfileSpec &prof = *request.profile;
-  std::vector<gate::KernelRunState> states(kernels.size());  // per kernel, across its dtypes and properties
+  std::vector<KernelRunState> states(kernels.size());  // per kernel, across its dtypes and properties
   const CancelOnSignal cancel_on_signal;
   auto options_for = [&](std::size_t n, Dtype dt) {
     CheckOptions opt = gate::run_options(request, dt, contracts[n], states[n], &g_cancel);

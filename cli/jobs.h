@@ -7,8 +7,9 @@
 // Parent → worker, one line per item:   item <index> <kernel index> <dtype> <property> <end ms> <hung>…
 // Worker → parent, per item:             done <index> <bytes> <hung>…\n<report.json of a one-property run, <bytes> long>
 //                  as it exits:           times <first calls> <their seconds> <other calls> <their seconds>  (exec)
-// Each <hung> is a shape B,Hq,Hkv,Lq,Lk,D,Dv whose calls hung, were too slow or hit the memory limit (hung_shapes): the
-// parent collects the workers' and hands them on, so that one worker's hang spares the others the wait.
+// Each <hung> is a shape B,Hq,Hkv,Lq,Lk,D,Dv whose calls hung, were too slow or hit the memory limit
+// (KernelRunState::hung): the parent collects the workers' and hands them on, so that one worker's hang spares the
+// others the wait.
 #pragma once
 
 #include "attncheck/dtype.h"

@@ -447,7 +447,7 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
   } catch (const std::runtime_error &e) {
     throw nb::value_error(e.what());
   }
-  std::vector<gate::KernelRunState> states(kernels->list.size());
+  std::vector<KernelRunState> states(kernels->list.size());
   g_cancel.store(false);
   g_interrupted.store(false);
   reporting::Document doc;

@@ -42,15 +42,6 @@ struct CheckProgress {
   int shrinks_tried = 0;
 };
 
-/// What a property's search has counted: cases decided or not, declined, skipped, its worst error ÷ bound, and the
-/// corners its decided and declined cases reached (coverage.h).
-struct SearchCounts {
-  int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
-  double worst_ratio = 0;
-  std::string worst;
-  Coverage coverage;
-};
-
 /// What a check measured of a kernel's speed: per entry point, the call with the most work that returned
 /// (CallRecord::Timed). A call stopped at its timeout is a hang only when the kernel's speed there predicts that it
 /// should have returned within 1/kHangMargin of the limit; otherwise the kernel is slow on that size, and the case
@@ -72,6 +63,20 @@ struct KernelSpeed {
   const CallRecord::Timed &basis(bool backward) const;
 };
 
+/// What the check() calls on one kernel share when their caller keeps it across them (a run of many dtypes, a
+/// `--jobs` worker's items): what one call learns about the kernel spares the next a timeout or a probe.
+struct KernelRunState {
+  /// Shapes whose calls hung, were too slow for their timeout or hit the memory limit: cases at or above them are
+  /// skipped, since each would wait a timeout again.
+  std::vector<Shape> hung;
+  KernelSpeed speed;  ///< the kernel's measured speed: is a timeout a hang, or a slow kernel?
+  /// The compile probe's answer (CheckOptions::detect_compile), reused instead of probing a kernel whose probe
+  /// shapes are compiled by then; nullopt until a call probes.
+  std::optional<bool> compiles;
+};
+
+/// What a check asks for (the plan, the guard — `end` included, a value fixed per call —, the contract, what to
+/// gather), then the pointers to what it shares with its caller (cancel, shared).
 struct CheckOptions {
   Dtype dtype = Dtype::f32;                ///< storage dtype of every case
   std::vector<std::string> properties;     ///< property ids, in this order; empty = every registered property
@@ -97,13 +102,6 @@ struct CheckOptions {
   /// Gather each counterexample's Evidence once it is confirmed (add_evidence; skipped once cancelled): what the
   /// report files show. Re-runs the failing problem on the kernel, so off unless reports are written.
   bool evidence = false;
-  /// Set (by a signal handler, another thread) to stop the check early: no new case or shrink candidate starts,
-  /// the case in flight is not counted, and the report keeps what was decided (PropertyReport::interrupted).
-  const std::atomic<bool> *cancel = nullptr;
-  /// Shapes whose calls hung, were too slow for their timeout or hit the memory limit, kept across check() calls
-  /// when set (a CLI run of many dtypes, a worker of many properties): cases at or above them are skipped, since
-  /// each would wait a timeout again. nullptr: kept within this call only.
-  std::vector<Shape> *hung_shapes = nullptr;
   /// While a hang (a call stopped at its timeout) is shrunk, each candidate call may take this many times the
   /// longest call that returned so far (at least kMinHangShrinkTimeout, at most the runner's own timeout); the
   /// minimal case is then confirmed once at the full timeout.
@@ -117,13 +115,8 @@ struct CheckOptions {
   /// when a first call takes at least kCompileSeconds and kCompileRatio times the repeat (a JIT compiler), use a
   /// pool of kAutoShapePool shapes (the probe's shapes, compiled already, among them). Counts against the budget.
   bool detect_compile = false;
-  /// When set, the probe's answer is kept here and later check() calls (other dtypes, other properties of a worker)
-  /// reuse it instead of probing a kernel whose probe shapes are compiled by then.
-  std::optional<bool> *compile_detected = nullptr;
   static constexpr int kAutoShapePool = 5;
   static constexpr double kCompileSeconds = 0.5, kCompileRatio = 10;
-  /// The kernel's speed (KernelSpeed), kept across check() calls when set, as hung_shapes. nullptr: within this call.
-  KernelSpeed *speed = nullptr;
   /// Stretched properties (long_rows) also run a case of more than 2³¹ elements (CaseOptions::huge_bytes) when its
   /// tensors fit in memory_limit_mib less kHugeMemoryMargin, and kHugeHostCopies of them in the memory available
   /// here (the problem, the sandbox's shared copy and its snapshot of the inputs) — the thorough profile; else the
@@ -140,6 +133,15 @@ struct CheckOptions {
   int targeted_plan() const { return targeted_cases.value_or(cases / kTargetedDivisor); }
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
   std::function<void(const CheckProgress &)> on_progress;
+
+  // Not part of what is asked: what the call shares with its caller, which keeps both alive across the call.
+  /// Set (by a signal handler, another thread) to stop the check early: no new case or shrink candidate starts,
+  /// the case in flight is not counted, and the report keeps what was decided (PropertyReport::interrupted). Apart
+  /// from `shared`: one flag stops every kernel's runs of a front, while each kernel has its own KernelRunState.
+  const std::atomic<bool> *cancel = nullptr;
+  /// What this kernel's earlier check() calls learnt (KernelRunState), read and added to. nullptr: kept within this
+  /// call only.
+  KernelRunState *shared = nullptr;
 
   static constexpr int kDefaultCases = 100;
   static constexpr int kDefaultMinCases = 10;

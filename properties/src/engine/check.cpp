@@ -1,28 +1,22 @@
 // The engine: drives RapidCheck directly (rc::detail::checkProperty) for each selected property, so that every
 // failure keeps its seed and reproduce string, and turns its results into a Report.
 //
-// One RapidCheck run per property. Its body draws a Case (gen_case) and runs the property; the run moves through
-// phases the body tracks itself:
-//   search    — cases until one fails, or the planned count;
-//   shrink    — RapidCheck walks the failure's shrink tree; a candidate counts as failing only when it fails at
-//               the same ladder step (so shrinking keeps the failure and does not slide into another one), and
-//               after max_shrinks candidates every candidate but the current minimum is rejected. A hang (a call
-//               stopped at its timeout where the kernel's measured speed says it should have returned: KernelSpeed)
-//               is shrunk with a shorter call timeout (a candidate fails only by hanging too) and its minimal case
-//               confirmed once at the full timeout; later cases at or above its shape are skipped (counted), since
-//               each would wait a timeout again. A call too slow for its timeout is an undecided case instead;
-//   target    — after a search that found nothing, for a PropertyDef::targeted property: mutants (mutate_case)
-//               of the passed cases of highest error ÷ bound, each judged like a search case; a mutant that passes
-//               higher than the weakest of them takes its place, so the phase climbs toward 1 (Hypothesis's
-//               target(), Predoo). A failing mutant is shrunk by walking its shrinkable_case tree as RapidCheck
-//               would; its reproduce string names "<id>/<dtype>@target", with the mutant's number and the path;
+// One RapidCheck run per property (run_property). Its body draws a Case (gen_case) and runs the property; the run
+// moves through phases the body tracks itself (RunState, run_state.h), each in its file:
+//   search    — cases until one fails, or the planned count (search.cpp, which judges every phase's case);
+//   shrink    — RapidCheck walks the failure's shrink tree, keeping only the same failure (shrink.cpp);
+//   target    — after a search that found nothing, mutants of its passed cases of highest error ÷ bound climb
+//               toward a failure (targeted.cpp);
 //   reproduce — one replayed case from a reproduce string (a targeted one: the search and the phase run again up
 //               to its mutant, deterministic as they are, then the path is followed).
+// Around them, guard.cpp stops a run and says what it may claim, and shape_pool.cpp draws the compile-friendly
+// pool the properties take their shapes from.
 //
-// What runs is the plan's alone — cases, shrinks, the seed — so a report is the same under any load. The time
-// budget is a guard over the whole check: when it passes, nothing new starts, and the properties it cut are
-// undecided, each saying how far it got.
+// What runs is the plan's alone — cases, shrinks, the seed — so a report is the same under any load; the time
+// budget only guards it (guard.cpp).
 #include "attncheck/check.h"
+
+#include "run_state.h"
 
 #include "attncheck/gen.h"
 #include "attncheck/hand_over.h"
@@ -39,41 +33,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
-#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <stdexcept>
 #include <unordered_map>
 
 namespace attncheck {
 
-namespace {
-using Clock = std::chrono::steady_clock;
-using rc::detail::CaseResult;
+namespace engine {
 
-/// RapidCheck's discard limit per target case: a kernel that declines most cases ends the search early.
-constexpr int kMaxDiscardRatio = 5;
-/// A pass needs its decided cases on at least this many distinct shapes, or on every shape the plan has when it
-/// has fewer (a shape pool's size; without a pool, the target cases): a pass on two shapes says almost nothing.
-constexpr std::size_t kMinPassShapes = 3;
-/// Advisory properties whose counterexample the required ladder may decide (hand_over.h): nonfinite_output's cases
-/// are accuracy's, drawn from the extremes more often; a NaN there with a finite bound is accuracy's failure.
-constexpr std::string_view kHandsOver[] = {"nonfinite_output"};
-/// A compile-friendly pool grows past a shape the kernel declines: at most this many draws per shape asked for.
-constexpr int kPoolDrawsPerShape = 8;
-/// One drawn pool shape in this many has the buckets' batches and GQA groups; the others have few heads.
-constexpr int kPoolHeadsEvery = 3;
-
-enum class Phase { search, shrink, target, reproduce };
-
-/// FNV-1a: a stable hash of a property id (std::hash is not stable across platforms).
 std::uint64_t fnv1a(std::string_view s) {
   constexpr std::uint64_t kOffset = 0xcbf29ce484222325ull, kPrime = 0x100000001b3ull;
   std::uint64_t h = kOffset;
   for (char ch : s) h = (h ^ static_cast<unsigned char>(ch)) * kPrime;
   return h;
 }
-/// splitmix64 finalizer: decorrelates nearby seeds.
+
 std::uint64_t mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -81,92 +56,27 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+void add_note(PropertyReport &pr, const std::string &clause) { pr.note += (pr.note.empty() ? "" : "; ") + clause; }
+
+namespace {
+/// RapidCheck's discard limit per target case: a kernel that declines most cases ends the search early.
+constexpr int kMaxDiscardRatio = 5;
+
+/// Advisory properties whose counterexample the required ladder may decide (hand_over.h): nonfinite_output's cases
+/// are accuracy's, drawn from the extremes more often; a NaN there with a finite bound is accuracy's failure.
+constexpr std::string_view kHandsOver[] = {"nonfinite_output"};
+
 /// Each property's cases depend only on the seed, its id and the dtype — not on which other properties run.
 std::uint64_t property_seed(std::uint64_t seed, std::string_view id, Dtype dt) {
   return mix(seed ^ fnv1a(id) ^ (static_cast<std::uint64_t>(dt) << 56));
 }
+
 /// RapidCheck test id of a property run: the key of its reproduce map.
 std::string run_id(std::string_view id, Dtype dt) { return std::string(id) + "/" + std::string(dtype_name(dt)); }
+
 /// The reproduce map's key of a counterexample the targeted phase found: its Reproduce's size is the mutant's
 /// number, its shrink path a path in that mutant's shrinkable_case tree.
 std::string target_id(std::string_view id, Dtype dt) { return run_id(id, dt) + "@target"; }
-/// The targeted phase climbs from this many of the search's passed cases (those of highest error ÷ bound), and
-/// mutates the highest of them but one time in kTargetExploreEvery (then any of them).
-constexpr std::size_t kTargetParents = 4;
-constexpr std::uint64_t kTargetExploreEvery = 4;
-
-/// The compile-friendly pool a check draws its cases' shapes from (none: `shapes` null).
-struct ShapePool {
-  std::shared_ptr<const std::vector<Shape>> shapes;
-  int plan = 0;                 ///< the shapes asked for (CheckOptions::shape_pool, kAutoShapePool)
-  std::vector<Shape> declined;  ///< shapes the kernel declined while the pool was drawn (accepted_pool)
-};
-
-/// What the body of one RapidCheck run records.
-struct RunState {
-  const PropertyDef *def = nullptr;
-  const Env *env = nullptr;
-  Phase phase = Phase::search;
-  std::optional<Clock::time_point> deadline;  // the check's guard
-  Clock::time_point started;
-  int max_shrinks = 0;
-  const CheckOptions *opt = nullptr;
-  std::size_t index = 0, count = 0;  // of this property among the selected ones
-
-  SearchCounts counts;  // what the search counted
-  CornerContext corners;  // how a case's corners are read (the property calls the backward, passes an LSE)
-  CornerSet reaches;      // the corners every case reaches by construction (PropertyDef::reaches)
-  bool budget_exhausted = false, interrupted = false;
-  bool unavailable = false;  // the runner gave up on the kernel (its restarts are spent): nothing more to decide
-  std::vector<Shape> *hung = nullptr;  // shapes that hung or were too slow: cases at or above are skipped
-  KernelSpeed *speed = nullptr;        // the kernel's measured speed (a timeout: a hang, or a slow kernel?)
-  std::chrono::milliseconds longest_ok{0};  // the longest kernel call that returned
-  std::optional<CaseSpec> largest_ran;       // the largest case whose calls all returned
-  // Of the problems whose calls returned: the longest row, the largest square (Lq = Lk), the most elements in one
-  // tensor (long_rows reports them).
-  std::int64_t longest_row = 0, largest_square = 0, most_elements = 0;
-  // The distinct shapes of the decided cases and of the declined ones (the minimum evidence of a pass, and why it
-  // is missing), and what left the first undecided case undecided.
-  std::vector<Shape> decided_shapes, declined_shapes;
-  std::string first_undecided;
-
-  // The failure: the current minimal case and its outcome.
-  bool failed = false;
-  bool hang = false;  // the failure is a call stopped at a limit: its timeout, or the memory limit
-  std::optional<Case> first;  // the case that failed first, and its outcome
-  Outcome first_outcome;
-
-  std::optional<Step> fail_step;
-  Case best;
-  Outcome best_outcome;
-  CaseSpec original;
-  int found_after = 0, shrinks_tried = 0;
-  // reproduce: the last case evaluated (the replayed one) and its outcome.
-  std::optional<Case> last;
-  Outcome last_outcome;
-
-  // The targeted phase: the cases it climbs from (highest error ÷ bound first), what it did, and the number of
-  // the mutant that failed.
-  std::vector<std::pair<double, Case>> parents;
-  TargetedSearch targeted;
-  int target_failed = -1;
-};
-
-Outcome evaluate(const RunState &st, const Case &c) {
-  try {
-    return st.def->run(*st.env, c);
-  } catch (const std::exception &e) {
-    // An exception is the engine's (or the reference's) trouble, not evidence against the kernel.
-    Outcome o;
-    o.verdict = Verdict::undecided;
-    o.detail = std::string("the check threw: ") + e.what();
-    return o;
-  }
-}
-
-void remember_shape(std::vector<Shape> &shapes, const Shape &s) {
-  if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
-}
 
 /// Bytes of memory available to this process: MemAvailable of /proc/meminfo, else the free pages.
 std::uint64_t available_memory() {
@@ -198,281 +108,16 @@ std::optional<std::string> allow_huge_case(const CheckOptions &opt, CaseOptions 
   return std::nullopt;
 }
 
-/// Appends one clause to a property's note ("; "-separated).
-void add_note(PropertyReport &pr, const std::string &clause) { pr.note += (pr.note.empty() ? "" : "; ") + clause; }
-
-bool cancelled(const RunState &st) { return st.opt->cancel && st.opt->cancel->load(); }
-
-/// The time budget is spent, the check was cancelled or the kernel is unavailable (recorded in st).
-bool must_stop(RunState &st) {
-  if (st.unavailable) return true;
-  if (cancelled(st)) return st.interrupted = true;
-  if (st.deadline && Clock::now() > *st.deadline) return st.budget_exhausted = true;
-  return false;
-}
-
-/// Every dimension of `s` at least that of `floor`.
-bool at_or_above(const Shape &s, const Shape &floor) {
-  return s.B >= floor.B && s.Hq >= floor.Hq && s.Hkv >= floor.Hkv && s.Lq >= floor.Lq && s.Lk >= floor.Lk &&
-         s.D >= floor.D && s.Dv >= floor.Dv;
-}
-
-/// The call timeout while a hang is shrunk: a few times the longest call that returned, within [min, full].
-std::chrono::milliseconds hang_shrink_timeout(const RunState &st) {
-  return std::max(CheckOptions::kMinHangShrinkTimeout, st.longest_ok * CheckOptions::kHangShrinkFactor);
-}
-
-/// Evaluates `c`, noting whether a call hit a limit (its timeout or the memory limit), how long the calls took, and
-/// the kernel's speed. When `slow` is given and a call hit its timeout though the kernel's speed says it needs more
-/// than the limit allows (KernelSpeed), *slow says so: the kernel is slow there, not hanging.
-Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string *slow = nullptr) {
-  CallRecord &record = CallRecord::of_this_thread();
-  record.reset();
-  std::optional<CallTimeout> limit;
-  if (st.phase == Phase::shrink && st.hang) limit.emplace(hang_shrink_timeout(st));
-  Outcome o = evaluate(st, c);
-  st.longest_ok = std::max(st.longest_ok, record.longest_ok);
-  *timed_out = record.timeouts > 0 || record.memory_faults > 0;
-  if (slow && record.timed_out_work > 0) {
-    const std::optional<double> need = st.speed->predict(record.timed_out_work, record.timed_out_backward);
-    const double limit_s = std::chrono::duration<double>(record.timeout_limit).count();
-    if (need && *need * KernelSpeed::kHangMargin > limit_s)
-      *slow = fmt::format("{} call of {} needs about {:.3g} s at the kernel's speed ({}), more than 1/{} of its "
-                          "{:.3g} s timeout: the kernel is slow there, not hanging (raise --timeout, or a smaller "
-                          "plan: --profile quick)",
-                          record.timed_out_backward ? "a backward" : "a forward", c.spec.problem_shape().describe(),
-                          *need, st.speed->describe(record.timed_out_backward), KernelSpeed::kHangMargin, limit_s);
-  }
-  st.speed->record(record);
-  st.unavailable |= record.unavailable > 0;
-  if (o.verdict != Verdict::fail || o.step != Step::shape) {  // every call returned: the largest such is news
-    if (!st.largest_ran || c.spec.work() > st.largest_ran->work()) st.largest_ran = c.spec;
-    const Shape s = c.spec.problem_shape();
-    st.longest_row = std::max(st.longest_row, s.Lk);
-    if (s.Lq == s.Lk) st.largest_square = std::max(st.largest_square, s.Lk);
-    st.most_elements = std::max(st.most_elements, largest_tensor(s));
-  }
-  return o;
-}
-
-/// Keeps `c` among the targeted phase's parents when its error ÷ bound `ratio` is among the kTargetParents highest
-/// (the earlier case first among equals).
-void keep_parent(RunState &st, double ratio, const Case &c) {
-  if (!st.def->targeted || !(ratio > 0) || !std::isfinite(ratio)) return;
-  if (st.parents.size() == kTargetParents && ratio <= st.parents.back().first) return;
-  const auto at = std::find_if(st.parents.begin(), st.parents.end(), [&](const auto &p) { return p.first < ratio; });
-  st.parents.insert(at, {ratio, c});
-  if (st.parents.size() > kTargetParents) st.parents.pop_back();
-}
-
-/// The search (or the targeted phase) found its failure `c`: it becomes the minimum to shrink from.
-void begin_shrink(RunState &st, const Case &c, const Outcome &o, bool timed_out, int found_after) {
-  st.failed = true;
-  st.hang = timed_out && o.step == Step::shape;
-  st.first = c;
-  st.first_outcome = o;
-  st.fail_step = o.step;
-  st.best = c;
-  st.best_outcome = o;
-  st.original = c.spec;
-  st.found_after = found_after;
-  st.phase = Phase::shrink;
-}
-
-/// Counts the corners case `c` reaches (its own, and the property's by construction), as decided or declined.
-void count_corners(RunState &st, const Case &c, bool was_decided) {
-  st.counts.coverage.add(corners_of(c.spec, st.corners) | st.reaches, was_decided, st.corners);
-}
-
-/// Judges one case in the current phase: the search's and the targeted phase's counting, the shrink's "same
-/// failure", the reproduce's record. The RapidCheck result the body returns.
-CaseResult judge_case(RunState &st, const Case &c) {
-  using T = CaseResult::Type;
-  if (st.phase == Phase::shrink) {
-    if (c.same_as(st.best)) return {T::Failure, st.best_outcome.detail};
-    if (st.shrinks_tried >= st.max_shrinks) return {T::Success, "not tried: shrink budget spent"};
-    if (must_stop(st)) return {T::Success, "not tried: time budget spent or interrupted"};
-    ++st.shrinks_tried;
-  }
-  const bool searching = st.phase == Phase::search || st.phase == Phase::target;
-  const auto at_or_above_hung = [&](const Shape &h) { return at_or_above(c.spec.problem_shape(), h); };
-  if (searching && st.hung && std::any_of(st.hung->begin(), st.hung->end(), at_or_above_hung)) {
-    ++st.counts.skipped;
-    return {T::Discard, "not run: at or above a shape that hung, was too slow or hit the memory limit"};
-  }
-  bool timed_out = false;
-  std::string slow;
-  const Outcome o = evaluate_timed(st, c, &timed_out, searching ? &slow : nullptr);
-  // A call cut short by the cancellation (a killed sandbox, a stopped child), or refused by a runner that gave up on
-  // the kernel, is no evidence: the case is not counted.
-  if (st.unavailable || cancelled(st)) {
-    st.interrupted = cancelled(st);
-    return {searching ? T::Failure : T::Success, "interrupted or unavailable"};
-  }
-  switch (st.phase) {
-    case Phase::search: {
-      if (o.verdict == Verdict::unsupported) {
-        ++st.counts.unsupported;
-        count_corners(st, c, /*was_decided=*/false);
-        remember_shape(st.declined_shapes, c.spec.shape);
-        return {T::Discard, o.detail};
-      }
-      ++st.counts.cases;
-      // Which case: its number in the run and its spec (a note or the worst element names it).
-      const auto in_case = [&] { return "case " + std::to_string(st.counts.cases) + " (" + c.spec.describe() + "): "; };
-      if (!slow.empty()) {  // too slow for its timeout, not a hang: undecided, and its size is not tried again
-        ++st.counts.undecided;
-        if (st.first_undecided.empty()) st.first_undecided = in_case() + slow;
-        remember_shape(*st.hung, c.spec.problem_shape());
-        return {T::Success, slow};
-      }
-      if (o.verdict != Verdict::undecided)
-        count_corners(st, c, /*was_decided=*/true);
-      if (o.verdict == Verdict::fail) {
-        begin_shrink(st, c, o, timed_out, st.counts.cases);
-        return {T::Failure, o.detail};
-      }
-      if (o.verdict == Verdict::undecided) {
-        ++st.counts.undecided;
-        if (st.first_undecided.empty()) st.first_undecided = in_case() + o.detail;
-      }
-      if (o.verdict == Verdict::pass) {
-        remember_shape(st.decided_shapes, c.spec.shape);
-        keep_parent(st, o.worst_ratio, c);
-      }
-      if (o.verdict == Verdict::pass && (st.counts.worst.empty() || o.worst_ratio > st.counts.worst_ratio)) {
-        st.counts.worst_ratio = o.worst_ratio;
-        st.counts.worst = in_case() + o.worst;
-      }
-      return {T::Success, o.detail};
-    }
-    case Phase::target: {
-      // Counted apart from the search's cases (the plan's), in the corners too; the phase reads the outcome.
-      st.last = c;
-      st.last_outcome = o;
-      if (o.verdict == Verdict::unsupported) {
-        ++st.targeted.declined;
-        count_corners(st, c, /*was_decided=*/false);
-        return {T::Discard, o.detail};
-      }
-      ++st.targeted.cases;
-      if (!slow.empty()) {
-        remember_shape(*st.hung, c.spec.problem_shape());
-        return {T::Success, slow};
-      }
-      if (o.verdict != Verdict::undecided)
-        count_corners(st, c, /*was_decided=*/true);
-      if (o.verdict == Verdict::fail) {
-        begin_shrink(st, c, o, timed_out, st.counts.cases + st.targeted.cases);
-        return {T::Failure, o.detail};
-      }
-      if (o.verdict == Verdict::pass && o.worst_ratio > st.counts.worst_ratio) {
-        st.counts.worst_ratio = o.worst_ratio;
-        st.counts.worst = "targeted case " + std::to_string(st.targeted.cases) + " (" + c.spec.describe() +
-                          "): " + o.worst;
-      }
-      return {T::Success, o.detail};
-    }
-    case Phase::shrink:
-      if (o.verdict == Verdict::fail && o.step == st.fail_step && (!st.hang || timed_out)) {
-        st.best = c;
-        st.best_outcome = o;
-        return {T::Failure, o.detail};
-      }
-      return {T::Success, "not the same failure"};
-    case Phase::reproduce:
-      st.last = c;
-      st.last_outcome = o;
-      if (o.verdict == Verdict::fail) return {T::Failure, o.detail};
-      return {o.verdict == Verdict::unsupported ? T::Discard : T::Success, o.detail};
-  }
-  return {T::Success, ""};
-}
-
-void report_progress(const RunState &st) {
-  if (!st.opt->on_progress) return;
-  st.opt->on_progress(CheckProgress{.property = st.def->id,
-                                    .property_index = st.index,
-                                    .property_count = st.count,
-                                    .cases = st.counts.cases + st.counts.unsupported,
-                                    .target = st.opt->cases,
-                                    .shrinking = st.phase == Phase::shrink,
-                                    .shrinks_tried = st.shrinks_tried});
-}
-
+/// The body of a property's RapidCheck run: one case drawn and judged.
 CaseResult body(RunState &st, const rc::Gen<Case> &gen) {
   if (st.phase == Phase::search && must_stop(st)) {
     // Ends RapidCheck's search at once: a "failure" that drew nothing has no shrinks, and run_property reads it
-    // as the budget's (or the cancellation's) stop, not as a counterexample (st.failed stays false).
+    // as the budget's (or the cancellation's) stop, not as a counterexample (st.failure.found stays false).
     return {CaseResult::Type::Failure, "not run: time budget spent or interrupted"};
   }
   const CaseResult r = judge_case(st, *gen);
   report_progress(st);
   return r;
-}
-
-/// The child of `s` at each index of `path` in turn (a shrink path, as RapidCheck records one).
-rc::Shrinkable<Case> follow_path(rc::Shrinkable<Case> s, const std::vector<std::size_t> &path) {
-  for (const std::size_t index : path) {
-    auto shrinks = s.shrinks();
-    for (std::size_t i = 0; i < index; ++i) shrinks.next();
-    auto child = shrinks.next();
-    if (!child) throw std::invalid_argument("check: the reproduce string's shrink path leaves the case's tree");
-    s = std::move(*child);
-  }
-  return s;
-}
-
-/// Shrinks the targeted phase's failure (st.best) as RapidCheck shrinks a search's: the first child of the
-/// current minimum that fails the same way becomes the minimum, until none does or the shrink budget is spent.
-/// Returns the path taken.
-std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co) {
-  std::vector<std::size_t> path;
-  rc::Shrinkable<Case> at = shrinkable_case(st.best, co);
-  for (bool descended = true; descended;) {
-    descended = false;
-    auto shrinks = at.shrinks();
-    for (std::size_t i = 0; !descended && st.shrinks_tried < st.max_shrinks && !must_stop(st); ++i) {
-      auto child = shrinks.next();
-      if (!child) break;
-      const CaseResult r = judge_case(st, child->value());
-      report_progress(st);
-      if (r.type == CaseResult::Type::Failure) {
-        at = std::move(*child);
-        path.push_back(i);
-        descended = true;
-      }
-    }
-  }
-  return path;
-}
-
-/// The targeted phase: up to `planned` mutants, each of a parent — mostly the highest (kTargetExploreEvery) — judged
-/// in Phase::target; one passing higher than the weakest parent replaces it. Stops at the first failure (then
-/// st.target_failed is its number, and the phase is shrink), at mutant `stop_after` (a reproduce: it failed
-/// there), or when the guard binds.
-void run_targeted(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned, int stop_after) {
-  if (st.parents.empty() || planned <= 0) return;
-  st.targeted.from = st.targeted.to = st.parents.front().first;
-  rc::Random random(mix(seed ^ fnv1a("targeted")));
-  for (int n = 0; n < planned && n <= stop_after; ++n) {
-    if (must_stop(st)) return;
-    rc::Random pick = random.split();
-    const std::size_t from = pick.next() % kTargetExploreEvery != 0 ? 0 : pick.next() % st.parents.size();
-    const Case mutant = mutate_case(st.parents[from].second, pick, co);
-    st.phase = Phase::target;
-    judge_case(st, mutant);
-    report_progress(st);
-    if (st.failed) {
-      st.target_failed = n;
-      return;
-    }
-    if (st.last_outcome.verdict == Verdict::pass) {
-      st.targeted.to = std::max(st.targeted.to, st.last_outcome.worst_ratio);
-      keep_parent(st, st.last_outcome.worst_ratio, mutant);
-    }
-  }
-  st.phase = Phase::search;
 }
 
 /// "seed=… reproduce=…": RapidCheck's own configuration syntax, holding the failure's Reproduce.
@@ -491,10 +136,7 @@ void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env 
   Counterexample &cx = *pr.counterexample;
   const PropertyDef *judge = required_judge(cx.minimal, env.contract);
   if (!judge) return;
-  RunState st;
-  st.def = judge;
-  st.env = &env;
-  const Outcome o = evaluate(st, cx.minimal);
+  const Outcome o = evaluate(*judge, env, cx.minimal);
   if (o.verdict != Verdict::fail || o.step != Step::finite) return;
   pr.tier = Tier::required;
   pr.verdict = Verdict::fail;
@@ -503,143 +145,12 @@ void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env 
   add_note(pr, std::string(judge->id) + " fails this case: NaN or ±Inf where the exact value and its bound are finite");
 }
 
-/// Which shapes the kernel declined, when one trait tells them apart from every shape it ran ("every shape with
-/// Dv ≠ D"), else how many; "" when it declined none.
-std::string declined_shapes_text(const RunState &st) {
-  if (st.declined_shapes.empty()) return "";
-  struct Trait {
-    const char *name;
-    bool (*has)(const Shape &);
-  };
-  static constexpr Trait kTraits[] = {
-      {"Dv ≠ D", [](const Shape &s) { return s.Dv != s.D; }},
-      {"Hq ≠ Hkv", [](const Shape &s) { return s.Hq != s.Hkv; }},
-      {"Lq ≠ Lk", [](const Shape &s) { return s.Lq != s.Lk; }},
-      {"B > 1", [](const Shape &s) { return s.B > 1; }},
-      {"D > 1", [](const Shape &s) { return s.D > 1; }},
-      {"Lk > 1", [](const Shape &s) { return s.Lk > 1; }},
-  };
-  for (const Trait &t : kTraits)
-    if (std::all_of(st.declined_shapes.begin(), st.declined_shapes.end(), t.has) &&
-        std::none_of(st.decided_shapes.begin(), st.decided_shapes.end(), t.has))
-      return std::string("the kernel declined every shape with ") + t.name;
-  // Declines of cases (a mask, a layout) or of the pool's shapes, which no trait tells apart.
-  return st.counts.unsupported > 0 ? "the kernel declined " + std::to_string(st.counts.unsupported) + " cases"
-                                   : "the kernel declined " + std::to_string(st.declined_shapes.size()) +
-                                         " of the pool's shapes";
-}
-
-/// Why a search decided fewer cases than it planned, in clauses ("the kernel declined …; 3 cases undecided: …").
-std::string shortfall_text(const RunState &st) {
-  std::vector<std::string> why;
-  if (st.unavailable) why.push_back("the kernel's runner gave up on it (its restarts are spent)");
-  if (st.interrupted) why.push_back("interrupted");
-  if (const std::string d = declined_shapes_text(st); !d.empty()) why.push_back(d);
-  if (st.counts.undecided > 0)
-    why.push_back(std::to_string(st.counts.undecided) + (st.counts.undecided == 1 ? " case" : " cases") +
-                  " undecided" +
-                  (st.first_undecided.empty() ? "" : " (the first: " + st.first_undecided + ")"));
-  std::string text;
-  for (const std::string &w : why) text += (text.empty() ? "" : "; ") + w;
-  return text;
-}
-
-/// The time guard cut the search: how far it got, and about how much more time would decide it.
-std::string guard_text(const RunState &st, const CheckOptions &opt) {
-  const double budget = std::chrono::duration<double>(opt.time_budget).count();
-  if (st.targeted.ran() || (st.counts.cases >= opt.cases && !st.parents.empty()))
-    return fmt::format("the time budget of {:.3g} s ran out in the targeted phase, after {} of its {} mutants "
-                       "(--time-budget)",
-                       budget, st.targeted.cases + st.targeted.declined, opt.targeted_plan());
-  const int ran = st.counts.cases + st.counts.unsupported + st.counts.skipped;
-  if (ran == 0) return fmt::format("the time budget of {:.3g} s ran out before its first case (--time-budget)", budget);
-  const double per_case = std::chrono::duration<double>(Clock::now() - st.started).count() / ran;
-  return fmt::format("the time budget of {:.3g} s ran out after {} of {} cases (about {:.2g} s more would decide "
-                     "it: --time-budget)",
-                     budget, st.counts.cases, opt.cases, per_case * std::max(opt.cases - st.counts.cases, 1));
-}
-
-/// The problem of shape `s` with zero values (dout too when `backward`): what the probe and the warm-up call.
-Problem zero_problem(const Shape &s, Dtype dt, bool backward) {
-  Case c;
-  c.spec.shape = s;
-  c.spec.dtype = dt;
-  c.resize_values(backward);
-  return c.problem();
-}
-
-/// The kernel declines Dv ≠ D where it runs Dv = D (forwards on zero values of D = 16 and Dv = 8 or 16: sizes every
-/// kernel's tiles take). Properties that set Dv = Lk then draw D = Lk too (CaseOptions::tie_head_dims), or the kernel
-/// would decline every one of their cases. A function of the kernel's answers: the same in a search and its replay.
-bool declines_unequal_head_dims(const Env &env, Dtype dt) {
-  const auto declines = [&](const Shape &s) {
-    return run_forward(env, zero_problem(s, dt, false)).call.status == ATTNCHECK_UNSUPPORTED;
-  };
-  return declines(Shape{.D = 16, .Dv = 8}) && !declines(Shape{.D = 16, .Dv = 16});
-}
-
-/// What one check() learns about the kernel and shares among its properties.
-struct KernelFacts {
-  std::vector<Shape> &hung;  ///< shapes that hung or were too slow: later cases at or above them are skipped
-  KernelSpeed &speed;        ///< the kernel's measured speed (a timeout: a hang, or a slow kernel?)
-  ShapePool pool;            ///< the compile-friendly pool the kernel accepts (none: shapes null)
-  /// declines_unequal_head_dims, asked once, when the first property with Dv = Lk needs it.
-  bool declines_unequal_head_dims(const Env &env, Dtype dt) {
-    if (!unequal_head_dims_declined) unequal_head_dims_declined = attncheck::declines_unequal_head_dims(env, dt);
-    return *unequal_head_dims_declined;
-  }
-  std::optional<bool> unequal_head_dims_declined;
-};
-
-/// `plan_shapes`: how many distinct shapes the plan offers (the pool's size asked for, whatever the kernel's declines
-/// left of it; without a pool, the target cases).
-void settle_verdict(PropertyReport &pr, const RunState &st, const CheckOptions &opt, std::size_t plan_shapes,
-                    bool pooled) {
-  const int decided = st.counts.cases - st.counts.undecided;
-  const int needed = std::min(opt.min_cases, opt.cases);
-  const std::size_t needed_shapes = std::min(kMinPassShapes, plan_shapes);
-  const std::string why = shortfall_text(st);
-  if (st.budget_exhausted && !st.interrupted) {
-    // The guard bound: what a run without it decides is unknown, so nothing is claimed.
-    pr.verdict = Verdict::undecided;
-    pr.note = guard_text(st, opt) + (why.empty() ? "" : "; " + why);
-  } else if (st.counts.cases == 0 && st.counts.unsupported > 0) {
-    pr.verdict = Verdict::unsupported;
-    pr.note = "the kernel declined all " + std::to_string(st.counts.unsupported) + " cases";
-  } else if (decided < needed) {
-    pr.verdict = Verdict::undecided;
-    pr.note = "only " + std::to_string(decided) + " decided cases (at least " + std::to_string(needed) +
-              " needed)" + (why.empty() ? "" : ": " + why);
-  } else if (st.decided_shapes.size() < needed_shapes) {
-    // Enough cases, too little variety: a pool the kernel's declines narrowed, or a search stopped early.
-    pr.verdict = Verdict::undecided;
-    pr.note = std::to_string(decided) + " decided cases on only " + std::to_string(st.decided_shapes.size()) +
-              " distinct shapes (at least " + std::to_string(needed_shapes) + " needed)" +
-              (why.empty() ? "" : ": " + why) +
-              (pooled && !st.declined_shapes.empty()
-                   ? ": raise the shape pool (shape_pool=, --shape-pool) or make the kernel accept them"
-                   : "");
-  } else {
-    pr.verdict = Verdict::pass;
-    // A partial pass says what cut it short.
-    if (decided < opt.cases && !why.empty())
-      pr.note = "cut short: " + why;
-  }
-  if (st.counts.skipped > 0 && st.hung) {
-    std::string shapes;
-    for (const Shape &h : *st.hung) shapes += (shapes.empty() ? "" : "; ") + h.describe();
-    add_note(pr, std::to_string(st.counts.skipped) +
-                     " cases skipped at or above a shape that hung, was too slow for its timeout or hit the memory "
-                     "limit (" + shapes + ")");
-  }
-}
-
-PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckOptions &opt, std::size_t index,
-                            std::size_t count, std::optional<Clock::time_point> deadline,
-                            const std::unordered_map<std::string, rc::detail::Reproduce> *reproduce,
-                            KernelFacts &facts) {
-  const ShapePool &drawn_from = facts.pool;
-  const std::shared_ptr<const std::vector<Shape>> &pool = drawn_from.shapes;
+/// Checks property `def`, the index-th of the selected ones, in `run`.
+PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun &run) {
+  const CheckOptions &opt = run.opt;
+  const Env &env = run.env;
+  const auto *reproduce = run.reproduce;
+  const std::shared_ptr<const std::vector<Shape>> &pool = run.pool.shapes;
   PropertyReport pr;
   pr.id = std::string(def.id);
   pr.formula = std::string(def.formula);
@@ -668,7 +179,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   co.backward = def.needs_backward;
   co.shape_pool = pool;
   if (def.require) def.require(co);
-  if (co.dv_equals_lk) co.tie_head_dims = facts.declines_unequal_head_dims(env, opt.dtype);
+  if (co.dv_equals_lk) co.tie_head_dims = run.declines_unequal_head_dims();
   const std::optional<std::string> huge_skipped =
       co.stretch && opt.huge_cases ? allow_huge_case(opt, co) : std::optional<std::string>{};
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
@@ -676,7 +187,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
 
   RunState st;
   st.def = &def;
-  st.env = &env;
+  st.run = &run;
+  st.index = index;
   // Feature properties draw dO and check the backward when the kernel has one.
   st.corners = {.backward = co.backward && env.kernel.backward != nullptr, .lse = env.contract.lse != LseOutput::none};
   st.reaches = corners_named(def.reaches);
@@ -687,15 +199,8 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
       target_replay = &it->second;
   const bool replaying = reproduce && !target_replay;
   st.phase = replaying ? Phase::reproduce : Phase::search;
-  st.deadline = deadline;
   st.started = Clock::now();
-  st.max_shrinks = opt.max_shrinks;
-  st.opt = &opt;
-  st.index = index;
-  st.count = count;
-  st.hung = &facts.hung;
-  st.speed = &facts.speed;
-  st.declined_shapes = drawn_from.declined;  // the pool's, declined before it was drawn from
+  st.counts.declined_shapes = run.pool.declined;  // the pool's, declined before it was drawn from
   const std::string key = run_id(def.id, opt.dtype);
 
   rc::detail::TestMetadata meta;
@@ -714,25 +219,11 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   rc::detail::Error error;
   std::string failure_key = key;  // the reproduce map's key of the failure: the search's, or the targeted phase's
   const bool searched = !result.match(failure) && !result.match(error) && !st.budget_exhausted && !st.interrupted;
-  if (!replaying && searched && def.targeted) {
-    run_targeted(st, co, pr.seed, target_replay ? target_replay->size + 1 : opt.targeted_plan(),
-                 target_replay ? target_replay->size : INT_MAX);
-    if (st.failed && target_replay) {
-      // Follows the recorded path from the same mutant, and judges where it ends.
-      if (st.target_failed == target_replay->size) {
-        const Case end = follow_path(shrinkable_case(st.best, co), target_replay->shrinkPath).value();
-        st.phase = Phase::reproduce;
-        st.failed = false;
-        judge_case(st, end);
-        failure.reproduce = *target_replay;
-        failure_key = target_id(def.id, opt.dtype);
-      }
-    } else if (st.failed) {
-      failure.reproduce.size = st.target_failed;
-      failure.reproduce.shrinkPath = shrink_walk(st, co);
+  if (!replaying && searched && def.targeted)
+    if (const std::optional<rc::detail::Reproduce> found = target(st, co, pr.seed, target_replay)) {
+      failure.reproduce = *found;
       failure_key = target_id(def.id, opt.dtype);
     }
-  }
 
   pr.cases = st.counts.cases;
   pr.unsupported = st.counts.unsupported;
@@ -743,7 +234,7 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   pr.interrupted = st.interrupted;
   pr.skipped = st.counts.skipped;
   pr.coverage = st.counts.coverage;
-  pr.targeted = st.targeted;
+  pr.targeted = st.target.counts;
 
   if (replaying || target_replay) {
     // The replayed case is the last one evaluated.
@@ -782,48 +273,34 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
   }
 
   // A search's failure, or the targeted phase's (else a failure is the time budget's stop).
-  const bool found = (result.match(failure) || failure_key != key) && st.failed;
-  if (found && st.hang && !st.interrupted && !st.best.same_as(*st.first)) {
-    // The hang was shrunk under a shorter timeout: the minimal case must hang at the full one too (one call
-    // timeout, within the budget's promise); else the case that hung first is the counterexample.
-    st.phase = Phase::reproduce;
-    bool timed_out = false;
-    const Outcome o = evaluate_timed(st, st.best, &timed_out);
-    if (o.verdict == Verdict::fail && o.step == st.fail_step && timed_out) {
-      st.best_outcome = o;  // its message names the full timeout
-    } else {
-      st.best = *st.first;
-      st.best_outcome = st.first_outcome;
-      failure.reproduce.shrinkPath.clear();
-      pr.note = "the shrunk case returned within the full timeout: the counterexample is the case that hung first";
-    }
-  }
-  if (found && st.hang) {
-    facts.hung.push_back(st.best.spec.problem_shape());
-    if (st.largest_ran)
-      add_note(pr, "the largest case that ran: " + st.largest_ran->describe());
-  }
+  const bool found = (result.match(failure) || failure_key != key) && st.failure.found;
   if (found) {
+    confirm_hang(st, failure.reproduce.shrinkPath, pr);
+    const Failure &f = st.failure;
+    if (f.hang) {
+      run.shared.hung.push_back(f.best.spec.problem_shape());
+      if (st.ran.largest) add_note(pr, "the largest case that ran: " + st.ran.largest->describe());
+    }
     pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
-    pr.counterexample = Counterexample{.minimal = st.best,
-                                       .outcome = st.best_outcome,
-                                       .original = st.original,
-                                       .found_after = st.found_after,
+    pr.counterexample = Counterexample{.minimal = f.best,
+                                       .outcome = f.best_outcome,
+                                       .original = f.original,
+                                       .found_after = f.found_after,
                                        .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
-                                       .shrinks_tried = st.shrinks_tried,
+                                       .shrinks_tried = f.shrinks_tried,
                                        .seed = pr.seed,
                                        .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce),
-                                       .explained_by = explain_failure(def, env, st.best, st.best_outcome)};
+                                       .explained_by = explain_failure(def, env, f.best, f.best_outcome)};
     if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     if (failure_key != key) {
-      pr.targeted.to = std::max(pr.targeted.to, st.first_outcome.worst_ratio);
+      pr.targeted.to = std::max(pr.targeted.to, f.first_outcome.worst_ratio);
       add_note(pr, fmt::format("found by the targeted phase: mutant {} of the search's worst cases (error ÷ bound "
                                "{:.3g} at most in the search)",
-                               st.target_failed + 1, pr.targeted.from));
+                               st.target.failed + 1, pr.targeted.from));
     }
     if (st.budget_exhausted && !st.interrupted)
       add_note(pr, fmt::format("the time budget of {:.3g} s cut the shrinking after {} candidates (--time-budget)",
-                               std::chrono::duration<double>(opt.time_budget).count(), st.shrinks_tried));
+                               std::chrono::duration<double>(opt.time_budget).count(), f.shrinks_tried));
     return pr;
   }
   if (result.match(error)) {
@@ -832,128 +309,19 @@ PropertyReport run_property(const PropertyDef &def, const Env &env, const CheckO
     return pr;
   }
   // Success, the budget's stop, or gave up after too many declined cases.
-  settle_verdict(pr, st, opt, static_cast<std::size_t>(pool ? drawn_from.plan : opt.cases), pool != nullptr);
+  settle_verdict(pr, st);
   if (huge_skipped) add_note(pr, *huge_skipped);
-  if (co.stretch && st.largest_ran)  // which sizes ran (SPEC.md §7 long_rows)
-    add_note(pr, "sizes run: rows up to Lk=" + std::to_string(st.longest_row) + ", squares up to Lq=Lk=" +
-                     std::to_string(st.largest_square) + ", up to " + std::to_string(st.most_elements) +
-                     " elements in one tensor; largest problem " + st.largest_ran->problem_shape().describe());
+  if (co.stretch && st.ran.largest)  // which sizes ran (SPEC.md §7 long_rows)
+    add_note(pr, "sizes run: rows up to Lk=" + std::to_string(st.ran.longest_row) + ", squares up to Lq=Lk=" +
+                     std::to_string(st.ran.largest_square) + ", up to " + std::to_string(st.ran.most_elements) +
+                     " elements in one tensor; largest problem " + st.ran.largest->problem_shape().describe());
   if (pool)
     add_note(pr, "shapes from a pool of " + std::to_string(pool->size()) + " (compile-friendly generation)");
-  if (st.targeted.ran())
+  if (const TargetedSearch &t = st.target.counts; t.ran())
     add_note(pr, fmt::format("targeted phase: {} mutants of the search's worst cases took error ÷ bound from {:.3g} "
                              "to {:.3g}",
-                             st.targeted.cases + st.targeted.declined, st.targeted.from, st.targeted.to));
+                             t.cases + t.declined, t.from, t.to));
   return pr;
-}
-
-/// The compile-friendly pool's shapes, drawn from the seed and dtype alone: the all-ones shape, one with a row that
-/// sees no key, then shapes drawn as usual (with Dv = Lk and two keys or more) at sizes spread over the range of `n`
-/// — and past n, as many more as asked for (a pool that grows past declined shapes draws them at those sizes again).
-/// Two drawn shapes in three have few heads (CaseOptions::few_heads), so that a pool of a few shapes keeps rows of
-/// several keys (and rows that see no key); every third has the batches and GQA groups of the buckets. Every other
-/// drawn shape has Lq > Lk (CaseOptions::empty_rows), so that empty_rows finds distinct shapes with rows that see no
-/// key.
-class PoolDraws {
- public:
-  PoolDraws(int n, std::uint64_t seed, Dtype dt)
-      : n_(n), dtype_(dt), random_(mix(seed ^ fnv1a("shape_pool") ^ (static_cast<std::uint64_t>(dt) << 56))) {}
-  Shape next() {
-    const int k = drawn_++;
-    // The all-ones shape, and Lq = 2 > Lk = 1: a row that sees no key under bottom-right causal (empty_rows).
-    if (k == 0) return Shape{};
-    if (k == 1) return Shape{.Lq = 2};
-    const int size = 2 + (k - 2) % std::max(1, n_ - 2);
-    return draw_spec(random_.split(), size * rc::kNominalSize / std::max(n_, 1), options(k)).shape;
-  }
-
- private:
-  /// The constraints of the k-th draw.
-  CaseOptions options(int k) const {
-    CaseOptions co;
-    co.dtype = dtype_;
-    co.dv_equals_lk = true;  // the properties that set v = I need Dv = Lk: with it, they reuse the pool's shapes too
-    co.min_keys = 2;  // the first two shapes have one key
-    co.few_heads = (k - 2) % kPoolHeadsEvery != kPoolHeadsEvery - 1;
-    if (k % 2 == 0) co.empty_rows = true;
-    return co;
-  }
-  int n_, drawn_ = 0;
-  Dtype dtype_;
-  rc::Random random_;
-};
-
-/// The compile-friendly pool of n shapes (PoolDraws' first, duplicates dropped): the same pool for every property,
-/// worker and run of this seed.
-std::shared_ptr<const std::vector<Shape>> shape_pool(int n, std::uint64_t seed, Dtype dt) {
-  PoolDraws draws(n, seed, dt);
-  auto pool = std::make_shared<std::vector<Shape>>();
-  for (int k = 0; k < std::max(n, 2); ++k)
-    if (const Shape s = draws.next(); std::find(pool->begin(), pool->end(), s) == pool->end()) pool->push_back(s);
-  return pool;
-}
-
-/// The kernel's first call of a shape is much slower than a repeat (CheckOptions::detect_compile): forward on
-/// pool[0] twice, then on pool[1] once (the slower first call is the compile).
-bool compiles_per_shape(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
-  auto seconds = [&](const Shape &s) {
-    const Problem p = zero_problem(s, dt, false);
-    const auto t0 = Clock::now();
-    (void)run_forward(env, p);
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
-  const double first = seconds(pool.at(0)), repeat = seconds(pool.at(0));
-  const double other = pool.size() > 1 ? seconds(pool[1]) : first;
-  const double compile = std::min(first, other);
-  return compile >= CheckOptions::kCompileSeconds && compile >= CheckOptions::kCompileRatio * repeat;
-}
-
-/// The pool `drawn` (of `n` shapes asked for) as the kernel accepts it (a forward on zero values): a declined shape
-/// gives way to itself with D = Dv = Lk (its draws have Dv = Lk), with Dv = D, with Hkv = Hq, or both (the limits
-/// kernels commonly have), else to further draws, at most kPoolDrawsPerShape per shape asked for — a kernel that
-/// declines Dv ≠ D or GQA still gets a pool of shapes it runs. Deterministic: a function of the kernel's answers, seed and dtype. The drawn pool when the
-/// kernel declines every shape (each property then says so).
-ShapePool accepted_pool(const Env &env, std::shared_ptr<const std::vector<Shape>> drawn, int n, std::uint64_t seed,
-                        Dtype dt) {
-  ShapePool out{.shapes = drawn, .plan = n, .declined = {}};
-  auto pool = std::make_shared<std::vector<Shape>>();
-  std::vector<Shape> tried;
-  // Adds the first of s and its narrowed forms that the kernel accepts and the pool lacks.
-  const auto add_accepted = [&](const Shape &s) {
-    Shape equal_dv = s, equal_heads = s, tied = s;
-    equal_dv.Dv = s.D;
-    equal_heads.Hkv = s.Hq;
-    tied.D = tied.Dv = s.Lk;  // what properties with Dv = Lk draw for a kernel that declines Dv ≠ D (tie_head_dims)
-    Shape both = equal_dv, tied_heads = tied;
-    both.Hkv = tied_heads.Hkv = s.Hq;
-    // Tied before Dv = D: the properties with Dv = Lk then find pool shapes too (the rest take any).
-    for (const Shape &c : {s, tied, equal_dv, equal_heads, tied_heads, both}) {
-      if (std::find(tried.begin(), tried.end(), c) != tried.end()) continue;
-      tried.push_back(c);
-      if (run_forward(env, zero_problem(c, dt, false)).call.status == ATTNCHECK_UNSUPPORTED) {
-        out.declined.push_back(c);
-        continue;
-      }
-      pool->push_back(c);
-      return;
-    }
-  };
-  for (const Shape &s : *drawn) add_accepted(s);
-  if (*pool == *drawn) return out;
-  PoolDraws draws(n, seed, dt);
-  for (int k = 0; k < n * kPoolDrawsPerShape && pool->size() < drawn->size(); ++k) add_accepted(draws.next());
-  if (!pool->empty()) out.shapes = std::move(pool);
-  return out;
-}
-
-/// One forward (and backward) call on every pool shape, so that a JIT kernel compiles them before the properties
-/// share the budget. Results are not looked at.
-void warm_up(const Env &env, const std::vector<Shape> &pool, Dtype dt) {
-  for (const Shape &s : pool) {
-    const Problem p = zero_problem(s, dt, env.kernel.backward != nullptr);
-    const ForwardRun fr = run_forward(env, p);
-    if (fr.call.ok() && env.kernel.backward != nullptr) (void)run_backward(env, p, fr);
-  }
 }
 
 /// The reproduce string names a failure of property `id` in `dt`: the search's or the targeted phase's.
@@ -962,35 +330,10 @@ bool names(const rc::detail::Configuration &replay, std::string_view id, Dtype d
 }
 }  // namespace
 
-const CallRecord::Timed &KernelSpeed::basis(bool on_backward) const {
-  const CallRecord::Timed &own = on_backward ? backward : forward, &other = on_backward ? forward : backward;
-  return own.work > 0 ? own : other;
-}
-
-std::optional<double> KernelSpeed::predict(std::int64_t work, bool on_backward) const {
-  const CallRecord::Timed &basis = this->basis(on_backward);
-  if (basis.work == 0) return std::nullopt;
-  const double fixed = std::chrono::duration<double>(quickest.value_or(std::chrono::nanoseconds{0})).count();
-  const double scaled = std::max(std::chrono::duration<double>(basis.time).count() - fixed, 0.0);
-  return fixed + scaled * static_cast<double>(work) / static_cast<double>(basis.work);
-}
-
-std::string KernelSpeed::describe(bool on_backward) const {
-  const CallRecord::Timed &basis = this->basis(on_backward);
-  const double seconds = std::chrono::duration<double>(basis.time).count();
-  // A multiply-add per unit of work: 2 flops.
-  return fmt::format("{:.3g} GFLOP/s on a {} call of {} in {:.3g} s",
-                     2 * static_cast<double>(basis.work) / std::max(seconds, 1e-9) / 1e9,
-                     &basis == &backward ? "backward" : "forward", basis.shape.describe(), seconds);
-}
-
-void KernelSpeed::record(const CallRecord &r) {
-  forward.keep_larger(r.forward);
-  backward.keep_larger(r.backward);
-  if (r.quickest) quickest = std::min(quickest.value_or(*r.quickest), *r.quickest);
-}
+}  // namespace engine
 
 RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
+  using namespace engine;
   RunReport rep;
   rep.kernel = kernel.name ? kernel.name : "?";
   rep.dtype = options.dtype;
@@ -1023,8 +366,8 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
                                 std::string(dtype_name(options.dtype)));
 
   const Env env{kernel, rep.precision(), rep.contract};
-  std::vector<Shape> local_hung;  // shapes whose calls hung: later cases at or above them are skipped
-  std::vector<Shape> &hung = options.hung_shapes ? *options.hung_shapes : local_hung;
+  KernelRunState local;
+  KernelRunState &shared = options.shared ? *options.shared : local;
   const Clock::time_point check_start = Clock::now();
   std::shared_ptr<const std::vector<Shape>> pool;
   ShapePool accepted;
@@ -1033,10 +376,8 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
     pool_size = options.shape_pool;
   } else if (options.detect_compile && !replay) {
     pool = shape_pool(CheckOptions::kAutoShapePool, options.seed, options.dtype);
-    std::optional<bool> local;
-    std::optional<bool> &detected = options.compile_detected ? *options.compile_detected : local;
-    if (!detected) detected = compiles_per_shape(env, *pool, options.dtype);
-    if (*detected) pool_size = CheckOptions::kAutoShapePool;
+    if (!shared.compiles) shared.compiles = compiles_per_shape(env, *pool, options.dtype);
+    if (*shared.compiles) pool_size = CheckOptions::kAutoShapePool;
   }
   // The shapes the kernel accepts (a reproduce run asks the same questions, so it draws from the same pool).
   if (pool_size > 0)
@@ -1048,14 +389,18 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
   // its run would end in a serial check (options.end).
   std::optional<Clock::time_point> guard;
   if (options.time_budget.count() > 0) guard = options.end ? *options.end : check_start + options.time_budget;
-  KernelSpeed local_speed;
-  KernelFacts facts{.hung = hung, .speed = options.speed ? *options.speed : local_speed, .pool = std::move(accepted),
-                    .unequal_head_dims_declined = {}};
+  CheckRun run{.opt = options,
+               .env = env,
+               .count = selected.size(),
+               .guard = guard,
+               .reproduce = replay ? &replay->reproduce : nullptr,
+               .shared = shared,
+               .pool = std::move(accepted),
+               .unequal_head_dims_declined = {}};
   for (std::size_t n = 0; n < selected.size(); ++n) {
     const Clock::time_point started = Clock::now();
     const std::chrono::nanoseconds kernel_before = CallRecord::kernel_time();
-    PropertyReport pr = run_property(*selected[n], env, options, n, selected.size(), guard,
-                                     replay ? &replay->reproduce : nullptr, facts);
+    PropertyReport pr = run_property(*selected[n], n, run);
     pr.timing = {.seconds = std::chrono::duration<double>(Clock::now() - started).count(),
                  .kernel_seconds = std::chrono::duration<double>(CallRecord::kernel_time() - kernel_before).count()};
     rep.properties.push_back(std::move(pr));
