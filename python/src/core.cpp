@@ -544,6 +544,22 @@ NB_MODULE(_core, m) {
   m.def("replay", &replay, nb::arg("report_json"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
         nb::arg("timeout"), nb::arg("contract").none());
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
+  // The terminal text (reporting::to_text): the gate's table, or with these options Report.summary().
+  m.def(
+      "text",
+      [](const std::string &json, bool run_lines, bool declined, bool totals, bool inputs) {
+        return reporting::to_text(parse(json), {.run_lines = run_lines, .declined = declined, .totals = totals,
+                                                .inputs = inputs});
+      },
+      nb::arg("report_json"), nb::arg("run_lines") = false, nb::arg("declined") = false, nb::arg("totals") = false,
+      nb::arg("inputs") = false);
+  // Counterexample N as the terminal text shows it (reporting::counterexample_text); IndexError when out of range.
+  m.def(
+      "describe",
+      [](const std::string &json, std::size_t failure, bool inputs) {
+        return reporting::counterexample_text(parse(json), failure, {.inputs = inputs});
+      },
+      nb::arg("report_json"), nb::arg("failure"), nb::arg("inputs") = false);
   m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
   m.def("content", [](const std::string &json) { return reporting::content_of(json); });
   // A contract text as the core reads it (commas or spaces, any key order), resolved: (its canonical form — only

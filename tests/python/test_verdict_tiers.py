@@ -23,7 +23,7 @@ def test_a_run_with_one_warning_has_no_failure_and_passes_the_gate():
     assert warning.verdict == "warn" and warning.property == "empty_rows"
     assert repr(report) == "<attncheck.Report warn: 0 failure(s), 1 warning(s)>"
     summary = report.summary()
-    assert "0 failure(s), 1 warning(s)" in summary and "(warning at step" in summary
+    assert "0 failure(s), 1 warning(s)" in summary and "warning (beyond the declared contract): " in summary
     assert attncheck.Report(report.json).exit_code == report.exit_code == 0  # read back: the core's exit code
 
 
