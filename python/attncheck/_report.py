@@ -187,10 +187,15 @@ class Report:
             raise TypeError(f"replay() takes fn, contract, timeout and check()'s {', '.join(_api.KERNEL_ARGUMENTS)}, "
                             f"not {', '.join(unknown)}")
         arguments.update(kwargs)
+        judged_under = None
         if contract is not _RECORDED:
             arguments["contract"] = contract
+            judged_under = _api.contract_text(contract)
+            # Under a contract that turns the property off nothing runs: no function is loaded, no process started.
+            off = _core.replay_off(self.json, failure, judged_under)
+            if off is not None:
+                return Replay("off", "", off, self.strict)
         kernel = _api.make_kernel(**arguments)
-        judged_under = None if contract is _RECORDED else _api.contract_text(contract)
         return _api.replay(self.json, failure, kernel, timeout=timeout, contract=judged_under, strict=self.strict)
 
     @classmethod

@@ -65,6 +65,27 @@ def test_replay_judges_under_the_contract_it_is_given():
     assert failed.replay(1, fn=kernels.attention, contract={}).verdict == "pass"
 
 
+class Unloadable:
+    """A function that cannot be loaded: a call raises (finding its framework calls it) and isolate=True cannot
+    pickle it into a new process."""
+
+    def __call__(self, q, k, v, *, scale, causal):
+        raise AssertionError("called")
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle an Unloadable")
+
+
+def test_a_replay_under_a_contract_that_turns_the_property_off_loads_no_function():
+    failed = check_nan_empty_rows(None)
+    # The tier is decided before the function is loaded: nothing is called, no process started, for a replay that
+    # runs nothing.
+    off = failed.replay(1, fn=Unloadable(), isolate=True, contract={"causal": "top-left"})
+    assert off.verdict == "off" and off.passed and "nothing to check" in off.detail
+    with pytest.raises((ValueError, TypeError), match="pickle"):  # where the property is on, it is loaded
+        failed.replay(1, fn=Unloadable(), framework="numpy", isolate=True, contract={})
+
+
 def test_replay_refuses_an_argument_it_cannot_honour():
     report = check_nan_empty_rows(None)
     with pytest.raises(TypeError, match="not profile"):
