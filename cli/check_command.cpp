@@ -188,7 +188,7 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
       }
       // A worker's escalated counterexample goes to its required property's line, with its evidence.
       settle_hand_overs(r);
-      if (!a.quiet) fmt::print(stderr, "{}\n", gate::run_line(r, a.strict));
+      if (!a.quiet) fmt::print(stderr, "{}\n", reporting::run_line(r, a.strict));
       runs.push_back(std::move(run));
     }
   return runs;
@@ -336,7 +336,7 @@ int run_check(const CheckArgs &a) {
     fmt::print(stderr, "attncheck: {}\n", e.what());
     return gate::kExitInternal;
   }
-  gate::print_table(doc);
+  fmt::print("{}", reporting::to_text(doc));
   const std::optional<ExecKernel::CallTimes> call_times = source->exec_call_times();
   source.reset();
   end_strays(a.quiet);

@@ -38,7 +38,7 @@ int run_merge(const MergeArgs &a) {
     return usage_error(e.what());
   }
   if (!a.quiet) {
-    gate::print_table(doc);
+    fmt::print("{}", reporting::to_text(doc));
     fmt::print(stderr, "merged {} shard reports into {}/ (report.json, summary.md, report.html)\n", a.inputs.size(),
                a.report_dir);
   }

@@ -40,13 +40,17 @@ int run_replay(const ReplayArgs &a) {
   const PropertyReport &prop = *target.property;
   const Counterexample &cx = target.counterexample();
 
+  // Under a contract that turns the property off nothing runs: no kernel is loaded.
+  const gate::ReplayResult plan = gate::replay_plan(target, judged);
   LoaderOptions so;
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
   std::optional<KernelLoader> source;
   const attncheck_kernel *kernel = nullptr;
   try {
-    source.emplace(run.source, so);
-    kernel = &source->find(run.report.kernel);
+    if (plan.tier != Tier::off) {
+      source.emplace(run.source, so);
+      kernel = &source->find(run.report.kernel);
+    }
   } catch (const LoaderError &e) {
     return usage_error(e.what());
   }
@@ -55,7 +59,7 @@ int run_replay(const ReplayArgs &a) {
              run.report.contract.describe_changes(), cx.minimal.spec.describe());
   fmt::print("recorded: {} at step {}: {}\n", verdict_name(cx.outcome.verdict),
              cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.outcome.detail);
-  const gate::ReplayResult r = gate::replay(target, *kernel, judged);
+  const gate::ReplayResult r = kernel ? gate::replay(target, *kernel, judged) : plan;
   if (judged) fmt::print("judged under contract {}\n", r.contract.describe_changes());
   if (r.tier == Tier::off) {
     fmt::print("not run: {}\n", r.outcome.detail);

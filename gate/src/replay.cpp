@@ -26,18 +26,23 @@ ReplayTarget replay_target(const reporting::Document &doc, std::size_t failure) 
   return t;
 }
 
-ReplayResult replay(const ReplayTarget &target, const attncheck_kernel &kernel,
-                    const std::optional<KernelContract> &contract) {
-  const RunReport &recorded = target.run->report;
+ReplayResult replay_plan(const ReplayTarget &target, const std::optional<KernelContract> &contract) {
   ReplayResult result;
-  result.contract = contract.value_or(recorded.contract);
+  result.contract = contract.value_or(target.run->report.contract);
   result.tier = contract ? tier_of(*target.def, *contract) : target.property->tier;
   if (result.tier == Tier::off) {
     result.outcome.verdict = Verdict::undecided;
     result.outcome.detail = "the contract given leaves " + target.property->id +
                             " nothing to check: " + result.contract.describe_changes();
-    return result;
   }
+  return result;
+}
+
+ReplayResult replay(const ReplayTarget &target, const attncheck_kernel &kernel,
+                    const std::optional<KernelContract> &contract) {
+  const RunReport &recorded = target.run->report;
+  ReplayResult result = replay_plan(target, contract);
+  if (result.tier == Tier::off) return result;
   const Env env{kernel, contract ? contract->precision(recorded.dtype) : recorded.precision(), result.contract};
   result.outcome = target.def->run(env, target.counterexample().minimal);
   return result;

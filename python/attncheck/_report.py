@@ -55,22 +55,13 @@ class Counterexample:
     #: declarations under which the case passes ([{"declaration": "tanh=approx", "meaning": ...}]): a practice the
     #: function may follow, to declare in `contract=` if it does
     explained_by: list = field(default_factory=list)
+    _report_json: str = field(default="", repr=False, compare=False)  # the report it is from: describe() renders it
 
     def describe(self):
-        s = self.spec
-        shape = f"B={s['B']} Hq={s['Hq']} Hkv={s['Hkv']} Lq={s['Lq']} Lk={s['Lk']} D={s['D']} Dv={s['Dv']}"
-        lines = [f"counterexample {self.number}: {self.kernel} {self.dtype} {self.property} "
-                 f"({'warning' if self.verdict == 'warn' else 'failure'} at step {self.step})",
-                 f"  case: {shape} mask={s['mask']} layout={s['layout']} family={s['family']} "
-                 f"(found after {self.found_after} cases, {self.shrink_steps} shrinks)",
-                 "  " + self.detail.replace("\n", "\n  ")]
-        lines += [f"  explained by the declaration {e['declaration']}: if {e['meaning']}, declare it"
-                  for e in self.explained_by]
-        for name in ("q", "k", "v", "dout"):
-            if name in self.inputs and self.inputs[name].size <= 64:
-                body = np.array2string(self.inputs[name], precision=6, separator=", ", threshold=64)
-                lines.append(f"  {name} = " + body.replace("\n", "\n" + " " * (len(name) + 5)))
-        return "\n".join(lines)
+        """The counterexample as the core renders it (the gate's text): under its root cause's headline and caption,
+        its property, shape, failing step and what it found, the declarations that explain it, and its minimal
+        inputs in decimal when small (at most 64 elements a tensor)."""
+        return _core.describe(self._report_json, self.number, inputs=True)
 
     __str__ = describe
 
@@ -112,7 +103,7 @@ class Report:
             for p in run["properties"]:
                 cx = None
                 if "counterexample" in p:
-                    cx = _counterexample(run, p, failures[(r, p["id"], run["kernel"], run["dtype"])])
+                    cx = _counterexample(report_json, run, p, failures[(r, p["id"], run["kernel"], run["dtype"])])
                     self.counterexamples.append(cx)
                 self.properties.append(PropertyResult(
                     run["kernel"], run["dtype"], p["id"], p["verdict"], p.get("tier", "required"), p["cases"],
@@ -160,33 +151,12 @@ class Report:
         return _core.markdown(self.json)
 
     def summary(self):
-        """A plain-text summary: one line per (kernel, dtype) and its time; under it each property that did not pass
-        on its planned cases (decided / planned, and why); the failures and warnings counted apart; then each
-        counterexample, failures first, with its minimal inputs."""
-        lines = []
-        for run in self.document["runs"]:
-            counts = {}
-            for p in run["properties"]:
-                counts[p["verdict"]] = counts.get(p["verdict"], 0) + 1
-            lines.append(f"{run['kernel']} {run['dtype']}: {run['verdict']} — " +
-                         ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
-            timing = next((t for t in self.timing.get("runs", [])
-                           if t["kernel"] == run["kernel"] and t["dtype"] == run["dtype"]), None)
-            if timing:  # where the time went: the one figure the machine decides
-                lines.append(f"  time: {timing['seconds']:.1f} s, {timing['kernel_seconds']:.1f} s of it in the kernel")
-            # A dtype the function declines entirely is the run line's "N unsupported"; else each declined
-            # property says why (a shape the function declines is no pass).
-            declined_all = all(p["verdict"] == "unsupported" for p in run["properties"])
-            for p in run["properties"]:
-                line = None if declined_all else _property_line(p, run["cases"])
-                if line:
-                    lines.append("  " + line)
-        lines.append(f"{len(self.failures)} failure(s), {len(self.warnings)} warning(s)" +
-                     (" (strict: warnings fail the gate)" if self.strict and self.warnings else ""))
-        for c in self.failures + self.warnings:
-            lines.append("")
-            lines.append(c.describe())
-        return "\n".join(lines)
+        """A plain-text summary, the core's terminal text (the gate's, with one line per run in place of its table):
+        one line per (kernel, dtype) with its verdict and counts; each property that did not pass on its planned
+        cases or that the function declined (decided / planned, and why); each kernel's contract, each run's
+        coverage and time; the failures and warnings counted apart; then the counterexamples grouped by root cause,
+        failures first, each with its minimal inputs when small."""
+        return _core.text(self.json, run_lines=True, declined=True, totals=True, inputs=True)
 
     __str__ = summary
 
@@ -217,10 +187,15 @@ class Report:
             raise TypeError(f"replay() takes fn, contract, timeout and check()'s {', '.join(_api.KERNEL_ARGUMENTS)}, "
                             f"not {', '.join(unknown)}")
         arguments.update(kwargs)
+        judged_under = None
         if contract is not _RECORDED:
             arguments["contract"] = contract
+            judged_under = _api.contract_text(contract)
+            # Under a contract that turns the property off nothing runs: no function is loaded, no process started.
+            off = _core.replay_off(self.json, failure, judged_under)
+            if off is not None:
+                return Replay("off", "", off, self.strict)
         kernel = _api.make_kernel(**arguments)
-        judged_under = None if contract is _RECORDED else _api.contract_text(contract)
         return _api.replay(self.json, failure, kernel, timeout=timeout, contract=judged_under, strict=self.strict)
 
     @classmethod
@@ -232,30 +207,11 @@ class Report:
         return cls(text)
 
 
-def _property_line(p, planned):
-    """A property's line when it did not simply pass on its planned cases: its verdict, decided / planned cases,
-    and why (its note). None for a plain pass, a property the contract turns off, or one with a counterexample
-    (shown below: a counterexample ends the search by design)."""
-    decided = p["cases"] - p["undecided"]
-    if "counterexample" in p or p.get("tier") == "off":
-        return None
-    if p["verdict"] == "unsupported":
-        return f"{p['id']}: unsupported" + (f" — {p['note']}" if p.get("note") else "")
-    if p["verdict"] == "pass" and decided >= planned and not p["budget_exhausted"]:
-        return None
-    why = p.get("note") or "; ".join(
-        r for r in ("the time budget ran out" if p["budget_exhausted"] else "",
-                    "interrupted" if p["interrupted"] else "",
-                    f"{p['unsupported']} declined by the function" if p["unsupported"] else "",
-                    f"{p['undecided']} undecided" if p["undecided"] else "") if r)
-    return f"{p['id']}: {p['verdict']}, {decided} / {planned} cases decided" + (f" — {why}" if why else "")
-
-
 def _ratio(x):
     return float(x)  # a number, or "inf" / "nan"
 
 
-def _counterexample(run, p, number):
+def _counterexample(report_json, run, p, number):
     cx = p["counterexample"]
     case = cx["inputs"]
     spec = case["spec"]
@@ -269,4 +225,5 @@ def _counterexample(run, p, number):
     verdict = "warn" if p["verdict"] == "warn" else out["verdict"]
     return Counterexample(number, run["kernel"], run["dtype"], p["id"], verdict, cx.get("step"),
                           out.get("detail", ""), spec, inputs, float.fromhex(scale), spec["mask"] != "none",
-                          cx.get("shrink_steps", 0), cx.get("found_after", 0), cx.get("explained_by", []))
+                          cx.get("shrink_steps", 0), cx.get("found_after", 0), cx.get("explained_by", []),
+                          report_json)

@@ -473,23 +473,46 @@ reporting::Document parse(const std::string &json) {
   }
 }
 
+/// Counterexample `failure` of `doc` for replay; raises IndexError when there is none such, ValueError for a property
+/// this attncheck lacks.
+gate::ReplayTarget replay_target(const reporting::Document &doc, std::size_t failure) {
+  try {
+    return gate::replay_target(doc, failure);
+  } catch (const gate::ReplayError &e) {
+    if (e.out_of_range) throw nb::index_error(e.what());
+    throw nb::value_error(e.what());
+  }
+}
+
+/// A contract given to replay (declared text, read as check() reads a declaration; none: the report's own).
+std::optional<KernelContract> judged_under(const std::optional<std::string> &contract) {
+  if (!contract) return std::nullopt;
+  return contract_of(*contract, "");
+}
+
+/// Why a replay of counterexample `failure` under `contract` runs nothing — the contract turns its property off —
+/// or none when it runs: asked before the kernel is made (replay_plan), so that nothing is loaded for it.
+std::optional<std::string> replay_off(const std::string &json, std::size_t failure,
+                                      const std::optional<std::string> &contract) {
+  const reporting::Document doc = parse(json);
+  const gate::ReplayResult plan = gate::replay_plan(replay_target(doc, failure), judged_under(contract));
+  if (plan.tier != Tier::off) return std::nullopt;
+  return plan.outcome.detail;
+}
+
 /// Replays counterexample `failure` on the given kernel, judged under `contract` (declared text, read as check()
 /// reads a declaration; none: the report's own); returns (verdict, step id or "", detail). The verdict is as the
-/// report spells a tier's: "warn" for a fail of a property the contract makes advisory, "off" for one it turns off.
+/// report spells a tier's: "warn" for a fail of a property the contract makes advisory, "off" for one it turns off
+/// (then no kernel is made: an exec command is not started).
 std::tuple<std::string, std::string, std::string> replay(const std::string &json, std::size_t failure,
                                                          const std::vector<PyKernelSpec> &specs,
                                                          const std::string &exec_command, double timeout,
                                                          const std::optional<std::string> &contract) {
   const reporting::Document doc = parse(json);
-  gate::ReplayTarget target;
-  try {
-    target = gate::replay_target(doc, failure);
-  } catch (const gate::ReplayError &e) {
-    if (e.out_of_range) throw nb::index_error(e.what());
-    throw nb::value_error(e.what());
-  }
-  std::optional<KernelContract> judged;
-  if (contract) judged = contract_of(*contract, "");
+  const gate::ReplayTarget target = replay_target(doc, failure);
+  const std::optional<KernelContract> judged = judged_under(contract);
+  gate::ReplayResult r = gate::replay_plan(target, judged);
+  if (r.tier == Tier::off) return {"off", "", r.outcome.detail};
   std::optional<Kernels> kernels;
   try {
     kernels.emplace(specs, exec_command, timeout, timeout, 4096);
@@ -501,12 +524,10 @@ std::tuple<std::string, std::string, std::string> replay(const std::string &json
   for (const attncheck_kernel *c : kernels->list)
     if (target.run->report.kernel == c->name) k = c;
   if (!k) throw nb::value_error("no kernel to replay on");
-  gate::ReplayResult r;
   {
     nb::gil_scoped_release release;
     r = gate::replay(target, *k, judged);
   }
-  if (r.tier == Tier::off) return {"off", "", r.outcome.detail};
   const Outcome &o = r.outcome;
   return {std::string(verdict_id(r.verdict())), o.step ? std::string(step_id(*o.step)) : "", o.detail};
 }
@@ -543,7 +564,25 @@ NB_MODULE(_core, m) {
         "Runs the gate; returns (report.json text, exit code, interrupted).");
   m.def("replay", &replay, nb::arg("report_json"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
         nb::arg("timeout"), nb::arg("contract").none());
+  m.def("replay_off", &replay_off, nb::arg("report_json"), nb::arg("failure"), nb::arg("contract").none(),
+        "Why a replay under the contract runs nothing (it turns the property off), else None: no kernel needed.");
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
+  // The terminal text (reporting::to_text): the gate's table, or with these options Report.summary().
+  m.def(
+      "text",
+      [](const std::string &json, bool run_lines, bool declined, bool totals, bool inputs) {
+        return reporting::to_text(parse(json), {.run_lines = run_lines, .declined = declined, .totals = totals,
+                                                .inputs = inputs});
+      },
+      nb::arg("report_json"), nb::arg("run_lines") = false, nb::arg("declined") = false, nb::arg("totals") = false,
+      nb::arg("inputs") = false);
+  // Counterexample N as the terminal text shows it (reporting::counterexample_text); IndexError when out of range.
+  m.def(
+      "describe",
+      [](const std::string &json, std::size_t failure, bool inputs) {
+        return reporting::counterexample_text(parse(json), failure, {.inputs = inputs});
+      },
+      nb::arg("report_json"), nb::arg("failure"), nb::arg("inputs") = false);
   m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
   m.def("content", [](const std::string &json) { return reporting::content_of(json); });
   // A contract text as the core reads it (commas or spaces, any key order), resolved: (its canonical form — only

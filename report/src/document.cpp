@@ -209,6 +209,22 @@ std::string comparison_text(const Evidence &e, std::string_view failing_what) {
   return s;
 }
 
+bool cut_short(const PropertyReport &p, int planned) {
+  if (p.counterexample || p.tier == Tier::off || p.verdict == Verdict::unsupported) return false;
+  return p.verdict != Verdict::pass || p.cases - p.undecided < planned || p.budget_exhausted;
+}
+
+bool declined_entirely(const RunReport &r) {
+  return !r.properties.empty() && std::all_of(r.properties.begin(), r.properties.end(), [](const PropertyReport &p) {
+    return p.verdict == Verdict::unsupported;
+  });
+}
+
+std::size_t failure_number(const std::vector<std::pair<std::size_t, std::size_t>> &failures,
+                           std::pair<std::size_t, std::size_t> member) {
+  return static_cast<std::size_t>(std::find(failures.begin(), failures.end(), member) - failures.begin()) + 1;
+}
+
 std::string replay_command(std::size_t failure_number) {
   return "attncheck replay report.json --failure " + std::to_string(failure_number);
 }

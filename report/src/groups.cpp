@@ -220,6 +220,7 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
     if (!what.empty()) g.caption += " — on the modified problem: " + what;
     for (const Explanation &e : explained)
       g.caption += " — explained by the declaration " + e.declaration + ": if " + e.meaning + ", declare it";
+    g.explained = std::move(explained);
     std::string numbers;
     for (const std::size_t n : b.numbers) numbers += (numbers.empty() ? "" : ", ") + std::to_string(n);
     g.headline = r.kernel + " (" + std::string(dtype_name(r.dtype)) + ")" + (g.warning ? " · warning" : "") + " · " +

@@ -64,11 +64,10 @@ std::string properties_cell(const RunReport &r) {
 /// A property's "cut short" line: `id`: verdict, decided / planned cases — its note; "" for one that decided
 /// every planned case, found a counterexample (which ends a search by design), or was not run.
 std::string cut_line(const PropertyReport &p, int planned) {
-  const int decided = p.cases - p.undecided;
-  if (p.counterexample || p.tier == Tier::off || p.verdict == Verdict::unsupported) return "";
-  if (p.verdict == Verdict::pass && decided >= planned && !p.budget_exhausted) return "";
-  return "`" + md_escape(p.id) + "`: " + std::string(verdict_name(p.verdict)) + ", " + std::to_string(decided) +
-         " / " + std::to_string(planned) + " cases decided" + (p.note.empty() ? "" : " — " + md_escape(p.note));
+  if (!cut_short(p, planned)) return "";
+  return "`" + md_escape(p.id) + "`: " + std::string(verdict_name(p.verdict)) + ", " +
+         std::to_string(p.cases - p.undecided) + " / " + std::to_string(planned) + " cases decided" +
+         (p.note.empty() ? "" : " — " + md_escape(p.note));
 }
 
 std::string worst_element(const Evidence &e, std::size_t x) {
@@ -191,10 +190,6 @@ std::string to_markdown(const Document &doc) {
   if (!cut.empty()) out += "\n**Cut short**\n\n" + cut;
   if (failures.empty()) return out;
 
-  // Failure numbers (document order) of each (run, property).
-  const auto number_of = [&](std::pair<std::size_t, std::size_t> m) {
-    return static_cast<std::size_t>(std::find(failures.begin(), failures.end(), m) - failures.begin()) + 1;
-  };
   const std::vector<FailureGroup> groups = group_failures(doc);
   std::size_t shown = 0;
   for (const bool warning_section : {false, true}) {
@@ -222,7 +217,7 @@ std::string to_markdown(const Document &doc) {
       out += "> " + md_escape(g.caption) + "\n";
       letter = letter == 'Z' ? 'A' : static_cast<char>(letter + 1);
       for (const auto &m : g.members) {
-        const std::size_t number = number_of(m);
+        const std::size_t number = failure_number(failures, m);
         if (shown++ >= kMaxFailuresShown) {
           out += '\n';  // not "\n" + string&&: GCC 12 warns falsely there (-Wrestrict, PR 105329)
           out += std::to_string(number) + ". " + md_escape(doc.runs[m.first].report.properties[m.second].id) +

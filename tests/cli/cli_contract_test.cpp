@@ -2,6 +2,7 @@
 // hello, or --contract — and tells warnings (behaviour beyond the contract) from failures: exit 0 unless --strict.
 #include "cli_support.h"
 
+#include <fstream>
 #include <string>
 
 using namespace cli_test;
@@ -127,4 +128,23 @@ TEST_CASE("replay --contract judges a recorded failure under another contract: a
   CHECK(warned.out.find("replayed: FAIL at step") != std::string::npos);
   CHECK(warned.out.find("(a warning: behaviour beyond the kernel's contract)") != std::string::npos);
   require_usage_error(run(attncheck("replay " + report + " --contract hidden-keys=some")), "--contract: contract:");
+}
+
+TEST_CASE("replay under a contract that turns the property off loads no kernel: a plugin gone is no error then") {
+  const TempDir dir;
+  const Run check = run(bug_check("bug:nan_fully_masked_rows", "empty_rows", " --report-dir " + dir.path.string()));
+  REQUIRE(check.status == kExitCounterexample);
+  // The report names a plugin that is no longer there.
+  std::string json = slurp(dir / "report.json");
+  for (std::size_t at = json.find(BUG_PLUGIN); at != std::string::npos; at = json.find(BUG_PLUGIN))
+    json.replace(at, std::string(BUG_PLUGIN).size(), dir / "gone.so");
+  const std::string moved = dir / "moved.json";
+  std::ofstream(moved, std::ios::binary) << json;
+  // Top-left alignment leaves no row without a key: empty_rows has nothing to check, and nothing is loaded.
+  const Run off = run(attncheck("replay " + moved + " --contract causal=top-left"));
+  INFO(off.out << off.err);
+  CHECK(off.status == kExitPass);
+  CHECK(off.out.find("not run: the contract given leaves empty_rows nothing to check: causal=top-left\n") !=
+        std::string::npos);
+  require_usage_error(run(attncheck("replay " + moved)), "gone.so");  // where it runs, the kernel is loaded
 }

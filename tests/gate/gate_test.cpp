@@ -71,6 +71,13 @@ TEST_CASE("a replay under a contract that asks nothing of the property runs noth
   CHECK(r.tier == Tier::off);
   CHECK(r.outcome.detail == "the contract given leaves empty_rows nothing to check: causal=top-left");
   CHECK(gate::replay_exit_code(r, true) == gate::kExitPass);
+  // Known before any kernel: the fronts ask replay_plan first and load nothing under tier off.
+  const gate::ReplayResult plan = gate::replay_plan(t, parse_contract("causal=top-left"));
+  CHECK(plan.tier == Tier::off);
+  CHECK(plan.outcome.verdict == r.outcome.verdict);
+  CHECK(plan.outcome.detail == r.outcome.detail);
+  CHECK(gate::replay_plan(t, std::nullopt).tier == Tier::required);
+  CHECK(gate::replay_plan(t, parse_contract("empty-rows=unspecified")).tier == Tier::advisory);
 }
 
 /// The ReplayError replay_target throws for counterexample `failure` of `doc` (what(), out_of_range).

@@ -30,7 +30,10 @@ def test_an_attention_without_the_scale_fails_with_a_shrunk_counterexample(fast)
     assert cx.spec["B"] == 1 and cx.spec["Hq"] == 1 and cx.spec["D"] >= 2
     assert cx.inputs["q"].shape == (1, 1, cx.spec["Lq"], cx.spec["D"])
     assert cx.scale == pytest.approx(1 / np.sqrt(cx.spec["D"]))
-    assert "counterexample 1: attention_unscaled f32 accuracy" in report.summary()
+    summary = report.summary()
+    assert "attention_unscaled f32: FAIL" in summary  # its run's line
+    assert "failure: attention_unscaled (f32)" in summary and "counterexample 1: accuracy — " in summary
+    assert cx.describe() in summary
 
 
 def test_the_same_seed_gives_the_same_report(fast):

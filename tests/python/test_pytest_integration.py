@@ -26,5 +26,5 @@ def test_a_failing_property_is_a_pytest_failure_that_prints_the_counterexample(p
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
     assert "test_unscaled" in out and "AssertionError: attncheck: fail" in out
-    assert "counterexample 1: attention_unscaled f32 accuracy" in out and "q = " in out
+    assert "failure: attention_unscaled (f32)" in out and "counterexample 1: accuracy — " in out and "q = " in out
     assert os.path.exists(pytester.path / "reports" / "test_fixture" / "report.json")

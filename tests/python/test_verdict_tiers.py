@@ -23,7 +23,7 @@ def test_a_run_with_one_warning_has_no_failure_and_passes_the_gate():
     assert warning.verdict == "warn" and warning.property == "empty_rows"
     assert repr(report) == "<attncheck.Report warn: 0 failure(s), 1 warning(s)>"
     summary = report.summary()
-    assert "0 failure(s), 1 warning(s)" in summary and "(warning at step" in summary
+    assert "0 failure(s), 1 warning(s)" in summary and "warning (beyond the declared contract): " in summary
     assert attncheck.Report(report.json).exit_code == report.exit_code == 0  # read back: the core's exit code
 
 
@@ -63,6 +63,27 @@ def test_replay_judges_under_the_contract_it_is_given():
     off = failed.replay(1, contract={"causal": "top-left"})
     assert off.verdict == "off" and "nothing to check" in off.detail
     assert failed.replay(1, fn=kernels.attention, contract={}).verdict == "pass"
+
+
+class Unloadable:
+    """A function that cannot be loaded: a call raises (finding its framework calls it) and isolate=True cannot
+    pickle it into a new process."""
+
+    def __call__(self, q, k, v, *, scale, causal):
+        raise AssertionError("called")
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle an Unloadable")
+
+
+def test_a_replay_under_a_contract_that_turns_the_property_off_loads_no_function():
+    failed = check_nan_empty_rows(None)
+    # The tier is decided before the function is loaded: nothing is called, no process started, for a replay that
+    # runs nothing.
+    off = failed.replay(1, fn=Unloadable(), isolate=True, contract={"causal": "top-left"})
+    assert off.verdict == "off" and off.passed and "nothing to check" in off.detail
+    with pytest.raises((ValueError, TypeError), match="pickle"):  # where the property is on, it is loaded
+        failed.replay(1, fn=Unloadable(), framework="numpy", isolate=True, contract={})
 
 
 def test_replay_refuses_an_argument_it_cannot_honour():

@@ -258,6 +258,72 @@ TEST_CASE("summary.md lists each property cut short with decided / planned cases
   CHECK(to_markdown(document()).find("**Cut short**") == std::string::npos);  // every property decided its plan
 }
 
+/// `doc` with every time zero: report.json keeps timings to the millisecond, the text shows them to 0.1 s.
+Document untimed(Document doc) {
+  for (Run &run : doc.runs)
+    for (PropertyReport &p : run.report.properties) p.timing = {};
+  return doc;
+}
+
+TEST_CASE("the terminal text is the gate's table, and reads the same from report.json") {
+  const Document doc = untimed(document());
+  const std::string text = to_text(doc);
+  CHECK(text.substr(0, text.find('\n')).find("dtype property                   tier      verdict") !=
+        std::string::npos);
+  CHECK(text.find("\n" + doc.runs[0].report.kernel) != std::string::npos);
+  CHECK(text.find("contract of ") != std::string::npos);
+  CHECK(text.find("\nfailure: " + group_failures(doc)[0].headline + "\n") != std::string::npos);
+  CHECK(text.find("\n  counterexample 1: accuracy — " + the_counterexample().minimal.spec.describe()) !=
+        std::string::npos);
+  CHECK(text.find("cut short:") == std::string::npos);  // every property decided its plan
+  CHECK(text.find(run_line(doc.runs[0].report, false)) == std::string::npos);  // the table, not the run lines
+  CHECK(to_text(from_json(to_json(doc))) == text);
+}
+
+TEST_CASE("the summary's text: a line per run, declined properties and why, the totals and small inputs") {
+  Document doc = untimed(document());
+  PropertyReport &lse = doc.runs[1].report.properties[1];  // the correct kernel's lse, declined
+  lse.verdict = Verdict::unsupported;
+  lse.cases = 0;
+  lse.unsupported = 7;
+  lse.note = "the kernel declined all 7 cases";
+  const TextOptions summary{.run_lines = true, .declined = true, .totals = true, .inputs = true};
+  const std::string text = to_text(doc, summary);
+  CHECK(text.starts_with(run_line(doc.runs[0].report, false) + "\n" + run_line(doc.runs[1].report, false) + "\n"));
+  CHECK(text.find("dtype property ") == std::string::npos);
+  CHECK(text.find("cut short:\n  " + doc.runs[1].report.kernel + " f32 lse: unsupported — the kernel declined all 7 "
+                  "cases\n") != std::string::npos);
+  CHECK(to_text(doc).find("lse: unsupported") == std::string::npos);  // the gate's table leaves it out
+  CHECK(text.find("\n1 failure(s), 0 warning(s)\n") != std::string::npos);
+  CHECK(text.find(counterexample_text(doc, 1, summary)) != std::string::npos);
+  // A run the kernel declined entirely is its line; its properties are not listed one by one.
+  for (PropertyReport &p : doc.runs[1].report.properties) p.verdict = Verdict::unsupported;
+  CHECK(to_text(doc, summary).find("lse: unsupported") == std::string::npos);
+}
+
+TEST_CASE("a counterexample's text: under its group, its minimal inputs in decimal when small") {
+  Document doc = untimed(document());
+  Counterexample &cx = *doc.runs[0].report.properties[0].counterexample;
+  cx.minimal.spec.shape = Shape{.B = 1, .Hq = 1, .Hkv = 1, .Lq = 2, .Lk = 1, .D = 2, .Dv = 1};
+  cx.minimal.q = {0.5, -1.25, 2, 0};
+  cx.minimal.k = {1, 0x1p-30};
+  cx.minimal.v = {std::nan("")};
+  cx.minimal.dout.clear();
+  const FailureGroup g = group_failures(doc).at(0);
+  const std::string member = "  counterexample 1: accuracy — " + cx.minimal.spec.describe();
+  const std::string plain = counterexample_text(doc, 1);
+  CHECK(plain.starts_with("failure: " + g.headline + "\n  " + g.caption + "\n" + member));
+  CHECK(plain.find(" = [[[[") == std::string::npos);
+  CHECK(plain == to_text(doc).substr(to_text(doc).find("failure: ")));  // the table's, one group of one member
+  const std::string with = counterexample_text(doc, 1, {.inputs = true});
+  CHECK(with.ends_with("\n    q = [[[[0.5, -1.25],\n           [2, 0]]]]\n"
+                       "    k = [[[[1, 9.31322575e-10]]]]\n    v = [[[[nan]]]]\n"));
+  cx.minimal.spec.shape.Lq = 33;  // q of 66 elements: too many to show
+  cx.minimal.q.assign(66, 1.0);
+  CHECK(counterexample_text(doc, 1, {.inputs = true}).find("    q = ") == std::string::npos);
+  CHECK_THROWS_AS(counterexample_text(doc, 2), std::out_of_range);
+}
+
 TEST_CASE("report.html is self-contained, draws the evidence and escapes a hostile kernel name") {
   Document doc = document();
   doc.runs[0].report.kernel = kHostile;
@@ -832,6 +898,8 @@ TEST_CASE("a declaration that explains a failure replaces the guess in its capti
   CHECK(groups[0].caption.find(" — explained by the declaration tanh=approx: if softcap's tanh is the hardware "
                                "approximation, declare it") != std::string::npos);
   CHECK(to_markdown(doc).find("explained by the declaration tanh=approx") != std::string::npos);
+  CHECK(groups[0].explained == std::vector<Explanation>{tanh});
+  CHECK(count(counterexample_text(doc, 1, {.inputs = true}), "explained by the declaration tanh=approx") == 1);
   const std::string json = to_json(doc);
   CHECK(json.find("\"explained_by\"") != std::string::npos);
   const Document back = from_json(json);
@@ -840,4 +908,10 @@ TEST_CASE("a declaration that explains a failure replaces the guess in its capti
   // Explained for one member only: the group's caption claims nothing.
   doc.runs[0].report.properties[1].counterexample->explained_by.clear();
   CHECK(group_failures(doc)[0].caption.find("explained by") == std::string::npos);
+  // The summary's text names it under that member then.
+  const std::string first = counterexample_text(doc, 1, {.inputs = true});
+  CHECK(first.find("\n    explained by the declaration tanh=approx: if softcap's tanh is the hardware approximation, "
+                   "declare it\n") != std::string::npos);
+  CHECK(counterexample_text(doc, 2, {.inputs = true}).find("explained by") == std::string::npos);
+  CHECK(to_text(doc).find("explained by") == std::string::npos);  // the gate's table as it was
 }

@@ -1,7 +1,8 @@
 // The gate: what its two fronts — the `attncheck check` command (cli/) and the Python module (python/) — share. The
-// profiles, each (kernel, dtype) run's CheckOptions, the serial run with its progress bar, the verdict line, table
-// and exit code; replay is in replay.h, contract resolution next to the parser (resolve_contract, contract.h).
-// The fronts only read their arguments, find kernels and write files.
+// profiles, each (kernel, dtype) run's CheckOptions, the serial run with its progress bar, and the exit code; replay
+// is in replay.h, contract resolution next to the parser (resolve_contract, contract.h), the verdict line and the
+// table with the other renderings (report_io.h: run_line, to_text). The fronts only read their arguments, find
+// kernels and write files or text.
 #pragma once
 
 #include "attncheck/check.h"
@@ -58,21 +59,21 @@ struct Request {
   bool evidence = false;
 };
 
-/// The CheckOptions of one (kernel, dtype) run, sharing `state` with the kernel's other runs (its dtypes, a
-/// worker's items); `state` and `cancel` must outlive the run.
+/// What a kernel's runs share across its dtypes and properties: the shapes that hung (or were too slow), its
+/// measured speed, whether it compiles per shape.
+struct KernelRunState {
+  std::vector<Shape> hung;
+  KernelSpeed speed;
+  std::optional<bool> compiles;
+};
+
+/// The CheckOptions of one (kernel, dtype) run; `state` and `cancel` must outlive the run.
 CheckOptions run_options(const Request &request, Dtype dt, const KernelContract &contract,
                           KernelRunState &state, const std::atomic<bool> *cancel);
-
-/// "kernel dtype: verdict — N passed, N failed, … (N cases)".
-std::string run_line(const RunReport &r, bool strict);
 
 /// The gate's exit code: 1 for a failure (a warning too under `strict`), else 3 when something stayed undecided,
 /// the check was cancelled or nothing ran, else 0.
 int exit_code(const reporting::Document &doc, bool strict, bool cancelled);
-
-/// The gate's table on stdout: one line per (kernel, dtype, property), each kernel's contract, then the counterexamples
-/// grouped by root cause, numbered as `attncheck replay --failure N` takes them.
-void print_table(const reporting::Document &doc);
 
 /// Runs `kernels` × `dtypes` one after another with a progress bar on stderr (a bar on a terminal, lines otherwise;
 /// nothing when `quiet`). A run whose properties an options_for leaves empty under `sharded` has none (its shard owns

@@ -47,9 +47,17 @@ struct ReplayResult {
   }
 };
 
+/// What a replay of `target` under `contract` (nullopt: the report's own) is judged by, before any kernel is needed:
+/// the contract and the property's tier under it. Under tier off it is the whole replay — nothing runs, verdict
+/// undecided, the detail says why — so a front that sees tier off loads no kernel.
+///
+/// Example:
+///   if (gate::replay_plan(t, judged).tier == Tier::off) …  // "off": no kernel to load, no process to start
+ReplayResult replay_plan(const ReplayTarget &target, const std::optional<KernelContract> &contract);
+
 /// Runs `target`'s minimal case on `kernel`, judged under `contract` (nullopt: the report's own contract and
 /// precision profile; else the profile that contract gives the run's dtype). Under a contract that turns the
-/// property off nothing runs: tier off, verdict undecided.
+/// property off nothing runs: replay_plan's result.
 ReplayResult replay(const ReplayTarget &target, const attncheck_kernel &kernel,
                     const std::optional<KernelContract> &contract);
 

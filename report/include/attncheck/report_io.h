@@ -1,6 +1,7 @@
 // Reports of a check run, for people and for machines: report.json (replayable, schema in spec/REPORT_SCHEMA.md),
 // summary.md (a CI job summary or pull-request comment), report.html (self-contained, for reading a
-// counterexample) and JUnit XML (one testcase per kernel, dtype and property).
+// counterexample), JUnit XML (one testcase per kernel, dtype and property) and the terminal text (the gate's table,
+// and Python's Report.summary()).
 //
 // Every writer is deterministic: the same Document gives the same bytes (wall times are never written).
 //
@@ -92,6 +93,8 @@ struct FailureGroup {
   std::vector<std::pair<std::size_t, std::size_t>> members;
   /// True when the members are warnings (advisory properties: beyond the declared contract), false for failures.
   bool warning = false;
+  /// The declarations that explain every member (Counterexample::explained_by), which the caption names.
+  std::vector<Explanation> explained;
 };
 
 /// The counterexamples of `doc` grouped by root cause (see FailureGroup), groups ordered by their first member in
@@ -124,6 +127,47 @@ std::string to_html(const Document &doc);
 /// failures carry the counterexample text in <failure>; a warning is a passing testcase with a "warning"
 /// <property> and "WARNING: …" in <system-out> — or a <failure> when doc.strict.
 std::string to_junit(const Document &doc);
+
+/// What the terminal text shows besides what `attncheck check` prints (the defaults); Python's Report.summary()
+/// sets each.
+struct TextOptions {
+  /// One line per (kernel, dtype), its verdict and counts (run_line), in place of the table's line per property.
+  bool run_lines = false;
+  /// Under "cut short", each property the kernel declined entirely too (in a run it did not decline entirely), and
+  /// why.
+  bool declined = false;
+  /// The failures and warnings counted apart, in one line before the counterexamples.
+  bool totals = false;
+  /// Under each counterexample, the declarations that explain it (those its group's caption does not name) and its
+  /// minimal inputs in decimal, each tensor of at most kSmallTensor elements.
+  bool inputs = false;
+  static constexpr std::size_t kSmallTensor = 64;
+};
+
+/// The terminal text: the gate's table — one line per (kernel, dtype, property), or one for a dtype the kernel
+/// declined entirely — then what was cut short and why, each kernel's contract, each run's coverage and time, and the
+/// counterexamples grouped by root cause (failures first), numbered as `attncheck replay --failure N` takes them.
+/// `opt` adds what Python's summary shows. Deterministic but for the time lines.
+///
+/// Example:
+///   fmt::print("{}", to_text(doc));  // what `attncheck check --kernel bug:no_rescale --dtype f32` prints:
+///   // kernel         dtype property                   tier      verdict      cases  declined undecided  worst err/β
+///   // bug:no_rescale f32   accuracy                   required  FAIL             5         0         0     3.05e+05
+///   // …
+///   // failure: bug:no_rescale (f32) · step values: O out of bound · accuracy, long_rows, … · failures 1, 2, …
+///   //   step values: O elements out of bound by up to 7.5e5× (O[0,0,0,0]: got 0.731059, exact 0.268941) — …
+///   //   counterexample 1: accuracy — f32 B=1 Hq=1 … (step values, found after 5 cases, 16 shrinks)
+///   //     O[0,0,0,0]: got 0x1.764d5p-1 (0.731058598), exact 0x1.136561454ba86p-2 (0.268941421), …
+///   fmt::print("{}", to_text(doc, {.run_lines = true, .declined = true, .totals = true, .inputs = true}));
+///   // bug:no_rescale f32: FAIL — 13 passed, 12 failed, 0 warnings, 0 undecided, 9 unsupported (235 cases)
+///   // … and under each counterexample its small inputs, "    q = [[[[…]]]]"  (Python's Report.summary())
+std::string to_text(const Document &doc, const TextOptions &opt = {});
+/// Counterexample `failure` (1-based, Document::failures() order) as to_text shows it, under its group's headline
+/// and caption (Python's Counterexample.describe()). Throws std::out_of_range when there is none such.
+std::string counterexample_text(const Document &doc, std::size_t failure, const TextOptions &opt = {});
+/// A run's verdict in one line (the progress bar's last word on it), e.g.
+/// "bug:no_rescale f32: FAIL — 30 passed, 1 failed, 0 warnings, 0 undecided, 3 unsupported (512 cases)".
+std::string run_line(const RunReport &r, bool strict);
 
 /// The whole campaign from the partial reports of its shards (each index 1..N once, the same check): runs in order,
 /// each property from the shard that owns it — the document the unsharded check writes. Throws ReportError naming
