@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <functional>
 #include <iomanip>
+#include <initializer_list>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -229,13 +231,26 @@ void count_misses(const std::vector<double> &r, const std::vector<double> &e, co
   }
 }
 
-/// Counts into m the misses `count_at(bits, here)` finds against the certified enclosure at kReferenceBits, or, where
-/// it finds some, at kWideBits: an enclosure at 128 bits can be wider than ε where logits carry a term near 10³⁰ (an
-/// additive mask: 10³⁰·2⁻¹²⁸ ≈ 3·10⁻⁹), so nothing counts as a miss before the recheck.
-void count_certified(const std::function<void(unsigned, Misses &)> &count_at, Misses &m) {
+/// One output of a fast path: its name, values and bounds, and the certified enclosure of it.
+template <class Fast, class Certified>
+struct Output {
+  const char *name;
+  std::vector<double> Fast::*value;
+  std::vector<double> Fast::*err;
+  Enclosure Certified::*exact;
+};
+
+/// The outputs of `fast` (false when it is nullopt: declined) against certify(p, bits), accumulated into m. The
+/// enclosure at kReferenceBits can be wider than ε where logits carry a term near 10³⁰ (an additive mask:
+/// 10³⁰·2⁻¹²⁸ ≈ 3·10⁻⁹), so where it finds misses the check is repeated at kWideBits before anything counts.
+template <class Fast, class Certified>
+bool check_outputs(const Problem &p, const std::optional<Fast> &fast, Certified (*certify)(const Problem &, unsigned),
+                   std::initializer_list<Output<Fast, Certified>> outputs, Misses &m) {
+  if (!fast) return false;
   for (unsigned bits : {kReferenceBits, kWideBits}) {
+    const Certified c = certify(p, bits);
     Misses here;
-    count_at(bits, here);
+    for (const auto &o : outputs) count_misses((*fast).*o.value, (*fast).*o.err, c.*o.exact, o.name, here);
     if (here.count == 0 || bits == kWideBits) {
       if (m.count == 0) m.first = here.first;
       m.count += here.count;
@@ -244,35 +259,26 @@ void count_certified(const std::function<void(unsigned, Misses &)> &count_at, Mi
       break;
     }
   }
+  return true;
 }
 
 /// fast_forward(p, knobs) against certified_forward(p), accumulated into m. Returns false when p is declined.
 bool check_enclosure(const Problem &p, const FastForwardKnobs &knobs, Misses &m) {
-  const auto fast = fast_forward(p, knobs);
-  if (!fast) return false;
-  count_certified(
-      [&](unsigned bits, Misses &here) {
-        const CertifiedForward c = certified_forward(p, bits);
-        count_misses(fast->out, fast->out_err, c.out, "out", here);
-        count_misses(fast->lse, fast->lse_err, c.lse, "lse", here);
-      },
-      m);
-  return true;
+  using F = FastForward;
+  using C = CertifiedForward;
+  return check_outputs<F, C>(p, fast_forward(p, knobs), certified_forward,
+                             {{"out", &F::out, &F::out_err, &C::out}, {"lse", &F::lse, &F::lse_err, &C::lse}}, m);
 }
 
 /// fast_backward(p, knobs) against certified_backward(p), as check_enclosure.
 bool check_backward(const Problem &p, const FastBackwardKnobs &knobs, Misses &m) {
-  const auto fast = fast_backward(p, knobs);
-  if (!fast) return false;
-  count_certified(
-      [&](unsigned bits, Misses &here) {
-        const CertifiedBackward c = certified_backward(p, bits);
-        count_misses(fast->dq, fast->dq_err, c.dq, "dq", here);
-        count_misses(fast->dk, fast->dk_err, c.dk, "dk", here);
-        count_misses(fast->dv, fast->dv_err, c.dv, "dv", here);
-      },
-      m);
-  return true;
+  using F = FastBackward;
+  using C = CertifiedBackward;
+  return check_outputs<F, C>(p, fast_backward(p, knobs), certified_backward,
+                             {{"dq", &F::dq, &F::dq_err, &C::dq},
+                              {"dk", &F::dk, &F::dk_err, &C::dk},
+                              {"dv", &F::dv, &F::dv_err, &C::dv}},
+                             m);
 }
 
 /// The property test's problems: `small` ones over dtypes, families, masks and features, then `longs` long rows (Lk up
@@ -314,22 +320,25 @@ Problem tight_problem(std::mt19937_64 &rng) {
   return family_problem(rng, s, Dtype::f32, Family::tight, false);
 }
 
-}  // namespace
-
-TEST_CASE("fast_forward's enclosure holds certified_forward's on random problems of every dtype, family, mask and "
-          "feature, long rows included",
-          "[reference][fast]") {
+/// The property test: check(p, misses) on for_each_problem(small, longs, …, backward) encloses every element, declines
+/// nothing and leaves no element unbounded on these families — the additive mask's −10³⁰ included (it enters relative
+/// to the row's largest mask value).
+void enclosure_property(int small, int longs, bool backward,
+                        const std::function<bool(const Problem &, Misses &)> &check) {
   Misses m;
   std::size_t declined = 0, problems = 0;
   std::string first_problem, unbounded_problems;
   const auto start = std::chrono::steady_clock::now();
-  for_each_problem(kSmallProblems, kLongProblems, [&](const Problem &p, const std::string &what) {
-    ++problems;
-    const std::size_t before = m.count, unbounded = m.unbounded;
-    if (!check_enclosure(p, {}, m)) ++declined;
-    if (m.count > before && first_problem.empty()) first_problem = what;
-    if (m.unbounded > unbounded && unbounded_problems.size() < 2000) unbounded_problems += what + "\n";
-  });
+  for_each_problem(
+      small, longs,
+      [&](const Problem &p, const std::string &what) {
+        ++problems;
+        const std::size_t before = m.count, unbounded = m.unbounded;
+        if (!check(p, m)) ++declined;
+        if (m.count > before && first_problem.empty()) first_problem = what;
+        if (m.unbounded > unbounded && unbounded_problems.size() < 2000) unbounded_problems += what + "\n";
+      },
+      backward);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO("first miss: " << first_problem << ": " << m.first);
   INFO("problems with ε = ∞:\n" << unbounded_problems);
@@ -337,9 +346,16 @@ TEST_CASE("fast_forward's enclosure holds certified_forward's on random problems
                 << " with ε = ∞, " << m.count << " not enclosed, " << seconds << " s");
   REQUIRE(m.count == 0);
   CHECK(declined == 0);
-  // No row is left unbounded on these families, the additive mask's −10³⁰ included (it enters relative to the row's
-  // largest mask value).
   CHECK(m.unbounded == 0);
+}
+
+}  // namespace
+
+TEST_CASE("fast_forward's enclosure holds certified_forward's on random problems of every dtype, family, mask and "
+          "feature, long rows included",
+          "[reference][fast]") {
+  enclosure_property(kSmallProblems, kLongProblems, false,
+                     [](const Problem &p, Misses &m) { return check_enclosure(p, {}, m); });
 }
 
 TEST_CASE("fast_forward covers rows that see no key, sinks without keys and out-of-sequence rows exactly",
@@ -401,39 +417,66 @@ TEST_CASE("fast_forward declines what it does not bound and says why", "[referen
   CHECK(fast_forward_declines(p).find("finite") != std::string::npos);
 }
 
-TEST_CASE("planted bugs in fast_forward's bound make the enclosure check fail: eps too small by 4x and the "
-          "dot-product term dropped",
-          "[reference][fast]") {
-  using Drop = FastForwardKnobs::Drop;
-  struct Plant {
-    const char *name;
-    FastForwardKnobs knobs;
-  };
-  const Plant plants[] = {{"eps / 4", {0.25, Drop::none}}, {"no dot-product term", {1, Drop::dot_product}}};
-  for (const Plant &plant : plants) {
+namespace {
+
+/// Problems of a tight family that planted bugs are tried on (each plant stops at its first miss).
+constexpr int kPlantedTries = 400;
+
+/// A planted bug: its name and the knobs that plant it.
+template <class Knobs>
+struct Plant {
+  const char *name;
+  Knobs knobs;
+};
+
+/// Each plant makes `check(p, knobs, misses)` miss on one of kPlantedTries problems make(rng) from `seed`; the same
+/// problems with the correct bound miss nowhere, and worst(p) — the largest |r̃ − exact|/ε of p — exceeds 1/4 on one
+/// of them (the bound is within 4× of the actual error there, where ε/4 shows).
+template <class Knobs>
+void check_planted(std::uint64_t seed, const std::vector<Plant<Knobs>> &plants,
+                   const std::function<Problem(std::mt19937_64 &)> &make,
+                   const std::function<bool(const Problem &, const Knobs &, Misses &)> &check,
+                   const std::function<double(const Problem &)> &worst, const char *family) {
+  for (const Plant<Knobs> &plant : plants) {
     Misses m;
-    std::mt19937_64 rng(kSeed + 2);
-    for (int t = 0; t < 400 && m.count == 0; ++t) check_enclosure(tight_problem(rng), plant.knobs, m);
+    std::mt19937_64 rng(seed);
+    for (int t = 0; t < kPlantedTries && m.count == 0; ++t) check(make(rng), plant.knobs, m);
     INFO(plant.name);
     WARN(plant.name << ": " << m.count << " elements not enclosed; first " << m.first);
     CHECK(m.count > 0);
   }
-  // The same problems with the correct bound: no miss, and the actual error reaches a fair part of ε.
   Misses ok;
-  double worst = 0;
-  std::mt19937_64 rng(kSeed + 2);
-  for (int t = 0; t < 400; ++t) {
-    const Problem p = tight_problem(rng);
-    check_enclosure(p, {}, ok);
-    const auto fast = fast_forward(p);
-    const ExactForward exact = reference_forward(p);
-    for (std::size_t n = 0; n < exact.out.size(); ++n)
-      worst = std::max(worst, std::fabs(fast->out[n] - exact.out[n]) / fast->out_err[n]);
+  double largest = 0;
+  std::mt19937_64 rng(seed);
+  for (int t = 0; t < kPlantedTries; ++t) {
+    const Problem p = make(rng);
+    check(p, Knobs{}, ok);
+    largest = std::max(largest, worst(p));
   }
   INFO(ok.first);
   CHECK(ok.count == 0);
-  WARN("tight family: largest |r̃ − exact|/ε of O " << worst);
-  CHECK(worst > 0.25);
+  WARN(family << ": largest |r̃ − exact|/ε " << largest);
+  CHECK(largest > 0.25);
+}
+
+}  // namespace
+
+TEST_CASE("planted bugs in fast_forward's bound make the enclosure check fail: eps too small by 4x and the "
+          "dot-product term dropped",
+          "[reference][fast]") {
+  using Drop = FastForwardKnobs::Drop;
+  check_planted<FastForwardKnobs>(
+      kSeed + 2, {{"eps / 4", {0.25, Drop::none}}, {"no dot-product term", {1, Drop::dot_product}}}, tight_problem,
+      check_enclosure,
+      [](const Problem &p) {
+        const auto fast = fast_forward(p);
+        const ExactForward exact = reference_forward(p);
+        double worst = 0;
+        for (std::size_t n = 0; n < exact.out.size(); ++n)
+          worst = std::max(worst, std::fabs(fast->out[n] - exact.out[n]) / fast->out_err[n]);
+        return worst;
+      },
+      "tight family, O");
 }
 
 namespace {
@@ -536,27 +579,38 @@ TEST_CASE("fast_filter decides pass, fail and escalate correctly on hand cases",
   CHECK(fast_filter(1e300, 1e-6, -1e300, 1e280) == V::fail);
 }
 
+namespace {
+
+/// Problem t of the tightness tests: Lk cycling through 16, 64, 256, 1024, D = 64 every third else 16, Dv = 8,
+/// causal every other; forward: Lq = 12; backward: Lq = 6, dout, and every fourth with two query heads (GQA).
+Problem tightness_problem(int t, Dtype dt, std::mt19937_64 &rng, bool backward) {
+  const std::int64_t lengths[] = {16, 64, 256, 1024};
+  Shape s;
+  s.Hkv = 1;
+  s.Hq = backward && t % 4 == 3 ? 2 : 1;
+  s.Lq = backward ? 6 : 12;
+  s.Lk = lengths[t % 4];
+  s.D = t % 3 == 0 ? 64 : 16;
+  s.Dv = 8;
+  RandomSpec r;
+  r.shape = s;
+  r.dtype = dt;
+  r.mask = t % 2 ? Mask::causal : Mask::none;
+  r.with_dout = backward;
+  return test::random_problem(r, rng());
+}
+
+}  // namespace
+
 TEST_CASE("fast_forward's bound is tight: eps is below 1e-12 of the row's scale for L up to 1024 and the filter "
           "escalates under 0.1 percent of elements against the error model's bounds",
           "[reference][fast]") {
   std::mt19937_64 rng(kSeed + 4);
   std::size_t elements = 0, escalated = 0, loose = 0;
   double worst_rel = 0;
-  const std::int64_t lengths[] = {16, 64, 256, 1024};
   for (int t = 0; t < 96; ++t) {
-    Shape s;
-    s.Hq = s.Hkv = 1;
-    s.Lq = 12;
-    s.Lk = lengths[t % 4];
-    s.D = t % 3 == 0 ? 64 : 16;
-    s.Dv = 8;
     const Dtype dt = kDtypes[(t / 4) % 3];
-    RandomSpec r;
-    r.shape = s;
-    r.dtype = dt;
-    r.mask = t % 2 ? Mask::causal : Mask::none;
-    r.with_dout = false;
-    const Problem p = test::random_problem(r, rng());
+    const Problem p = tightness_problem(t, dt, rng, false);
     const auto fast = fast_forward(p);
     REQUIRE(fast);
     const ExactForward exact = reference_forward(p);
@@ -630,28 +684,8 @@ Problem backward_tight_problem(std::mt19937_64 &rng) {
 TEST_CASE("fast_backward's enclosure holds certified_backward's on random problems of every dtype, family, mask, "
           "feature and GQA group, long rows included",
           "[reference][fast][backward]") {
-  Misses m;
-  std::size_t declined = 0, problems = 0;
-  std::string first_problem, unbounded_problems;
-  const auto start = std::chrono::steady_clock::now();
-  for_each_problem(
-      kBackwardSmallProblems, kBackwardLongProblems,
-      [&](const Problem &p, const std::string &what) {
-        ++problems;
-        const std::size_t before = m.count, unbounded = m.unbounded;
-        if (!check_backward(p, {}, m)) ++declined;
-        if (m.count > before && first_problem.empty()) first_problem = what;
-        if (m.unbounded > unbounded && unbounded_problems.size() < 2000) unbounded_problems += what + "\n";
-      },
-      true);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  INFO("first miss: " << first_problem << ": " << m.first);
-  INFO("problems with ε = ∞:\n" << unbounded_problems);
-  WARN(problems << " problems (" << declined << " declined), " << m.elements << " elements, " << m.unbounded
-                << " with ε = ∞, " << m.count << " not enclosed, " << seconds << " s");
-  REQUIRE(m.count == 0);
-  CHECK(declined == 0);
-  CHECK(m.unbounded == 0);
+  enclosure_property(kBackwardSmallProblems, kBackwardLongProblems, true,
+                     [](const Problem &p, Misses &m) { return check_backward(p, {}, m); });
 }
 
 TEST_CASE("fast_backward gives exact zeros with eps = 0 where no key is seen: rows that see none, keys no row sees, "
@@ -735,42 +769,26 @@ TEST_CASE("planted bugs in fast_backward's bound make the enclosure check fail: 
           "term dropped, P's error dropped from dV's bound",
           "[reference][fast][backward]") {
   using Drop = FastBackwardKnobs::Drop;
-  struct Plant {
-    const char *name;
-    FastBackwardKnobs knobs;
-  };
-  const Plant plants[] = {{"eps / 4", {0.25, Drop::none}},
-                          {"no error term of Delta", {1, Drop::delta}},
-                          {"no weight error in dV", {1, Drop::dv_weights}}};
-  for (const Plant &plant : plants) {
-    Misses m;
-    std::mt19937_64 rng(kSeed + 5);
-    for (int t = 0; t < 400 && m.count == 0; ++t) check_backward(backward_tight_problem(rng), plant.knobs, m);
-    INFO(plant.name);
-    WARN(plant.name << ": " << m.count << " elements not enclosed; first " << m.first);
-    CHECK(m.count > 0);
-  }
-  // The same problems with the correct bound: no miss, and the actual error reaches a fair part of ε.
-  Misses ok;
-  double worst = 0;
-  std::mt19937_64 rng(kSeed + 5);
-  for (int t = 0; t < 400; ++t) {
-    const Problem p = backward_tight_problem(rng);
-    check_backward(p, {}, ok);
-    const auto fast = fast_backward(p);
-    const CertifiedBackward c = certified_backward(p);
-    auto ratio = [&](const std::vector<double> &x, const std::vector<double> &e, const Enclosure &en) {
-      for (std::size_t n = 0; n < x.size(); ++n)
-        if (e[n] > 0) worst = std::max(worst, std::max(x[n] - en.lo[n], en.hi[n] - x[n]) / e[n]);
-    };
-    ratio(fast->dq, fast->dq_err, c.dq);
-    ratio(fast->dk, fast->dk_err, c.dk);
-    ratio(fast->dv, fast->dv_err, c.dv);
-  }
-  INFO(ok.first);
-  CHECK(ok.count == 0);
-  WARN("backward tight family: largest |r̃ − exact|/ε " << worst);
-  CHECK(worst > 0.25);
+  check_planted<FastBackwardKnobs>(
+      kSeed + 5,
+      {{"eps / 4", {0.25, Drop::none}},
+       {"no error term of Delta", {1, Drop::delta}},
+       {"no weight error in dV", {1, Drop::dv_weights}}},
+      backward_tight_problem, check_backward,
+      [](const Problem &p) {
+        const auto fast = fast_backward(p);
+        const CertifiedBackward c = certified_backward(p);
+        double worst = 0;
+        auto ratio = [&](const std::vector<double> &x, const std::vector<double> &e, const Enclosure &en) {
+          for (std::size_t n = 0; n < x.size(); ++n)
+            if (e[n] > 0) worst = std::max(worst, std::max(x[n] - en.lo[n], en.hi[n] - x[n]) / e[n]);
+        };
+        ratio(fast->dq, fast->dq_err, c.dq);
+        ratio(fast->dk, fast->dk_err, c.dk);
+        ratio(fast->dv, fast->dv_err, c.dv);
+        return worst;
+      },
+      "backward tight family");
 }
 
 TEST_CASE("fast_backward's bound is tight: eps is far below the error model's bounds for L up to 1024 and the filter "
@@ -779,21 +797,9 @@ TEST_CASE("fast_backward's bound is tight: eps is far below the error model's bo
   std::mt19937_64 rng(kSeed + 6);
   std::size_t elements = 0, escalated = 0, loose = 0;
   double worst_over_beta = 0, worst_rel = 0;
-  const std::int64_t lengths[] = {16, 64, 256, 1024};
   for (int t = 0; t < 48; ++t) {
-    Shape s;
-    s.Hkv = 1;
-    s.Hq = t % 4 == 3 ? 2 : 1;
-    s.Lq = 6;
-    s.Lk = lengths[t % 4];
-    s.D = t % 3 == 0 ? 64 : 16;
-    s.Dv = 8;
     const Dtype dt = kDtypes[(t / 4) % 3];
-    RandomSpec r;
-    r.shape = s;
-    r.dtype = dt;
-    r.mask = t % 2 ? Mask::causal : Mask::none;
-    const Problem p = test::random_problem(r, rng());
+    const Problem p = tightness_problem(t, dt, rng, true);
     const auto fast = fast_backward(p);
     REQUIRE(fast);
     const ExactForward fwd = reference_forward(p);
