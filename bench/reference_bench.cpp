@@ -1,11 +1,14 @@
 // attncheck_reference_bench: what the reference costs against a plain double naive attention (issue 21), one thread:
-//   fast_fwd — fast_forward (double, Eigen GEMMs, with its per-element error bound; SPEC.md §5.1),
-//   mpfr_fwd — reference_forward (128-bit MPFR; only up to kMpfrMaxLen, it takes seconds beyond),
-//   naive_fwd — plain double loops (logits, max, exp, sum, P·V, LSE), no bound.
-// B = Hq = Hkv = 1, Lq = Lk = L, D = Dv, no mask, float32 inputs uniform in [−1, 1), scale 1/√D. The fast_fwd row also
-// reports escalated_percent: the elements fast_filter sends to MPFR against float32 error-model bounds, for two
-// kernel values per element (the exact value rounded to float32, and exact + t·β with t uniform in [−2, 2]).
-// bench/reference_cost prints the ratios. See bench/README.md.
+//   fast_fwd, fast_bwd — fast_forward, fast_backward (double, Eigen GEMMs, with their per-element error bounds;
+//                        SPEC.md §5.1),
+//   mpfr_fwd, mpfr_bwd — reference_forward, reference_backward (128-bit MPFR; only up to kMpfrMaxLen, they take
+//                        seconds beyond),
+//   naive_fwd — plain double loops (logits, max, exp, sum, P·V, LSE), no bound;
+//   naive_bwd — plain double loops (the forward's P recomputed, dP = dO·Vᵀ, Δ = Σ P dP, dS, dQ, dK, dV), no bound.
+// B = Hq = Hkv = 1, Lq = Lk = L, D = Dv, no mask, float32 inputs and dO uniform in [−1, 1), scale 1/√D. The fast rows
+// also report escalated_percent: the elements fast_filter sends to MPFR against float32 error-model bounds, for two
+// kernel values per element (the exact value rounded to float32, and exact + t·β with t uniform in [−2, 2]), and
+// judged, the number of such judgements. bench/reference_cost prints the ratios. See bench/README.md.
 #include "attncheck/error_model.h"
 #include "attncheck/fast_reference.h"
 #include "attncheck/problem.h"
@@ -44,9 +47,10 @@ const Problem &problem(std::int64_t L, std::int64_t D) {
   p.q = Tensor::contiguous(Dtype::f32, {1, 1, L, D});
   p.k = Tensor::contiguous(Dtype::f32, {1, 1, L, D});
   p.v = Tensor::contiguous(Dtype::f32, {1, 1, L, D});
+  p.dout = Tensor::contiguous(Dtype::f32, {1, 1, L, D});
   std::mt19937_64 rng(kSeed + static_cast<std::uint64_t>(L * 1000 + D));
   std::uniform_real_distribution<double> u(-1, 1);
-  for (Tensor *t : {&p.q, &p.k, &p.v}) {
+  for (Tensor *t : {&p.q, &p.k, &p.v, &*p.dout}) {
     std::vector<double> xs(static_cast<std::size_t>(t->numel()));
     for (double &x : xs) x = u(rng);
     t->assign(xs);
@@ -80,6 +84,120 @@ void naive_forward(const std::vector<double> &q, const std::vector<double> &k, c
   }
 }
 
+/// Plain double attention backward (no mask): dq, dk, dv [L, D] from row-major q, k, v, dout. Per row the forward's
+/// weights are recomputed (logits, max, exp, sum), then dP_j = dO·v_j, Δ = Σ_j P_j dP_j, dS_j = P_j(dP_j − Δ):
+/// dQ_i += scale·dS_j k_j, dK_j += scale·dS_j q_i, dV_j += P_j dO_i.
+void naive_backward(const std::vector<double> &q, const std::vector<double> &k, const std::vector<double> &v,
+                    const std::vector<double> &dout, std::int64_t L, std::int64_t D, double scale,
+                    std::vector<double> &dq, std::vector<double> &dk, std::vector<double> &dv,
+                    std::vector<double> &row, std::vector<double> &dp) {
+  std::fill(dq.begin(), dq.end(), 0.0);
+  std::fill(dk.begin(), dk.end(), 0.0);
+  std::fill(dv.begin(), dv.end(), 0.0);
+  for (std::int64_t i = 0; i < L; ++i) {
+    const double *qi = q.data() + i * D, *doi = dout.data() + i * D;
+    double m = -INFINITY;
+    for (std::int64_t j = 0; j < L; ++j) {
+      double t = 0;
+      for (std::int64_t d = 0; d < D; ++d) t += qi[d] * k[static_cast<std::size_t>(j * D + d)];
+      row[static_cast<std::size_t>(j)] = scale * t;
+      m = std::max(m, row[static_cast<std::size_t>(j)]);
+    }
+    double l = 0;
+    for (std::int64_t j = 0; j < L; ++j) {
+      row[static_cast<std::size_t>(j)] = std::exp(row[static_cast<std::size_t>(j)] - m);
+      l += row[static_cast<std::size_t>(j)];
+    }
+    double delta = 0;
+    for (std::int64_t j = 0; j < L; ++j) {
+      row[static_cast<std::size_t>(j)] /= l;
+      double t = 0;
+      for (std::int64_t c = 0; c < D; ++c) t += doi[c] * v[static_cast<std::size_t>(j * D + c)];
+      dp[static_cast<std::size_t>(j)] = t;
+      delta += row[static_cast<std::size_t>(j)] * t;
+    }
+    double *dqi = dq.data() + i * D;
+    for (std::int64_t j = 0; j < L; ++j) {
+      const double pj = row[static_cast<std::size_t>(j)], ds = scale * pj * (dp[static_cast<std::size_t>(j)] - delta);
+      const double *kj = k.data() + j * D;
+      double *dkj = dk.data() + j * D, *dvj = dv.data() + j * D;
+      for (std::int64_t d = 0; d < D; ++d) {
+        dqi[d] += ds * kj[d];
+        dkj[d] += ds * qi[d];
+        dvj[d] += pj * doi[d];
+      }
+    }
+  }
+}
+
+void bm_naive_bwd(benchmark::State &st, std::int64_t L, std::int64_t D) {
+  const Problem &p = problem(L, D);
+  const std::vector<double> q = p.q.to_vector(), k = p.k.to_vector(), v = p.v.to_vector(), dout = p.dout->to_vector();
+  std::vector<double> dq(q.size()), dk(k.size()), dv(v.size()), row(static_cast<std::size_t>(L)), dp(row.size());
+  for (auto _ : st) {
+    naive_backward(q, k, v, dout, L, D, p.params.scale, dq, dk, dv, row, dp);
+    benchmark::DoNotOptimize(dq.data());
+    benchmark::DoNotOptimize(dk.data());
+    benchmark::DoNotOptimize(dv.data());
+    benchmark::ClobberMemory();
+  }
+}
+
+/// fast_filter's verdicts on two kernel values per element (the exact value rounded to float32, and exact + t·β),
+/// and ε's largest size and tightness: the untimed counters of the fast rows.
+struct Judge {
+  std::mt19937_64 rng{kSeed};
+  std::uniform_real_distribution<double> t{-2, 2};
+  double judged = 0, escalated = 0, worst_eps_rel = 0, worst_err_over_eps = 0;
+  /// `scale`: what ε is reported relative to (the tensor's largest |exact| value).
+  void add(const std::vector<double> &r, const std::vector<double> &e, const std::vector<double> &exact,
+           const std::vector<double> &beta, double scale) {
+    for (std::size_t n = 0; n < exact.size(); ++n) {
+      for (double k : {static_cast<double>(static_cast<float>(exact[n])), exact[n] + t(rng) * beta[n]}) {
+        ++judged;
+        if (fast_filter(k, beta[n], r[n], e[n]) == FilterVerdict::escalate) ++escalated;
+      }
+      worst_eps_rel = std::max(worst_eps_rel, e[n] / scale);
+      if (e[n] > 0) worst_err_over_eps = std::max(worst_err_over_eps, std::fabs(r[n] - exact[n]) / e[n]);
+    }
+  }
+  void report(benchmark::State &st) const {
+    st.counters["escalated_percent"] = 100 * escalated / judged;
+    st.counters["judged"] = judged;
+    st.counters["eps_max"] = worst_eps_rel;
+    st.counters["err_over_eps_max"] = worst_err_over_eps;
+  }
+};
+
+double max_abs(const std::vector<double> &xs) {
+  double m = 0;
+  for (double x : xs) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+/// Times run() over the state's iterations; returns one more result (untimed) for the counters.
+template <class Run>
+auto timed(benchmark::State &st, Run run) {
+  for (auto _ : st) {
+    auto r = run();
+    benchmark::DoNotOptimize(r);
+  }
+  return run();
+}
+
+void bm_fast_bwd(benchmark::State &st, std::int64_t L, std::int64_t D) {
+  const Problem &p = problem(L, D);
+  const auto g = timed(st, [&] { return fast_backward(p); });
+  // Untimed: the filter against float32 bounds, and ε against the actual error.
+  const ExactBackward exact = reference_backward(p);
+  const BackwardBounds beta = backward_bounds(p, reference_forward(p), PrecisionProfile::for_storage(Dtype::f32));
+  Judge judge;
+  judge.add(g->dq, g->dq_err, exact.dq, beta.dq, max_abs(exact.dq));
+  judge.add(g->dk, g->dk_err, exact.dk, beta.dk, max_abs(exact.dk));
+  judge.add(g->dv, g->dv_err, exact.dv, beta.dv, max_abs(exact.dv));
+  judge.report(st);
+}
+
 void bm_naive(benchmark::State &st, std::int64_t L, std::int64_t D) {
   const Problem &p = problem(L, D);
   const std::vector<double> q = p.q.to_vector(), k = p.k.to_vector(), v = p.v.to_vector();
@@ -91,44 +209,26 @@ void bm_naive(benchmark::State &st, std::int64_t L, std::int64_t D) {
   }
 }
 
+/// The MPFR reference, reference_forward or reference_backward, at its default 128 bits.
+template <auto Reference>
 void bm_mpfr(benchmark::State &st, std::int64_t L, std::int64_t D) {
   const Problem &p = problem(L, D);
   for (auto _ : st) {
-    ExactForward e = reference_forward(p);
-    benchmark::DoNotOptimize(e.out.data());
+    auto e = Reference(p, kReferenceBits);
+    benchmark::DoNotOptimize(e);
   }
 }
 
 void bm_fast(benchmark::State &st, std::int64_t L, std::int64_t D) {
   const Problem &p = problem(L, D);
-  for (auto _ : st) {
-    auto f = fast_forward(p);
-    benchmark::DoNotOptimize(f->out.data());
-  }
+  const auto f = timed(st, [&] { return fast_forward(p); });
   // Untimed: the filter against float32 bounds, and ε against the actual error.
-  const auto f = fast_forward(p);
   const ExactForward exact = reference_forward(p);
   const ForwardBounds beta = forward_bounds(p, exact, PrecisionProfile::for_storage(Dtype::f32));
-  std::mt19937_64 rng(kSeed);
-  std::uniform_real_distribution<double> t(-2, 2);
-  double judged = 0, escalated = 0, worst_eps_rel = 0, worst_err_over_eps = 0;
-  auto judge = [&](double k, double b, double r, double e) {
-    ++judged;
-    if (fast_filter(k, b, r, e) == FilterVerdict::escalate) ++escalated;
-  };
-  for (std::size_t n = 0; n < exact.out.size(); ++n) {
-    judge(static_cast<float>(exact.out[n]), beta.out[n], f->out[n], f->out_err[n]);
-    judge(exact.out[n] + t(rng) * beta.out[n], beta.out[n], f->out[n], f->out_err[n]);
-    worst_eps_rel = std::max(worst_eps_rel, f->out_err[n]);  // |v| ≤ 1: relative to the row's scale
-    worst_err_over_eps = std::max(worst_err_over_eps, std::fabs(f->out[n] - exact.out[n]) / f->out_err[n]);
-  }
-  for (std::size_t n = 0; n < exact.lse.size(); ++n) {
-    judge(static_cast<float>(exact.lse[n]), beta.lse[n], f->lse[n], f->lse_err[n]);
-    judge(exact.lse[n] + t(rng) * beta.lse[n], beta.lse[n], f->lse[n], f->lse_err[n]);
-  }
-  st.counters["escalated_percent"] = 100 * escalated / judged;
-  st.counters["eps_max"] = worst_eps_rel;
-  st.counters["err_over_eps_max"] = worst_err_over_eps;
+  Judge judge;
+  judge.add(f->out, f->out_err, exact.out, beta.out, 1);  // |v| ≤ 1: relative to the row's scale
+  judge.add(f->lse, f->lse_err, exact.lse, beta.lse, std::max(1.0, max_abs(exact.lse)));
+  judge.report(st);
 }
 
 std::string name(const char *row, std::int64_t L, std::int64_t D) {
@@ -148,10 +248,24 @@ int main(int argc, char **argv) {
       benchmark::RegisterBenchmark(name("fast_fwd", L, D).c_str(), [=](benchmark::State &st) { bm_fast(st, L, D); })
           ->MinTime(kMinTimeS)
           ->Unit(benchmark::kMillisecond);
-      if (L <= kMpfrMaxLen)
-        benchmark::RegisterBenchmark(name("mpfr_fwd", L, D).c_str(), [=](benchmark::State &st) { bm_mpfr(st, L, D); })
+      benchmark::RegisterBenchmark(name("naive_bwd", L, D).c_str(),
+                                   [=](benchmark::State &st) { bm_naive_bwd(st, L, D); })
+          ->MinTime(kMinTimeS)
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(name("fast_bwd", L, D).c_str(),
+                                   [=](benchmark::State &st) { bm_fast_bwd(st, L, D); })
+          ->MinTime(kMinTimeS)
+          ->Unit(benchmark::kMillisecond);
+      if (L <= kMpfrMaxLen) {
+        benchmark::RegisterBenchmark(name("mpfr_fwd", L, D).c_str(),
+                                     [=](benchmark::State &st) { bm_mpfr<reference_forward>(st, L, D); })
             ->MinTime(kMinTimeS)
             ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(name("mpfr_bwd", L, D).c_str(),
+                                     [=](benchmark::State &st) { bm_mpfr<reference_backward>(st, L, D); })
+            ->MinTime(kMinTimeS)
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -1,7 +1,8 @@
-// The fast forward reference (fast_reference.h, SPEC.md §5.1): its enclosure [r̃ − ε, r̃ + ε] holds certified_forward's
-// on random problems of every dtype, value family, mask and feature; planted bugs in ε are caught; the libm accuracy it
-// relies on holds against MPFR; the filter decides hand cases; and ε is tight enough that the filter rarely escalates
-// against float32/float16/bfloat16 error-model bounds.
+// The fast reference (fast_reference.h, SPEC.md §5.1): the enclosures [r̃ − ε, r̃ + ε] of fast_forward and
+// fast_backward hold certified_forward's and certified_backward's on random problems of every dtype, value family,
+// mask and feature (GQA, long rows); planted bugs in ε are caught; the libm accuracy it relies on holds against MPFR;
+// the filter decides hand cases; and ε is tight enough that the filter rarely escalates against
+// float32/float16/bfloat16 error-model bounds.
 #include "attncheck/error_model.h"
 #include "attncheck/fast_reference.h"
 #include "attncheck/reference.hpp"
@@ -15,7 +16,9 @@
 #include <cstdint>
 #include <functional>
 #include <iomanip>
+#include <initializer_list>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -34,6 +37,11 @@ constexpr unsigned kWideBits = 512;  // certified_forward's precision where 128 
 constexpr int kSmallProblems = 60000;
 constexpr int kLongProblems = 48;
 constexpr std::int64_t kLongestRow = 2048;
+// The backward's share of the ≥ 10⁵ problems of issue 21 (certified_backward costs about twice certified_forward).
+constexpr int kBackwardSmallProblems = 60000;
+constexpr int kBackwardLongProblems = 48;
+// The backward's ε relative to the error model's float bound β of each element (≈ 2⁻²⁹ and below expected).
+constexpr double kBackwardTightness = 1e-6;
 // (e): ε relative to the row's scale on ordinary problems with L ≤ 1024, and the escalation fraction allowed.
 constexpr double kTightness = 1e-12;
 constexpr double kMaxEscalatedFraction = 1e-3;
@@ -68,8 +76,9 @@ void fill(Tensor &t, const std::function<double()> &gen) {
   for_each_index(t.shape(), [&](std::span<const std::int64_t> idx) { t.set(idx, gen()); });
 }
 
-/// Random features (each with some probability), fitting shape s; dropout gets a random applied mask.
-Features random_features(std::mt19937_64 &rng, const Shape &s) {
+/// Random features (each with some probability), fitting shape s; dropout gets a random applied mask. With
+/// `paged`, half the per-sequence lengths are a paged cache's (seqused_k alone: the logical tensors are the same).
+Features random_features(std::mt19937_64 &rng, const Shape &s, bool paged) {
   Features f;
   if (coin(rng, 0.15)) {
     f.window_left = draw(rng, -1, 4);
@@ -93,9 +102,9 @@ Features random_features(std::mt19937_64 &rng, const Shape &s) {
     }
   }
   if (coin(rng, 0.15)) {
-    f.storage = KvStorage::varlen;
+    f.storage = paged && coin(rng, 0.5) ? KvStorage::paged : KvStorage::varlen;
     for (std::int64_t b = 0; b < s.B; ++b) {
-      f.seqlens_q.push_back(draw(rng, 0, s.Lq));
+      if (f.storage == KvStorage::varlen) f.seqlens_q.push_back(draw(rng, 0, s.Lq));
       f.seqlens_k.push_back(draw(rng, 0, s.Lk));
     }
   }
@@ -108,12 +117,13 @@ Features random_features(std::mt19937_64 &rng, const Shape &s) {
   return f;
 }
 
-/// A random problem of `family` (values exact in `dt`), the mask and features drawn too when `features` is set.
-Problem family_problem(std::mt19937_64 &rng, Shape s, Dtype dt, Family family, bool features) {
+/// A random problem of `family` (values exact in `dt`), the mask and features drawn too when `features` is set, and
+/// dout (uniform, or the family's extremes) with `backward`.
+Problem family_problem(std::mt19937_64 &rng, Shape s, Dtype dt, Family family, bool features, bool backward = false) {
   RandomSpec r;
   r.shape = s;
   r.dtype = dt;
-  r.with_dout = false;
+  r.with_dout = backward;
   const Mask masks[] = {Mask::none, Mask::causal, Mask::causal_top_left};
   r.mask = masks[draw(rng, 0, 2)];
   const Layout layouts[] = {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded};
@@ -136,6 +146,7 @@ Problem family_problem(std::mt19937_64 &rng, Shape s, Dtype dt, Family family, b
       fill(p.q, gen);
       fill(p.k, gen);
       fill(p.v, gen);
+      if (p.dout) fill(*p.dout, gen);
       break;
     }
     case Family::near_ties: {  // every key a copy of key 0, some moved by a little
@@ -171,7 +182,7 @@ Problem family_problem(std::mt19937_64 &rng, Shape s, Dtype dt, Family family, b
     }
   }
   if (features) {
-    p.features = random_features(rng, s);
+    p.features = random_features(rng, s, backward);
     if (coin(rng, 0.05)) {  // FP8: the stored values become float8 values, standing for descale·stored
       Features &f = p.features;
       f.fp8 = coin(rng, 0.5) ? Fp8::e4m3fn : Fp8::e5m2;
@@ -220,17 +231,26 @@ void count_misses(const std::vector<double> &r, const std::vector<double> &e, co
   }
 }
 
-/// fast_forward(p, knobs) against certified_forward(p), accumulated into m. Returns false when p is declined.
-/// An enclosure at 128 bits can be wider than ε where logits carry a term near 10³⁰ (an additive mask: 10³⁰·2⁻¹²⁸ ≈
-/// 3·10⁻⁹); the check is then repeated at kWideBits before anything counts as a miss.
-bool check_enclosure(const Problem &p, const FastForwardKnobs &knobs, Misses &m) {
-  const auto fast = fast_forward(p, knobs);
+/// One output of a fast path: its name, values and bounds, and the certified enclosure of it.
+template <class Fast, class Certified>
+struct Output {
+  const char *name;
+  std::vector<double> Fast::*value;
+  std::vector<double> Fast::*err;
+  Enclosure Certified::*exact;
+};
+
+/// The outputs of `fast` (false when it is nullopt: declined) against certify(p, bits), accumulated into m. The
+/// enclosure at kReferenceBits can be wider than ε where logits carry a term near 10³⁰ (an additive mask:
+/// 10³⁰·2⁻¹²⁸ ≈ 3·10⁻⁹), so where it finds misses the check is repeated at kWideBits before anything counts.
+template <class Fast, class Certified>
+bool check_outputs(const Problem &p, const std::optional<Fast> &fast, Certified (*certify)(const Problem &, unsigned),
+                   std::initializer_list<Output<Fast, Certified>> outputs, Misses &m) {
   if (!fast) return false;
   for (unsigned bits : {kReferenceBits, kWideBits}) {
-    const CertifiedForward c = certified_forward(p, bits);
+    const Certified c = certify(p, bits);
     Misses here;
-    count_misses(fast->out, fast->out_err, c.out, "out", here);
-    count_misses(fast->lse, fast->lse_err, c.lse, "lse", here);
+    for (const auto &o : outputs) count_misses((*fast).*o.value, (*fast).*o.err, c.*o.exact, o.name, here);
     if (here.count == 0 || bits == kWideBits) {
       if (m.count == 0) m.first = here.first;
       m.count += here.count;
@@ -242,10 +262,30 @@ bool check_enclosure(const Problem &p, const FastForwardKnobs &knobs, Misses &m)
   return true;
 }
 
-/// The property test's problems: kSmallProblems small ones over dtypes, families, masks and features, then
-/// kLongProblems long rows (Lk up to kLongestRow). Calls visit(p, description) for each.
-void for_each_problem(int small, int longs, const std::function<void(const Problem &, const std::string &)> &visit) {
-  std::mt19937_64 rng(kSeed);
+/// fast_forward(p, knobs) against certified_forward(p), accumulated into m. Returns false when p is declined.
+bool check_enclosure(const Problem &p, const FastForwardKnobs &knobs, Misses &m) {
+  using F = FastForward;
+  using C = CertifiedForward;
+  return check_outputs<F, C>(p, fast_forward(p, knobs), certified_forward,
+                             {{"out", &F::out, &F::out_err, &C::out}, {"lse", &F::lse, &F::lse_err, &C::lse}}, m);
+}
+
+/// fast_backward(p, knobs) against certified_backward(p), as check_enclosure.
+bool check_backward(const Problem &p, const FastBackwardKnobs &knobs, Misses &m) {
+  using F = FastBackward;
+  using C = CertifiedBackward;
+  return check_outputs<F, C>(p, fast_backward(p, knobs), certified_backward,
+                             {{"dq", &F::dq, &F::dq_err, &C::dq},
+                              {"dk", &F::dk, &F::dk_err, &C::dk},
+                              {"dv", &F::dv, &F::dv_err, &C::dv}},
+                             m);
+}
+
+/// The property test's problems: `small` ones over dtypes, families, masks and features, then `longs` long rows (Lk up
+/// to kLongestRow). Calls visit(p, description) for each. With `backward`, other draws with dout (and paged caches).
+void for_each_problem(int small, int longs, const std::function<void(const Problem &, const std::string &)> &visit,
+                      bool backward = false) {
+  std::mt19937_64 rng(backward ? kSeed ^ 0xbac4'0000ULL : kSeed);
   for (int t = 0; t < small + longs; ++t) {
     const bool is_long = t >= small;
     Shape s = small_shape(rng);
@@ -265,8 +305,9 @@ void for_each_problem(int small, int longs, const std::function<void(const Probl
         s.Lk = 2;
       }
     }
+    if (backward && !is_long && coin(rng, 0.25)) s.Hq = s.Hkv * draw(rng, 3, 4);  // wider GQA groups: dK, dV sums
     const bool features = !is_long && coin(rng, 0.5);
-    const Problem p = family_problem(rng, s, dt, family, features);
+    const Problem p = family_problem(rng, s, dt, family, features, backward);
     visit(p, "problem " + std::to_string(t) + " " + family_name(family) + " " + std::string(dtype_name(dt)) + " " +
                  s.describe() + " mask " + std::string(mask_name(p.params.mask)) + " " + p.features.describe());
   }
@@ -279,22 +320,25 @@ Problem tight_problem(std::mt19937_64 &rng) {
   return family_problem(rng, s, Dtype::f32, Family::tight, false);
 }
 
-}  // namespace
-
-TEST_CASE("fast_forward's enclosure holds certified_forward's on random problems of every dtype, family, mask and "
-          "feature, long rows included",
-          "[reference][fast]") {
+/// The property test: check(p, misses) on for_each_problem(small, longs, …, backward) encloses every element, declines
+/// nothing and leaves no element unbounded on these families — the additive mask's −10³⁰ included (it enters relative
+/// to the row's largest mask value).
+void enclosure_property(int small, int longs, bool backward,
+                        const std::function<bool(const Problem &, Misses &)> &check) {
   Misses m;
   std::size_t declined = 0, problems = 0;
   std::string first_problem, unbounded_problems;
   const auto start = std::chrono::steady_clock::now();
-  for_each_problem(kSmallProblems, kLongProblems, [&](const Problem &p, const std::string &what) {
-    ++problems;
-    const std::size_t before = m.count, unbounded = m.unbounded;
-    if (!check_enclosure(p, {}, m)) ++declined;
-    if (m.count > before && first_problem.empty()) first_problem = what;
-    if (m.unbounded > unbounded && unbounded_problems.size() < 2000) unbounded_problems += what + "\n";
-  });
+  for_each_problem(
+      small, longs,
+      [&](const Problem &p, const std::string &what) {
+        ++problems;
+        const std::size_t before = m.count, unbounded = m.unbounded;
+        if (!check(p, m)) ++declined;
+        if (m.count > before && first_problem.empty()) first_problem = what;
+        if (m.unbounded > unbounded && unbounded_problems.size() < 2000) unbounded_problems += what + "\n";
+      },
+      backward);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO("first miss: " << first_problem << ": " << m.first);
   INFO("problems with ε = ∞:\n" << unbounded_problems);
@@ -302,9 +346,16 @@ TEST_CASE("fast_forward's enclosure holds certified_forward's on random problems
                 << " with ε = ∞, " << m.count << " not enclosed, " << seconds << " s");
   REQUIRE(m.count == 0);
   CHECK(declined == 0);
-  // No row is left unbounded on these families, the additive mask's −10³⁰ included (it enters relative to the row's
-  // largest mask value).
   CHECK(m.unbounded == 0);
+}
+
+}  // namespace
+
+TEST_CASE("fast_forward's enclosure holds certified_forward's on random problems of every dtype, family, mask and "
+          "feature, long rows included",
+          "[reference][fast]") {
+  enclosure_property(kSmallProblems, kLongProblems, false,
+                     [](const Problem &p, Misses &m) { return check_enclosure(p, {}, m); });
 }
 
 TEST_CASE("fast_forward covers rows that see no key, sinks without keys and out-of-sequence rows exactly",
@@ -366,39 +417,66 @@ TEST_CASE("fast_forward declines what it does not bound and says why", "[referen
   CHECK(fast_forward_declines(p).find("finite") != std::string::npos);
 }
 
-TEST_CASE("planted bugs in fast_forward's bound make the enclosure check fail: eps too small by 4x and the "
-          "dot-product term dropped",
-          "[reference][fast]") {
-  using Drop = FastForwardKnobs::Drop;
-  struct Plant {
-    const char *name;
-    FastForwardKnobs knobs;
-  };
-  const Plant plants[] = {{"eps / 4", {0.25, Drop::none}}, {"no dot-product term", {1, Drop::dot_product}}};
-  for (const Plant &plant : plants) {
+namespace {
+
+/// Problems of a tight family that planted bugs are tried on (each plant stops at its first miss).
+constexpr int kPlantedTries = 400;
+
+/// A planted bug: its name and the knobs that plant it.
+template <class Knobs>
+struct Plant {
+  const char *name;
+  Knobs knobs;
+};
+
+/// Each plant makes `check(p, knobs, misses)` miss on one of kPlantedTries problems make(rng) from `seed`; the same
+/// problems with the correct bound miss nowhere, and worst(p) — the largest |r̃ − exact|/ε of p — exceeds 1/4 on one
+/// of them (the bound is within 4× of the actual error there, where ε/4 shows).
+template <class Knobs>
+void check_planted(std::uint64_t seed, const std::vector<Plant<Knobs>> &plants,
+                   const std::function<Problem(std::mt19937_64 &)> &make,
+                   const std::function<bool(const Problem &, const Knobs &, Misses &)> &check,
+                   const std::function<double(const Problem &)> &worst, const char *family) {
+  for (const Plant<Knobs> &plant : plants) {
     Misses m;
-    std::mt19937_64 rng(kSeed + 2);
-    for (int t = 0; t < 400 && m.count == 0; ++t) check_enclosure(tight_problem(rng), plant.knobs, m);
+    std::mt19937_64 rng(seed);
+    for (int t = 0; t < kPlantedTries && m.count == 0; ++t) check(make(rng), plant.knobs, m);
     INFO(plant.name);
     WARN(plant.name << ": " << m.count << " elements not enclosed; first " << m.first);
     CHECK(m.count > 0);
   }
-  // The same problems with the correct bound: no miss, and the actual error reaches a fair part of ε.
   Misses ok;
-  double worst = 0;
-  std::mt19937_64 rng(kSeed + 2);
-  for (int t = 0; t < 400; ++t) {
-    const Problem p = tight_problem(rng);
-    check_enclosure(p, {}, ok);
-    const auto fast = fast_forward(p);
-    const ExactForward exact = reference_forward(p);
-    for (std::size_t n = 0; n < exact.out.size(); ++n)
-      worst = std::max(worst, std::fabs(fast->out[n] - exact.out[n]) / fast->out_err[n]);
+  double largest = 0;
+  std::mt19937_64 rng(seed);
+  for (int t = 0; t < kPlantedTries; ++t) {
+    const Problem p = make(rng);
+    check(p, Knobs{}, ok);
+    largest = std::max(largest, worst(p));
   }
   INFO(ok.first);
   CHECK(ok.count == 0);
-  WARN("tight family: largest |r̃ − exact|/ε of O " << worst);
-  CHECK(worst > 0.25);
+  WARN(family << ": largest |r̃ − exact|/ε " << largest);
+  CHECK(largest > 0.25);
+}
+
+}  // namespace
+
+TEST_CASE("planted bugs in fast_forward's bound make the enclosure check fail: eps too small by 4x and the "
+          "dot-product term dropped",
+          "[reference][fast]") {
+  using Drop = FastForwardKnobs::Drop;
+  check_planted<FastForwardKnobs>(
+      kSeed + 2, {{"eps / 4", {0.25, Drop::none}}, {"no dot-product term", {1, Drop::dot_product}}}, tight_problem,
+      check_enclosure,
+      [](const Problem &p) {
+        const auto fast = fast_forward(p);
+        const ExactForward exact = reference_forward(p);
+        double worst = 0;
+        for (std::size_t n = 0; n < exact.out.size(); ++n)
+          worst = std::max(worst, std::fabs(fast->out[n] - exact.out[n]) / fast->out_err[n]);
+        return worst;
+      },
+      "tight family, O");
 }
 
 namespace {
@@ -501,27 +579,38 @@ TEST_CASE("fast_filter decides pass, fail and escalate correctly on hand cases",
   CHECK(fast_filter(1e300, 1e-6, -1e300, 1e280) == V::fail);
 }
 
+namespace {
+
+/// Problem t of the tightness tests: Lk cycling through 16, 64, 256, 1024, D = 64 every third else 16, Dv = 8,
+/// causal every other; forward: Lq = 12; backward: Lq = 6, dout, and every fourth with two query heads (GQA).
+Problem tightness_problem(int t, Dtype dt, std::mt19937_64 &rng, bool backward) {
+  const std::int64_t lengths[] = {16, 64, 256, 1024};
+  Shape s;
+  s.Hkv = 1;
+  s.Hq = backward && t % 4 == 3 ? 2 : 1;
+  s.Lq = backward ? 6 : 12;
+  s.Lk = lengths[t % 4];
+  s.D = t % 3 == 0 ? 64 : 16;
+  s.Dv = 8;
+  RandomSpec r;
+  r.shape = s;
+  r.dtype = dt;
+  r.mask = t % 2 ? Mask::causal : Mask::none;
+  r.with_dout = backward;
+  return test::random_problem(r, rng());
+}
+
+}  // namespace
+
 TEST_CASE("fast_forward's bound is tight: eps is below 1e-12 of the row's scale for L up to 1024 and the filter "
           "escalates under 0.1 percent of elements against the error model's bounds",
           "[reference][fast]") {
   std::mt19937_64 rng(kSeed + 4);
   std::size_t elements = 0, escalated = 0, loose = 0;
   double worst_rel = 0;
-  const std::int64_t lengths[] = {16, 64, 256, 1024};
   for (int t = 0; t < 96; ++t) {
-    Shape s;
-    s.Hq = s.Hkv = 1;
-    s.Lq = 12;
-    s.Lk = lengths[t % 4];
-    s.D = t % 3 == 0 ? 64 : 16;
-    s.Dv = 8;
     const Dtype dt = kDtypes[(t / 4) % 3];
-    RandomSpec r;
-    r.shape = s;
-    r.dtype = dt;
-    r.mask = t % 2 ? Mask::causal : Mask::none;
-    r.with_dout = false;
-    const Problem p = test::random_problem(r, rng());
+    const Problem p = tightness_problem(t, dt, rng, false);
     const auto fast = fast_forward(p);
     REQUIRE(fast);
     const ExactForward exact = reference_forward(p);
@@ -551,6 +640,197 @@ TEST_CASE("fast_forward's bound is tight: eps is below 1e-12 of the row's scale 
   const double fraction = static_cast<double>(escalated) / static_cast<double>(elements);
   WARN(elements << " judgements, " << escalated << " escalated (" << 100 * fraction << " %); worst ε/scale "
                 << worst_rel);
+  CHECK(loose == 0);
+  CHECK(fraction < kMaxEscalatedFraction);
+}
+
+namespace {
+
+/// Shapes and features of a backward problem, for messages.
+std::string describe(const Problem &p) {
+  return p.shape.describe() + " mask " + std::string(mask_name(p.params.mask)) + " " + p.features.describe();
+}
+
+/// A float32 problem where the backward's error reaches a fair part of its bound (B = H = Lq = D = Dv = 1, dO = 1, an
+/// inexact scale, logits just above 2¹² so that the scale's rounding is near u|x|), one of two kinds:
+///   one key and a sink 2–4 above its logit (the sink's own logit exact): P ≈ 0.05 carries the logit's error, and
+///   dV = P·dO and dK = scale·P(1 − P)·dP·q show it;
+///   three keys: A of value 0 and B, C nearly tied with values +v, −v, so that Δ ≈ 0 = dP_A: dS_A = P_A(dP_A − Δ) is
+///   near 0 and its error is P_A times Δ's, (δP_B − δP_C)·v, while P_A's own error meets |dP_A − Δ| ≈ 0 — where
+///   dropping E_Δ shows.
+Problem backward_tight_problem(std::mt19937_64 &rng) {
+  const bool one_key = coin(rng, 0.5);
+  Shape s;
+  s.Lk = one_key ? 1 : 3;
+  Params params;
+  params.scale = default_scale(3);
+  const double q = 64;
+  const double k0 = static_cast<float>(uniform(rng, 4096, 4200) / (params.scale * q));
+  const double x0 = params.scale * q * k0;  // the logit, as double rounds it
+  std::vector<double> k{k0}, v{1};
+  if (!one_key) {
+    const double vb = static_cast<float>(uniform(rng, 0.5, 1));
+    const double ka = static_cast<float>(k0 * (1 - uniform(rng, 0, 1) / x0));
+    k = {ka, k0, static_cast<float>(k0 * (1 + uniform(rng, 1e-6, 4e-6)))};
+    v = {0, vb, -vb};
+  }
+  Problem p = test::make_problem(s, params, {q}, k, v, {1.0});
+  if (one_key) p.features.sinks = {static_cast<float>(x0 + uniform(rng, 2, 4))};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("fast_backward's enclosure holds certified_backward's on random problems of every dtype, family, mask, "
+          "feature and GQA group, long rows included",
+          "[reference][fast][backward]") {
+  enclosure_property(kBackwardSmallProblems, kBackwardLongProblems, true,
+                     [](const Problem &p, Misses &m) { return check_backward(p, {}, m); });
+}
+
+TEST_CASE("fast_backward gives exact zeros with eps = 0 where no key is seen: rows that see none, keys no row sees, "
+          "empty sequences, a row with only a sink",
+          "[reference][fast][backward]") {
+  Shape s;
+  s.Hq = 2;
+  s.Lq = 6;
+  s.Lk = 4;
+  s.D = 3;
+  s.Dv = 2;
+  RandomSpec r;
+  r.shape = s;
+  r.mask = Mask::causal;  // Lq > Lk: rows 0 and 1 see no key; key 3 is seen by rows 5 only
+  Problem p = test::random_problem(r, 11);
+  auto exact_zero = [](const std::vector<double> &x, const std::vector<double> &e, std::size_t n) {
+    return x[n] == 0 && e[n] == 0;
+  };
+  auto check = [&](const char *what) {
+    INFO(what << ": " << describe(p));
+    const auto g = fast_backward(p);
+    REQUIRE(g);
+    Misses m;
+    REQUIRE(check_backward(p, {}, m));
+    CHECK(m.count == 0);
+    return *g;
+  };
+  FastBackward g = check("causal, Lq > Lk");
+  for (std::int64_t h = 0; h < s.Hq; ++h)
+    for (std::int64_t i = 0; i < 2; ++i)
+      for (std::int64_t d = 0; d < s.D; ++d)
+        CHECK(exact_zero(g.dq, g.dq_err, static_cast<std::size_t>(((h * s.Lq) + i) * s.D + d)));
+  CHECK(g.dq_err[static_cast<std::size_t>(2 * s.D)] > 0);  // row 2 sees key 0
+  // Sinks: rows 0 and 1 still see no key (dQ = 0 exactly, LSE = sink_h).
+  p.features.sinks = {0.5, -1.5};
+  g = check("causal with sinks");
+  CHECK(exact_zero(g.dq, g.dq_err, 0));
+  CHECK(exact_zero(g.dq, g.dq_err, static_cast<std::size_t>(s.Lq * s.D)));
+  // varlen: sequence 0 has 3 rows and no key (Lk_b = 0: dQ = 0), so no key of it is seen (dK = dV = 0).
+  p.features.sinks.clear();
+  p.params.mask = Mask::none;
+  p.shape.B = s.B = 2;
+  r.shape = s;
+  r.mask = Mask::none;
+  p = test::random_problem(r, 12);
+  p.features.storage = KvStorage::varlen;
+  p.features.seqlens_q = {3, 0};
+  p.features.seqlens_k = {0, 4};
+  g = check("varlen with empty sequences");
+  for (std::size_t n = 0; n < g.dq.size(); ++n) CHECK(exact_zero(g.dq, g.dq_err, n));  // b = 0: no key; b = 1: no row
+  for (std::size_t n = 0; n < g.dk.size(); ++n) CHECK(exact_zero(g.dk, g.dk_err, n));
+  for (std::size_t n = 0; n < g.dv.size(); ++n) CHECK(exact_zero(g.dv, g.dv_err, n));
+  p.features.seqlens_q = {3, 2};
+  p.features.seqlens_k = {4, 2};  // b = 1: keys 2, 3 unseen
+  g = check("varlen");
+  CHECK(exact_zero(g.dk, g.dk_err, static_cast<std::size_t>((s.Lk + 2) * s.D)));
+  CHECK(exact_zero(g.dv, g.dv_err, static_cast<std::size_t>((s.Lk + 3) * s.Dv)));
+  CHECK(g.dk_err[0] > 0);
+}
+
+TEST_CASE("fast_backward declines what it does not bound and says why", "[reference][fast][backward]") {
+  RandomSpec r;
+  r.shape.Lk = 4;
+  r.shape.D = 2;
+  Problem p = test::random_problem(r, 3);
+  CHECK(fast_backward_declines(p).empty());
+  CHECK(fast_backward(p));
+  p.dout->set({0, 0, 0, 0}, std::numeric_limits<double>::quiet_NaN());
+  CHECK_FALSE(fast_backward(p));
+  CHECK(fast_backward_declines(p).find("dout") != std::string::npos);
+  p.dout.reset();
+  CHECK(fast_backward_declines(p).find("dout") != std::string::npos);
+  CHECK_THROWS_AS(fast_backward(p), std::invalid_argument);  // as reference_backward
+  p = test::random_problem(r, 3);
+  p.params.scale = 0x1p300;
+  CHECK_FALSE(fast_backward(p));
+  CHECK(fast_backward_declines(p).find("scale") != std::string::npos);
+}
+
+TEST_CASE("planted bugs in fast_backward's bound make the enclosure check fail: eps too small by 4x, Delta's error "
+          "term dropped, P's error dropped from dV's bound",
+          "[reference][fast][backward]") {
+  using Drop = FastBackwardKnobs::Drop;
+  check_planted<FastBackwardKnobs>(
+      kSeed + 5,
+      {{"eps / 4", {0.25, Drop::none}},
+       {"no error term of Delta", {1, Drop::delta}},
+       {"no weight error in dV", {1, Drop::dv_weights}}},
+      backward_tight_problem, check_backward,
+      [](const Problem &p) {
+        const auto fast = fast_backward(p);
+        const CertifiedBackward c = certified_backward(p);
+        double worst = 0;
+        auto ratio = [&](const std::vector<double> &x, const std::vector<double> &e, const Enclosure &en) {
+          for (std::size_t n = 0; n < x.size(); ++n)
+            if (e[n] > 0) worst = std::max(worst, std::max(x[n] - en.lo[n], en.hi[n] - x[n]) / e[n]);
+        };
+        ratio(fast->dq, fast->dq_err, c.dq);
+        ratio(fast->dk, fast->dk_err, c.dk);
+        ratio(fast->dv, fast->dv_err, c.dv);
+        return worst;
+      },
+      "backward tight family");
+}
+
+TEST_CASE("fast_backward's bound is tight: eps is far below the error model's bounds for L up to 1024 and the filter "
+          "escalates under 0.1 percent of elements",
+          "[reference][fast][backward]") {
+  std::mt19937_64 rng(kSeed + 6);
+  std::size_t elements = 0, escalated = 0, loose = 0;
+  double worst_over_beta = 0, worst_rel = 0;
+  for (int t = 0; t < 48; ++t) {
+    const Dtype dt = kDtypes[(t / 4) % 3];
+    const Problem p = tightness_problem(t, dt, rng, true);
+    const auto fast = fast_backward(p);
+    REQUIRE(fast);
+    const ExactForward fwd = reference_forward(p);
+    const ExactBackward exact = reference_backward(p);
+    const BackwardBounds beta = backward_bounds(p, fwd, PrecisionProfile::for_storage(dt));
+    std::uniform_real_distribution<double> where(-2, 2);
+    auto judge = [&](const std::vector<double> &x, const std::vector<double> &e, const std::vector<double> &ex,
+                     const std::vector<double> &b) {
+      double scale = 0;  // the tensor's largest |exact value|: ε relative to it
+      for (double y : ex) scale = std::max(scale, std::fabs(y));
+      for (std::size_t n = 0; n < x.size(); ++n) {
+        if (e[n] > 0 && std::isfinite(b[n])) {
+          const double over = b[n] > 0 ? e[n] / b[n] : kInf;
+          worst_over_beta = std::max(worst_over_beta, over);
+          if (over > kBackwardTightness) ++loose;
+        }
+        if (scale > 0) worst_rel = std::max(worst_rel, e[n] / scale);
+        // A kernel's value rounded to storage, and one anywhere within ±2β of the exact value.
+        for (double k : {round_to(dt, ex[n]), ex[n] + where(rng) * b[n]}) {
+          ++elements;
+          if (fast_filter(k, b[n], x[n], e[n]) == FilterVerdict::escalate) ++escalated;
+        }
+      }
+    };
+    judge(fast->dq, fast->dq_err, exact.dq, beta.dq);
+    judge(fast->dk, fast->dk_err, exact.dk, beta.dk);
+    judge(fast->dv, fast->dv_err, exact.dv, beta.dv);
+  }
+  const double fraction = static_cast<double>(escalated) / static_cast<double>(elements);
+  WARN(elements << " judgements, " << escalated << " escalated (" << 100 * fraction << " %); worst ε/β "
+                << worst_over_beta << ", worst ε/max|exact| of its tensor " << worst_rel);
   CHECK(loose == 0);
   CHECK(fraction < kMaxEscalatedFraction);
 }
