@@ -26,14 +26,12 @@ CheckOptions run_options(const Request &request, Dtype dt, const KernelContract 
       1000 * request.time_budget.value_or(static_cast<double>(prof.budget.count()))));
   opt.contract = contract;
   opt.cancel = cancel;
-  opt.hung_shapes = &state.hung;
-  opt.speed = &state.speed;
+  opt.shared = &state;
   opt.huge_cases = prof.name == "thorough";
   opt.memory_limit_mib = request.memory_limit_mib;
   opt.evidence = request.evidence;
   if (request.shape_pool == "auto") {
     opt.detect_compile = true;
-    opt.compile_detected = &state.compiles;
   } else {
     opt.shape_pool = std::stoi(request.shape_pool);
   }

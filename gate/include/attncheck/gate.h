@@ -59,15 +59,8 @@ struct Request {
   bool evidence = false;
 };
 
-/// What a kernel's runs share across its dtypes and properties: the shapes that hung (or were too slow), its
-/// measured speed, whether it compiles per shape.
-struct KernelRunState {
-  std::vector<Shape> hung;
-  KernelSpeed speed;
-  std::optional<bool> compiles;
-};
-
-/// The CheckOptions of one (kernel, dtype) run; `state` and `cancel` must outlive the run.
+/// The CheckOptions of one (kernel, dtype) run, sharing `state` with the kernel's other runs (its dtypes, a
+/// worker's items); `state` and `cancel` must outlive the run.
 CheckOptions run_options(const Request &request, Dtype dt, const KernelContract &contract,
                           KernelRunState &state, const std::atomic<bool> *cancel);
 
