@@ -198,6 +198,22 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
     into->numbers.push_back(n + 1);
   }
 
+  // A kernel follows one set of practices: each run's declaration is the one that explains most of its
+  // counterexamples (the earlier in a counterexample's list among equals, the narrower: explain_failure).
+  std::vector<std::optional<Explanation>> run_declaration(doc.runs.size());
+  for (std::size_t ri = 0; ri < doc.runs.size(); ++ri) {
+    std::vector<std::pair<Explanation, int>> counts;
+    for (const PropertyReport &p : doc.runs[ri].report.properties)
+      if (p.counterexample)
+        for (const Explanation &e : p.counterexample->explained_by) {
+          auto it = std::find_if(counts.begin(), counts.end(), [&](const auto &c) { return c.first == e; });
+          if (it == counts.end()) counts.emplace_back(e, 1);
+          else ++it->second;
+        }
+    std::stable_sort(counts.begin(), counts.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
+    if (!counts.empty()) run_declaration[ri] = counts.front().first;
+  }
+
   std::vector<FailureGroup> out;
   out.reserve(groups.size());
   for (Building &b : groups) {
@@ -214,12 +230,19 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
       if (!(w <= worst)) worst = w;  // NaN and +∞ win
       ids += (ids.empty() ? "" : ", ") + p.id;
       if (p.counterexample->outcome.failing_what != what) what.clear();
-      if (p.counterexample->explained_by != explained) explained.clear();
+      const std::vector<Explanation> &own = p.counterexample->explained_by;
+      std::erase_if(explained, [&](const Explanation &e) { return std::find(own.begin(), own.end(), e) == own.end(); });
     }
+    // One declaration names the group: the run's when it explains every member, else the narrowest that does.
+    const auto chosen = run_declaration[ri] ? std::find(explained.begin(), explained.end(), *run_declaration[ri])
+                                            : explained.end();
+    if (chosen != explained.end()) explained = {*chosen};
+    explained.resize(std::min<std::size_t>(explained.size(), 1));
     g.caption = caption_of(b.sig, first, worst, !explained.empty());
     if (!what.empty()) g.caption += " — on the modified problem: " + what;
     for (const Explanation &e : explained)
       g.caption += " — explained by the declaration " + e.declaration + ": if " + e.meaning + ", declare it";
+    if (explained.empty() && !g.warning) g.caption += " — no declaration explains it";
     g.explained = std::move(explained);
     std::string numbers;
     for (const std::size_t n : b.numbers) numbers += (numbers.empty() ? "" : ", ") + std::to_string(n);

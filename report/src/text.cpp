@@ -151,9 +151,10 @@ std::string member_text(const Document &doc, const FailureGroup &g, std::pair<st
                                 cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.found_after, cx.shrink_steps,
                                 cx.outcome.detail);
   if (!opt.inputs) return out;
-  for (const Explanation &e : cx.explained_by)
-    if (std::find(g.explained.begin(), g.explained.end(), e) == g.explained.end())
-      out += fmt::format("    explained by the declaration {}: if {}, declare it\n", e.declaration, e.meaning);
+  // A member its group's caption does not explain names its own narrowest explanation.
+  if (g.explained.empty() && !cx.explained_by.empty())
+    out += fmt::format("    explained by the declaration {}: if {}, declare it\n", cx.explained_by.front().declaration,
+                       cx.explained_by.front().meaning);
   return out + small_inputs(cx.minimal);
 }
 

@@ -161,7 +161,10 @@ TEST_CASE("contracts: softcap through tanh.approx.f32 fails under the defaults, 
     const RunReport r = check(support::variant_kernel(v), o);
     INFO(r.text());
     CHECK(r.verdict() == Verdict::fail);
-    CHECK(explanations(r, "softcap") == std::vector<std::string>{"tanh=approx"});
+    // The narrowest first: looser declarations (a rounded row sum, a float16 q·k) may cover a small case too.
+    const std::vector<std::string> declared = explanations(r, "softcap");
+    REQUIRE_FALSE(declared.empty());
+    CHECK(declared.front() == "tanh=approx");
     passes(v, support::contract_of(v), dt);
   }
 }

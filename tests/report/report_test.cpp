@@ -725,7 +725,8 @@ TEST_CASE("group_failures puts two properties failing on one case with one signa
   CHECK(groups[0].headline.find("accuracy, scale_parameter") != std::string::npos);
   CHECK(groups[0].headline.find("failures 1, 2") != std::string::npos);
   CHECK(groups[1].members == std::vector<std::pair<std::size_t, std::size_t>>{{0, 2}});
-  CHECK(groups[1].caption == "step mask: LSE[0,0,0] of a row that sees no key is +Inf, the contract fixes −Inf");
+  CHECK(groups[1].caption == "step mask: LSE[0,0,0] of a row that sees no key is +Inf, the contract fixes −Inf — no "
+                             "declaration explains it");
   CHECK(groups[2].caption.starts_with("step values: O elements out of bound by up to "));
   CHECK(groups[3].members == std::vector<std::pair<std::size_t, std::size_t>>{{0, 4}});
   CHECK(groups[4].warning);

@@ -150,10 +150,16 @@ struct CheckOptions {
 
 /// The declarations that explain `c` failing property `def` with outcome `o` under env's contract
 /// (Counterexample::explained_by): each candidate re-judges the case under the contract it changes, and is kept
-/// when the case then passes. The candidates are practices of production kernels that look like a wrong formula
-/// when undeclared — tanh=approx (FlashAttention-2's softcap) for a case with softcap under an accurate tanh.
-/// A failure before the sums step (a failed call, NaN, a value the contract fixes) is explained by none.
-std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const Case &c, const Outcome &o);
+/// when the case (as the kernel received it: a causal case takes the other alignment under causal=top-left) then
+/// passes — and, for a declaration that loosens the precision, the kernel's error uses a fair share of the bound it
+/// grants (a declaration that would pass anything excuses, it does not explain). The candidates, narrowest first,
+/// are the practices of production kernels each contract key can declare (causal=top-left, rowsum=rounded-p,
+/// grad-sum=per-head, the tanh and exp approximations, accumulate-qk=f16, empty-rows=unspecified, hidden-keys=any,
+/// forward-determinism=within-bound, lse=storage, lse=none). A failed call or a write outside the outputs is
+/// explained by none. A declaration that explains the case must also hold on a few fresh cases of the property drawn
+/// under it (from `co`, the property's case options, and `seed`): minimal cases are small enough to be ambiguous.
+std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
+                                         std::uint64_t seed, const Case &c, const Outcome &o);
 
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.
