@@ -14,11 +14,6 @@ _VERDICT_OF_EXIT = {0: "pass", 1: "fail", 3: "undecided"}
 _RECORDED = object()  # replay(contract=…) not given: the report's own contract judges
 
 
-def _hex_array(values, shape):
-    return np.array([float.fromhex(x) if x.startswith(("0x", "-0x")) else float(x) for x in values],
-                    dtype=np.float64).reshape(shape)
-
-
 @dataclass
 class Replay:
     """A counterexample run again: its verdict now — "pass", "fail", "warn" (it fails a property the contract makes
@@ -213,17 +208,13 @@ def _ratio(x):
 
 def _counterexample(report_json, run, p, number):
     cx = p["counterexample"]
-    case = cx["inputs"]
-    spec = case["spec"]
-    shapes = {"q": (spec["B"], spec["Hq"], spec["Lq"], spec["D"]), "k": (spec["B"], spec["Hkv"], spec["Lk"], spec["D"]),
-              "v": (spec["B"], spec["Hkv"], spec["Lk"], spec["Dv"]),
-              "dout": (spec["B"], spec["Hq"], spec["Lq"], spec["Dv"])}
-    inputs = {n: _hex_array(case[n], shapes[n]) for n in ("q", "k", "v", "dout") if case.get(n)}
+    spec = cx["inputs"]["spec"]
+    tensors, scale, causal = _core.inputs(report_json, number)  # as the kernel got them, shaped by the core
+    inputs = {name: np.array(values, dtype=np.float64).reshape(shape) for name, shape, values in tensors}
     out = cx["outcome"]
-    scale = case.get("scale", "0x0p+0")
     # The outcome of a warning's case is a fail; its property's verdict says which tier it counts in.
     verdict = "warn" if p["verdict"] == "warn" else out["verdict"]
     return Counterexample(number, run["kernel"], run["dtype"], p["id"], verdict, cx.get("step"),
-                          out.get("detail", ""), spec, inputs, float.fromhex(scale), spec["mask"] != "none",
+                          out.get("detail", ""), spec, inputs, scale, causal,
                           cx.get("shrink_steps", 0), cx.get("found_after", 0), cx.get("explained_by", []),
                           report_json)

@@ -484,6 +484,26 @@ gate::ReplayTarget replay_target(const reporting::Document &doc, std::size_t fai
   }
 }
 
+/// A counterexample's inputs exactly as the kernel got them: (name, logical shape, values) of q, k, v and, for a
+/// gradient property, dout — each [B, H, L, D] of its spec's shape — with the scale and whether the mask is causal.
+using Inputs = std::tuple<std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::vector<double>>>,
+                          double, bool>;
+Inputs counterexample_inputs(const std::string &json, std::size_t failure) {
+  const reporting::Document doc = parse(json);
+  const Case &c = replay_target(doc, failure).counterexample().minimal;
+  const Shape &s = c.spec.shape;
+  Inputs out{{}, c.spec.scale(), c.spec.mask == Mask::causal || c.spec.mask == Mask::causal_top_left};
+  auto add = [&](const char *name, std::int64_t heads, std::int64_t rows, std::int64_t dim,
+                 const std::vector<double> &values) {
+    if (!values.empty()) std::get<0>(out).emplace_back(name, std::vector{s.B, heads, rows, dim}, values);
+  };
+  add("q", s.Hq, s.Lq, s.D, c.q);
+  add("k", s.Hkv, s.Lk, s.D, c.k);
+  add("v", s.Hkv, s.Lk, s.Dv, c.v);
+  add("dout", s.Hq, s.Lq, s.Dv, c.dout);
+  return out;
+}
+
 /// A contract given to replay (declared text, read as check() reads a declaration; none: the report's own).
 std::optional<KernelContract> judged_under(const std::optional<std::string> &contract) {
   if (!contract) return std::nullopt;
@@ -567,6 +587,8 @@ NB_MODULE(_core, m) {
   m.def("replay_off", &replay_off, nb::arg("report_json"), nb::arg("failure"), nb::arg("contract").none(),
         "Why a replay under the contract runs nothing (it turns the property off), else None: no kernel needed.");
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
+  m.def("inputs", &counterexample_inputs, nb::arg("report_json"), nb::arg("failure"),
+        "Counterexample N's inputs: ([(name, shape, values)], scale, causal).");
   // The terminal text (reporting::to_text): the gate's table, or with these options Report.summary().
   m.def(
       "text",

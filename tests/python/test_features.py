@@ -28,7 +28,8 @@ def test_an_approximate_tanh_fails_explained_by_its_declaration_and_passes_when_
     undeclared = attncheck.check(kernels.attention_approximate_tanh, dtypes=["f32"], properties=["softcap"],
                                  contract=kernels.FEATURES, **FAST)
     assert undeclared.verdict == "fail", undeclared.summary()
-    assert [e["declaration"] for e in undeclared.counterexamples[0].explained_by] == ["tanh=approx"]
+    # The narrowest first: a looser declaration (a float16 q·k) may cover the small case too.
+    assert [e["declaration"] for e in undeclared.counterexamples[0].explained_by][0] == "tanh=approx"
     assert "explained by the declaration tanh=approx" in undeclared.counterexamples[0].describe()
     declared = attncheck.check(kernels.attention_approximate_tanh, dtypes=["f32", "bf16"],
                                properties=["softcap", "accuracy"], contract={**kernels.FEATURES, "tanh": "approx"},
