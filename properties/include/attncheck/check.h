@@ -153,10 +153,9 @@ struct CheckOptions {
 /// when the case (as the kernel received it: a causal case takes the other alignment under causal=top-left) then
 /// passes — and, for a declaration that loosens the precision, the kernel's error uses a fair share of the bound it
 /// grants (a declaration that would pass anything excuses, it does not explain). The candidates, narrowest first,
-/// are the practices of production kernels each contract key can declare (causal=top-left, rowsum=rounded-p,
-/// grad-sum=per-head, the tanh and exp approximations, accumulate-qk=f16, empty-rows=unspecified, hidden-keys=any,
-/// forward-determinism=within-bound, lse=storage, lse=none). A failed call or a write outside the outputs is
-/// explained by none. A declaration that explains the case must also hold on a few fresh cases of the property drawn
+/// are the practices of production kernels the contract keys can declare (SPEC.md §3.1: tanh=approx,
+/// causal=top-left, empty-rows=unspecified, …, lse=storage, accumulate-qk=f16, lse=none for an LSE left unwritten).
+/// A failed call or a write outside the outputs is explained by none. A declaration that explains the case must also hold on a few fresh cases of the property drawn
 /// under it (from `co`, the property's case options, and `seed`): minimal cases are small enough to be ambiguous.
 std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
                                          std::uint64_t seed, const Case &c, const Outcome &o);
