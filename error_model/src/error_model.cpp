@@ -27,6 +27,10 @@ constexpr double kExtraSumSteps = 8;
 /// Unbounded is the sound reading.
 double unbounded_if_nan(double b) { return std::isnan(b) ? kInf : b; }
 
+/// The fraction of each overflow threshold that applies: 1 from exact values; from approximate ones, each threshold
+/// fires kApproximateMargin (relative) earlier, so that a bound finite there is finite from the exact values too.
+double limit_fraction(BoundsFrom from) { return from == BoundsFrom::exact ? 1.0 : 1 - kApproximateMargin; }
+
 /// Smallest positive normal of the accumulation dtype: below it a kernel may flush to zero.
 double min_normal(Dtype dt) {
   switch (dt) {
@@ -81,24 +85,30 @@ struct Ctx {
   double exp_tiny;               // exp results below it may be flushed: τ_a, or the approximation's own threshold
   double tanh_arg_u;             // unit roundoff of tanh's argument dtype (0: the accumulation arithmetic)
 
-  Ctx(const Problem &p_, const PrecisionProfile &prof_)
+  double limit;                  // overflow thresholds as a fraction of the dtype's largest value (BoundsFrom)
+
+  Ctx(const Problem &p_, const PrecisionProfile &prof_, BoundsFrom from = BoundsFrom::exact)
       : p(p_), sh(p_.shape), prof(prof_), ua(unit_roundoff(prof_.accumulate)), us(unit_roundoff(prof_.storage)),
         eta_s(min_subnormal(prof_.storage)), tiny_a(min_normal(prof_.accumulate)),
         uqk(unit_roundoff(prof_.accumulate_qk)), gamma_dot(gamma_n(static_cast<double>(p_.shape.D) + 2, uqk)),
-        acc_max(max_finite(prof_.accumulate) / kOverflowMargin),
-        qk_max(max_finite(prof_.accumulate_qk) / kOverflowMargin), exp_err(gamma_n(Budgets::kExpUlps, ua)),
+        acc_max(max_finite(prof_.accumulate) / kOverflowMargin * limit_fraction(from)),
+        qk_max(max_finite(prof_.accumulate_qk) / kOverflowMargin * limit_fraction(from)), exp_err(gamma_n(Budgets::kExpUlps, ua)),
         rowsum_p(prof_.round_p && prof_.rowsum_rounded_p), per_head(prof_.grad_per_head && p_.shape.group() > 1),
         dqk(descaled_q(p_.features) * descaled_k(p_.features)), dv(descaled_v(p_.features)),
         tanh_approx(approximation(prof_.tanh)), exp_approx(approximation(prof_.exp)),
         exp_extra(-std::log1p(-exp_approx.rel)),
         exp_arg_u(exp_approx.argument ? unit_roundoff(*exp_approx.argument) : 0.0),
         exp_tiny(std::max(tiny_a, exp_approx.flush)),
-        tanh_arg_u(tanh_approx.argument ? unit_roundoff(*tanh_approx.argument) : 0.0) {}
+        tanh_arg_u(tanh_approx.argument ? unit_roundoff(*tanh_approx.argument) : 0.0), limit(limit_fraction(from)) {}
 
   bool overflows(double magnitude) const { return !(magnitude < acc_max); }
   bool overflows_qk(double magnitude) const { return !(magnitude < qk_max); }
   /// Rounding a value of this magnitude to the storage dtype may give ±Inf.
-  bool overflows_storage(double magnitude) const { return !(magnitude < max_finite(prof.storage) / kOverflowMargin); }
+  bool overflows_storage(double magnitude) const {
+    return !(magnitude < max_finite(prof.storage) / kOverflowMargin * limit);
+  }
+  /// Rounding a value of this magnitude to the LSE's dtype may give ±Inf.
+  bool overflows_lse(double magnitude) const { return !(magnitude < max_finite(prof.lse) * limit); }
   /// exp of an argument this large may overflow the accumulation dtype.
   bool exp_overflows(double arg) const { return !(arg < std::log(acc_max)); }
 
@@ -285,14 +295,15 @@ double error_ratio(double got, double exact, double bound) {
   return std::fabs(got - exact) / bound;
 }
 
-ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof) {
-  return forward_bounds(p, exact, prof, {});
+ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof,
+                             BoundsFrom from) {
+  return forward_bounds(p, exact, prof, {}, from);
 }
 
 ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof,
-                             const std::vector<FillerKeys> &filler) {
+                             const std::vector<FillerKeys> &filler, BoundsFrom from) {
   const Shape &sh = p.shape;
-  const Ctx c(p, prof);
+  const Ctx c(p, prof, from);
   ForwardBounds out;
   out.out.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq * sh.Dv), 0.0);
   out.lse.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq), 0.0);
@@ -387,7 +398,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         if (f) e += delta;  // LSE_long − LSE = ln(1 + w) ∈ [0, δ]
         if (prof.lse != Dtype::f32) {
           // Returned in the storage dtype: one more rounding, to ±Inf past its largest value.
-          e = std::fabs(lse) + e < max_finite(prof.lse)
+          e = !c.overflows_lse(std::fabs(lse) + e)
                   ? e + unit_roundoff(prof.lse) * (std::fabs(lse) + e) + min_subnormal(prof.lse) / 2
                   : kInf;
         }
@@ -396,12 +407,13 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
   return out;
 }
 
-BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof) {
+BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof,
+                               BoundsFrom from) {
   if (!p.dout) throw std::invalid_argument("backward_bounds: the problem has no dout");
   const Shape &sh = p.shape;
   const Tensor &dO = *p.dout;
-  const Ctx c(p, prof);
-  const ForwardBounds fb = forward_bounds(p, exact, prof);
+  const Ctx c(p, prof, from);
+  const ForwardBounds fb = forward_bounds(p, exact, prof, from);
   const double scale = std::fabs(p.params.scale);
   const double g_dv = gamma_n(static_cast<double>(sh.Dv), c.ua);
   const double g_dq = gamma_n(static_cast<double>(sh.Lk) + 2, c.ua);

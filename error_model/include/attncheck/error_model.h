@@ -78,8 +78,20 @@ struct BackwardBounds {
   std::vector<double> dq, dk, dv;
 };
 
-/// Bounds for forward outputs. `exact` is reference_forward(p).
-ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile);
+/// What the `exact` values given to the bounds are.
+enum class BoundsFrom {
+  exact,        ///< reference_forward(p): the thresholds below apply as stated
+  approximate,  ///< the fast reference's values (fast_reference.h), within a tiny relative error of the exact ones:
+                ///< every overflow threshold that makes a bound +∞ fires kApproximateMargin earlier, so a bound that
+                ///< is finite from approximate values is finite from the exact ones (SPEC.md §5.1)
+};
+/// How much earlier (relative) the overflow thresholds fire for BoundsFrom::approximate: far above the fast values'
+/// relative error (≤ 2⁻²⁹ of a bound, SPEC.md §5.1), far below anything a kernel's verdict could hinge on.
+inline constexpr double kApproximateMargin = 0x1p-20;
+
+/// Bounds for forward outputs. `exact` is reference_forward(p) (or, with BoundsFrom::approximate, fast values).
+ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile,
+                             BoundsFrom from = BoundsFrom::exact);
 
 /// Keys a row of a longer problem sees besides the problem's own (a stretched problem's filler, SPEC.md §7
 /// `long_rows`), as one class: `count` keys whose logits s_ij are at most `max_logit`, with |s_ij| ≤ `max_abs_logit`,
@@ -95,10 +107,11 @@ struct FillerKeys {
 /// its LSE by at most δ, and both are added. The filler counts in n (every γ term), in M_i and in the max |v|;
 /// its weight enters the sums as one key of weight δ (SPEC.md §4.2, §7). A row with δ ≥ 1/2 is unbounded (+∞).
 ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile,
-                             const std::vector<FillerKeys> &filler);
+                             const std::vector<FillerKeys> &filler, BoundsFrom from = BoundsFrom::exact);
 /// Bounds for dQ, dK, dV of a backward that consumes the kernel's own forward out and lse (each within its
 /// forward bound). `exact` is reference_forward(p); p.dout is required.
-BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile);
+BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile,
+                               BoundsFrom from = BoundsFrom::exact);
 
 /// |got − exact| / bound with the conventions of the checks: 0 when got == exact (−∞ == −∞ included),
 /// +∞ when got is NaN or the bound is 0 and got differs. An infinite bound means the model cannot bound the
