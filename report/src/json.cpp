@@ -245,6 +245,9 @@ ojson property_json(const PropertyReport &p) {
                                   {"declined", p.targeted.declined},
                                   {"from", ratio_json(p.targeted.from)},
                                   {"to", ratio_json(p.targeted.to)}}},
+               {"reference", ojson{{"fast_elements", p.reference.fast_elements},
+                                   {"mpfr_elements", p.reference.mpfr_elements},
+                                   {"confirmations", p.reference.confirmations}}},
                {"seed", std::to_string(p.seed)},
                {"note", p.note},
                {"formula", p.formula},
@@ -672,6 +675,13 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
       const Obj t = p.obj("targeted");
       pr.targeted = {.cases = t.count("cases"), .declined = t.count("declined"), .from = t.ratio("from"),
                      .to = t.ratio("to")};
+    }
+    if (p.has("reference")) {  // added to version 2 later: absent, no counts
+      const Obj f = p.obj("reference");
+      constexpr std::int64_t kMost = std::int64_t{1} << 53;  // exact in a JavaScript reader
+      pr.reference = {.fast_elements = f.integer("fast_elements", 0, kMost),
+                      .mpfr_elements = f.integer("mpfr_elements", 0, kMost),
+                      .confirmations = f.integer("confirmations", 0, kMost)};
     }
     pr.seed = p.seed("seed");
     pr.note = p.str("note");

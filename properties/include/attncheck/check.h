@@ -102,6 +102,9 @@ struct CheckOptions {
   /// Gather each counterexample's Evidence once it is confirmed (add_evidence; skipped once cancelled): what the
   /// report files show. Re-runs the failing problem on the kernel, so off unless reports are written.
   bool evidence = false;
+  /// Judge with the fast reference's screen first, MPFR where it cannot decide (judge.h, SPEC.md §5.1); false =
+  /// MPFR for every case, as before the screen (the same verdicts and reports, slower: for tests and benchmarks).
+  bool screen = true;
   /// While a hang (a call stopped at its timeout) is shrunk, each candidate call may take this many times the
   /// longest call that returned so far (at least kMinHangShrinkTimeout, at most the runner's own timeout); the
   /// minimal case is then confirmed once at the full timeout.

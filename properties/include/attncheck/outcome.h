@@ -22,6 +22,8 @@
 #include "attncheck/tensor.h"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -99,6 +101,10 @@ struct Outcome {
   std::optional<Case> failing_case;
   double failing_scale = 0;  ///< the scale of failing_case's problem; 0 = its default 1/√D
   std::string failing_what;  ///< what the modification was: "k + 1 on every key", "params.scale = 1"
+  /// A pass the fast reference screened (judge.h): worst_ratio and worst are the fast path's, and the exact worst
+  /// ratio is at most worst_ratio + ratio_slack; (*confirm)() judges the same kernel results under MPFR.
+  std::shared_ptr<const std::function<Outcome()>> confirm;
+  double ratio_slack = 0;
 };
 
 /// Runs a property's checks in ladder order and accumulates an Outcome. Every check returns false once the case

@@ -8,6 +8,7 @@
 #include "attncheck/coverage.h"
 #include "attncheck/error_model.h"
 #include "attncheck/evidence.h"
+#include "attncheck/judge.h"
 #include "attncheck/outcome.h"
 #include "attncheck/property.h"
 
@@ -91,6 +92,9 @@ struct PropertyReport {
   /// The corners (coverage.h) the search's cases reached: decided and declined, per corner.
   Coverage coverage;
   TargetedSearch targeted;  ///< the targeted phase (not run: ran() false)
+  /// Where the property's exact values came from (judge.h): elements the fast reference decided, elements MPFR
+  /// judged, screened passes confirmed under MPFR for the report's worst values. Deterministic, like the cases.
+  ReferenceCounts reference;
   Timing timing;
 
   /// The worst error ÷ bound the property saw: the search's, or its counterexample's when larger (worst_ratio

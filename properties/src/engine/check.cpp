@@ -37,6 +37,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 
 namespace attncheck {
 
@@ -398,14 +399,18 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
                .shared = shared,
                .pool = std::move(accepted),
                .unequal_head_dims_declined = {}};
+  const bool screen_before = std::exchange(screen_on_this_thread(), options.screen);
   for (std::size_t n = 0; n < selected.size(); ++n) {
     const Clock::time_point started = Clock::now();
     const std::chrono::nanoseconds kernel_before = CallRecord::kernel_time();
+    ReferenceCounts::of_this_thread() = {};
     PropertyReport pr = run_property(*selected[n], n, run);
+    pr.reference = ReferenceCounts::of_this_thread();
     pr.timing = {.seconds = std::chrono::duration<double>(Clock::now() - started).count(),
                  .kernel_seconds = std::chrono::duration<double>(CallRecord::kernel_time() - kernel_before).count()};
     rep.properties.push_back(std::move(pr));
   }
+  screen_on_this_thread() = screen_before;
   settle_hand_overs(rep);
   if (options.evidence && !(options.cancel && options.cancel->load())) add_evidence(rep, kernel);
   return rep;

@@ -2,6 +2,7 @@
 // can tell a documented practice left undeclared from a bug (SPEC.md §3.1).
 #include "attncheck/check.h"
 #include "attncheck/gen.h"
+#include "attncheck/judge.h"
 
 #include <array>
 #include <cmath>
@@ -127,7 +128,8 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
         const Outcome again = def.run(judged, *received);
         if (again.verdict != Verdict::pass && !(again.verdict == Verdict::undecided && cand.undecided_explains))
           continue;
-        if (again.verdict == Verdict::pass && judged.precision != env.precision && again.worst_ratio < kMinFit)
+        if (again.verdict == Verdict::pass && judged.precision != env.precision &&
+            exact_if_at_least(again, kMinFit).worst_ratio < kMinFit)
           continue;
       }
       if (!holds_on_fresh_cases(def, judged, under, seed)) continue;

@@ -1,4 +1,5 @@
 // Calling the kernel for a property: outputs NaN-filled (padding included) before every call.
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
@@ -53,20 +54,10 @@ BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd
   return r;
 }
 
-Outcome forward_accuracy(const Env &env, const Problem &p) {
-  return forward_accuracy(env, p, [&] {
-    ExactForward exact = reference_forward(p);
-    ForwardBounds bound = forward_bounds(p, exact, env.precision);
-    return std::make_pair(std::move(exact), std::move(bound));
-  });
-}
-
-Outcome forward_accuracy(const Env &env, const Problem &p,
-                         const std::function<std::pair<ExactForward, ForwardBounds>()> &exact_and_bounds) {
-  const ForwardRun fr = run_forward(env, p);
+namespace {
+/// The accuracy ladder's comparisons of a forward whose call returned intact outputs.
+Outcome accuracy_ladder(const ForwardRun &fr, const ExactForward &exact, const ForwardBounds &bound) {
   Ladder L;
-  if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
-  const auto [exact, bound] = exact_and_bounds();
   // Each check is a no-op once one has failed: the outcome names the first failing step.
   L.finite("O", fr.out, exact.out, bound.out);
   if (fr.has_lse) L.finite("LSE", fr.lse, exact.lse, bound.lse);
@@ -77,6 +68,26 @@ Outcome forward_accuracy(const Env &env, const Problem &p,
   }
   L.within(Step::values, "O", fr.out, exact.out, bound.out);
   return L.outcome();
+}
+}  // namespace
+
+Outcome forward_accuracy(const Env &env, const Problem &p) {
+  auto fr = std::make_shared<const ForwardRun>(run_forward(env, p));
+  Ladder L;
+  if (!L.call(fr->call, "forward") || !L.intact(fr->out, "O") || !L.intact(fr->lse, "LSE")) return L.outcome();
+  return judged(env.precision, [p, fr](ExactSource &src) {
+    const auto [exact, bound] = src.forward(p);
+    return accuracy_ladder(*fr, exact, bound);
+  });
+}
+
+Outcome forward_accuracy(const Env &env, const Problem &p,
+                         const std::function<std::pair<ExactForward, ForwardBounds>()> &exact_and_bounds) {
+  const ForwardRun fr = run_forward(env, p);
+  Ladder L;
+  if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
+  const auto [exact, bound] = exact_and_bounds();
+  return accuracy_ladder(fr, exact, bound);
 }
 
 bool within_each_other(Ladder &L, std::string_view name, const std::vector<double> &a_got,

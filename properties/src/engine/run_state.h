@@ -4,6 +4,7 @@
 #pragma once
 
 #include "attncheck/check.h"
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
 
 #include <rapidcheck/detail/Results.h>
@@ -158,6 +159,10 @@ CaseResult judge_candidate(RunState &st, const Case &c);
 void confirm_hang(RunState &st, std::vector<std::size_t> &shrink_path, PropertyReport &pr);
 
 // targeted.cpp
+
+/// `o`, or its MPFR confirmation (judge.h) when `o` is a screened pass whose exact worst ratio could change what the
+/// run records: the property's worst case, the targeted phase's parents and highest ratio, a reproduce's outcome.
+Outcome exact_where_recorded(const RunState &st, const Outcome &o);
 
 /// Keeps `c` among the targeted phase's parents when its error ÷ bound `ratio` is among the kTargetParents highest
 /// (the earlier case first among equals).

@@ -122,7 +122,7 @@ CaseResult judge_case(RunState &st, const Case &c) {
   }
   bool timed_out = false;
   std::string slow;
-  const Outcome o = evaluate_timed(st, c, &timed_out, searching ? &slow : nullptr);
+  const Outcome o = exact_where_recorded(st, evaluate_timed(st, c, &timed_out, searching ? &slow : nullptr));
   if (cut_short(st)) return {searching ? T::Failure : T::Success, "interrupted or unavailable"};
   switch (st.phase) {
     case Phase::search: return judge_searched(st, c, o, timed_out, slow);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace attncheck::engine {
@@ -85,6 +86,17 @@ void run_targeted(RunState &st, const CaseOptions &co, std::uint64_t seed, int p
   st.phase = Phase::search;
 }
 }  // namespace
+
+Outcome exact_where_recorded(const RunState &st, const Outcome &o) {
+  if (!o.confirm) return o;
+  constexpr double kAlways = -std::numeric_limits<double>::infinity();
+  if (st.phase == Phase::reproduce || st.counts.worst.empty()) return exact_if_at_least(o, kAlways);
+  double threshold = st.counts.worst_ratio;
+  const auto &parents = st.target.parents;
+  if (st.def->targeted) threshold = std::min(threshold, parents.size() < kTargetParents ? 0.0 : parents.back().first);
+  if (st.phase == Phase::target) threshold = std::min(threshold, st.target.counts.to);
+  return exact_if_at_least(o, threshold);
+}
 
 void keep_parent(RunState &st, double ratio, const Case &c) {
   auto &parents = st.target.parents;

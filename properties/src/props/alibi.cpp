@@ -13,14 +13,19 @@ Outcome run(const Env &env, const Case &c) {
   Case none = c;
   none.spec.features.bits &= ~static_cast<std::uint32_t>(ATTNCHECK_FEATURE_ALIBI);
   FeatureRun a, z, n;
-  if (!run_feature(env, c.problem(), L, a, "forward", true) ||
-      !run_feature(env, std::move(zeroed), L, z, "forward with slope 0 on even heads") ||
-      !run_feature(env, none.problem(), L, n, "forward without ALiBi") || !feature_accuracy(a, env.precision, L))
+  if (!call_feature(env, c.problem(), L, a, "forward", true) ||
+      !call_feature(env, std::move(zeroed), L, z, "forward with slope 0 on even heads") ||
+      !call_feature(env, none.problem(), L, n, "forward without ALiBi"))
     return L.outcome();
   const std::int64_t Lq = c.spec.shape.Lq, Hq = c.spec.shape.Hq;
-  rows_agree(L, "O (slope 0 vs no ALiBi, even heads)", z, n,
-             [&](std::int64_t row) -> std::int64_t { return (row / Lq) % Hq % 2 == 0 ? row : -1; });
-  return L.outcome();
+  return judged_runs(env, {std::move(a), std::move(z), std::move(n)},
+                     [Lq, Hq](std::vector<FeatureRun> &r, ExactSource &src) {
+                       Ladder J;
+                       if (!feature_accuracy(r[0], src, J)) return J.outcome();
+                       rows_agree(J, "O (slope 0 vs no ALiBi, even heads)", r[1], r[2],
+                                  [&](std::int64_t row) -> std::int64_t { return (row / Lq) % Hq % 2 == 0 ? row : -1; });
+                       return J.outcome();
+                     });
 }
 }  // namespace
 

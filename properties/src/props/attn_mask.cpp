@@ -9,17 +9,22 @@ namespace {
 Outcome run(const Env &env, const Case &c) {
   Ladder L;
   FeatureRun a, b;
-  if (!run_feature(env, c.problem(), L, a, "forward", true)) return L.outcome();
+  if (!call_feature(env, c.problem(), L, a, "forward", true)) return L.outcome();
   const bool boolean = a.p.features.mask_kind == MaskKind::boolean;
+  std::vector<FeatureRun> runs{std::move(a)};
   if (boolean) {
     Problem additive = c.problem();
     additive.features.mask_kind = MaskKind::additive;
     for (double &m : additive.features.mask) m = m != 0 ? 0.0 : -std::numeric_limits<double>::infinity();
-    if (!run_feature(env, std::move(additive), L, b, "forward with the mask as 0 / −∞")) return L.outcome();
+    if (!call_feature(env, std::move(additive), L, b, "forward with the mask as 0 / −∞")) return L.outcome();
+    runs.push_back(std::move(b));
   }
-  if (!feature_accuracy(a, env.precision, L) || !boolean) return L.outcome();
-  rows_agree(L, "O (boolean vs additive mask)", a, b, [](std::int64_t row) { return row; });
-  return L.outcome();
+  return judged_runs(env, std::move(runs), [](std::vector<FeatureRun> &r, ExactSource &src) {
+    Ladder J;
+    if (!feature_accuracy(r[0], src, J) || r.size() < 2) return J.outcome();
+    rows_agree(J, "O (boolean vs additive mask)", r[0], r[1], [](std::int64_t row) { return row; });
+    return J.outcome();
+  });
 }
 }  // namespace
 

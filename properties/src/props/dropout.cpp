@@ -92,11 +92,13 @@ Outcome run(const Env &env, const Case &c) {
   other.spec.features.seed += 1;
   FeatureRun a, again, r1, r2;
   std::int64_t kept = 0, n = 0, rate_kept = 0, rate_n = 0;
+  // Judged under MPFR only: the statistical checks below read the runs after the ladder (no screen, judge.h).
+  ExactSource mpfr(ExactSource::Mode::mpfr, env.precision);
   if (!run_feature(env, c.problem(), L, a, "forward", true) ||
       !run_feature(env, c.problem(), L, again, "forward again (same seed)") ||
       !run_feature(env, rate.problem(), L, r1, "forward of the rate problem") ||
       !run_feature(env, other.problem(), L, r2, "forward of the rate problem, another seed") ||
-      !written(L, a, &kept, &n) || !written(L, r1, &rate_kept, &rate_n) || !feature_accuracy(a, env.precision, L))
+      !written(L, a, &kept, &n) || !written(L, r1, &rate_kept, &rate_n) || !feature_accuracy(a, mpfr, L))
     return L.outcome();
   // The same seed again: the same mask, the same bits.
   if (again.fr.dropout_keep != a.fr.dropout_keep)

@@ -4,13 +4,15 @@
 // relations), within both problems' bounds and the exact difference between them.
 #pragma once
 
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
-#include "attncheck/reference.h"
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -60,10 +62,10 @@ inline void leave_empty_rows(FeatureRun &r) {
 
 /// The kernel's forward on `p` (its dropout mask taken into the problem, so that the reference applies it) and, with
 /// `backward`, when the kernel has one and the problem a dout, its backward — up to the shape step of `L` (every
-/// call of a property comes before its checks: the ladder climbs once); then the exact values and bounds. False
-/// when the ladder stopped.
-inline bool run_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, std::string_view what = "forward",
-                        bool backward = false) {
+/// call of a property comes before its checks: the ladder climbs once). False when the ladder stopped. The exact
+/// values come later, from judged_runs (or run_feature).
+inline bool call_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, std::string_view what = "forward",
+                         bool backward = false) {
   out.fr = run_forward(env, p);
   if (!L.call(out.fr.call, what) || !L.intact(out.fr.out, "O") || !L.intact(out.fr.lse, "LSE")) return false;
   if (p.features.dropout_p > 0) p.features.dropout_keep = out.fr.dropout_keep;
@@ -77,21 +79,44 @@ inline bool run_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, s
       out.br = std::move(br);
     }
   }
-  out.exact = reference_forward(out.p);
-  out.bound = forward_bounds(out.p, out.exact, env.precision);
-  if (env.contract.empty_rows == EmptyRows::unspecified) leave_empty_rows(out);
   return true;
 }
 
-/// The accuracy ladder of a run: O, LSE (and dQ, dK, dV when it has a backward) against the reference, step by step
-/// (finite, mask, sums, values). False once the ladder stopped.
-inline bool feature_accuracy(const FeatureRun &r, const PrecisionProfile &profile, Ladder &L) {
+/// The exact values and bounds of a run from `src`; with `leave_empty` (empty-rows=unspecified) its empty rows left
+/// alone.
+inline void take_exact(FeatureRun &r, ExactSource &src, bool leave_empty) {
+  std::tie(r.exact, r.bound) = src.forward(r.p);
+  if (leave_empty) leave_empty_rows(r);
+}
+
+/// call_feature, then the exact values and bounds from the MPFR reference (for checks that are not judged_runs).
+inline bool run_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, std::string_view what = "forward",
+                        bool backward = false) {
+  if (!call_feature(env, std::move(p), L, out, what, backward)) return false;
+  ExactSource mpfr(ExactSource::Mode::mpfr, env.precision);
+  take_exact(out, mpfr, env.contract.empty_rows == EmptyRows::unspecified);
+  return true;
+}
+
+/// The checks `body(runs, src)` of runs already called, judged with the screen first (judge.h): each run gets its
+/// exact values and bounds from the source before `body` sees it. `body` must own what it reads (capture by value).
+template <class Body>
+Outcome judged_runs(const Env &env, std::vector<FeatureRun> runs, Body body) {
+  auto called = std::make_shared<const std::vector<FeatureRun>>(std::move(runs));
+  const bool leave_empty = env.contract.empty_rows == EmptyRows::unspecified;
+  return judged(env.precision, [leave_empty, called, body](ExactSource &src) {
+    std::vector<FeatureRun> r = *called;  // a copy: leave_empty_rows changes the outputs it judges
+    for (FeatureRun &x : r) take_exact(x, src, leave_empty);
+    return body(r, src);
+  });
+}
+
+/// The accuracy ladder of a run: O, LSE (and dQ, dK, dV when it has a backward, their exact values from `src`)
+/// against the reference, step by step (finite, mask, sums, values). False once the ladder stopped.
+inline bool feature_accuracy(const FeatureRun &r, ExactSource &src, Ladder &L) {
   std::optional<ExactBackward> grad;
   std::optional<BackwardBounds> bb;
-  if (r.br) {
-    grad = reference_backward(r.p);
-    bb = backward_bounds(r.p, r.exact, profile);
-  }
+  if (r.br) std::tie(grad, bb) = src.backward(r.p, r.exact);
   L.finite("O", r.fr.out, r.exact.out, r.bound.out);
   if (r.fr.has_lse) L.finite("LSE", r.fr.lse, r.exact.lse, r.bound.lse);
   if (r.br) {

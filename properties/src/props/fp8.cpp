@@ -14,12 +14,15 @@ Outcome run(const Env &env, const Case &c) {
   Problem swapped = c.problem();
   std::swap(swapped.features.descale_q, swapped.features.descale_k);
   FeatureRun a, b;
-  if (!run_feature(env, c.problem(), L, a) ||
-      !run_feature(env, std::move(swapped), L, b, "forward with descale_q and descale_k swapped") ||
-      !feature_accuracy(a, env.precision, L))
+  if (!call_feature(env, c.problem(), L, a) ||
+      !call_feature(env, std::move(swapped), L, b, "forward with descale_q and descale_k swapped"))
     return L.outcome();
-  rows_agree(L, "O (descale_q and descale_k swapped)", a, b, [](std::int64_t row) { return row; });
-  return L.outcome();
+  return judged_runs(env, {std::move(a), std::move(b)}, [](std::vector<FeatureRun> &r, ExactSource &src) {
+    Ladder J;
+    if (!feature_accuracy(r[0], src, J)) return J.outcome();
+    rows_agree(J, "O (descale_q and descale_k swapped)", r[0], r[1], [](std::int64_t row) { return row; });
+    return J.outcome();
+  });
 }
 }  // namespace
 

@@ -1,22 +1,24 @@
 // lse: the forward's LSE alone against the reference, within its bound (SPEC.md §4.3) — so that a wrong LSE is
 // caught even when O is right (O does not depend on the LSE; backward and split-KV combination do).
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
-#include "attncheck/reference.h"
 
 namespace attncheck::props {
 
 namespace {
 Outcome run(const Env &env, const Case &c) {
   const Problem p = c.problem();
-  const ForwardRun fr = run_forward(env, p);
+  auto fr = std::make_shared<const ForwardRun>(run_forward(env, p));
   Ladder L;
-  if (!L.call(fr.call, "forward") || !L.intact(fr.lse, "LSE")) return L.outcome();
-  const ExactForward exact = reference_forward(p);
-  const ForwardBounds bound = forward_bounds(p, exact, env.precision);
-  L.finite("LSE", fr.lse, exact.lse, bound.lse);
-  L.masked("LSE", fr.lse, exact.lse, bound.lse);
-  L.within(Step::sums, "LSE", fr.lse, exact.lse, bound.lse);
-  return L.outcome();
+  if (!L.call(fr->call, "forward") || !L.intact(fr->lse, "LSE")) return L.outcome();
+  return judged(env.precision, [p, fr](ExactSource &src) {
+    const auto [exact, bound] = src.forward(p);
+    Ladder J;
+    J.finite("LSE", fr->lse, exact.lse, bound.lse);
+    J.masked("LSE", fr->lse, exact.lse, bound.lse);
+    J.within(Step::sums, "LSE", fr->lse, exact.lse, bound.lse);
+    return J.outcome();
+  });
 }
 }  // namespace
 

@@ -22,18 +22,23 @@ Outcome run(const Env &env, const Case &c) {
   Case dense = c;
   dense.spec.features.bits &= ~static_cast<std::uint32_t>(ATTNCHECK_FEATURE_PAGED);
   FeatureRun a, b, d;
-  if (!run_feature(env, c.problem(), L, a, "forward", true) ||
-      !run_feature(env, std::move(moved), L, b, "forward on other pages") ||
-      !run_feature(env, dense.problem(), L, d, "forward on the contiguous cache") ||
-      !feature_accuracy(a, env.precision, L))
+  if (!call_feature(env, c.problem(), L, a, "forward", true) ||
+      !call_feature(env, std::move(moved), L, b, "forward on other pages") ||
+      !call_feature(env, dense.problem(), L, d, "forward on the contiguous cache"))
     return L.outcome();
-  rows_agree(L, "O (other pages)", a, b, [](std::int64_t row) { return row; });
-  L.judging(dense, "the cache contiguous");
-  const Shape &s = c.spec.shape;
-  rows_agree(L, "O (paged vs contiguous)", a, d, [&](std::int64_t row) -> std::int64_t {
-    return seq_keys(a.p.features, row / (s.Lq * s.Hq), s.Lk) == s.Lk ? row : -1;
-  });
-  return L.outcome();
+  return judged_runs(env, {std::move(a), std::move(b), std::move(d)},
+                     [dense](std::vector<FeatureRun> &r, ExactSource &src) {
+                       const FeatureRun &a = r[0];
+                       Ladder J;
+                       if (!feature_accuracy(a, src, J)) return J.outcome();
+                       rows_agree(J, "O (other pages)", a, r[1], [](std::int64_t row) { return row; });
+                       J.judging(dense, "the cache contiguous");
+                       const Shape &s = a.p.shape;
+                       rows_agree(J, "O (paged vs contiguous)", a, r[2], [&](std::int64_t row) -> std::int64_t {
+                         return seq_keys(a.p.features, row / (s.Lq * s.Hq), s.Lk) == s.Lk ? row : -1;
+                       });
+                       return J.outcome();
+                     });
 }
 }  // namespace
 

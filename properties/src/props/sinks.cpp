@@ -24,12 +24,16 @@ Outcome run(const Env &env, const Case &c) {
   Case none = c;
   none.spec.features.bits &= ~static_cast<std::uint32_t>(ATTNCHECK_FEATURE_SINKS);
   FeatureRun a, l, n;
-  if (!run_feature(env, c.problem(), L, a, "forward", true) ||
-      !run_feature(env, std::move(low), L, l, "forward with every sink far below the logits") ||
-      !run_feature(env, none.problem(), L, n, "forward without sinks") || !feature_accuracy(a, env.precision, L))
+  if (!call_feature(env, c.problem(), L, a, "forward", true) ||
+      !call_feature(env, std::move(low), L, l, "forward with every sink far below the logits") ||
+      !call_feature(env, none.problem(), L, n, "forward without sinks"))
     return L.outcome();
-  rows_agree(L, "O (sinks far below vs none)", l, n, [](std::int64_t row) { return row; });
-  return L.outcome();
+  return judged_runs(env, {std::move(a), std::move(l), std::move(n)}, [](std::vector<FeatureRun> &r, ExactSource &src) {
+    Ladder J;
+    if (!feature_accuracy(r[0], src, J)) return J.outcome();
+    rows_agree(J, "O (sinks far below vs none)", r[1], r[2], [](std::int64_t row) { return row; });
+    return J.outcome();
+  });
 }
 }  // namespace
 

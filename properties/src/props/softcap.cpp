@@ -16,13 +16,18 @@ Outcome run(const Env &env, const Case &c) {
   Case none = c;
   none.spec.features.bits &= ~static_cast<std::uint32_t>(ATTNCHECK_FEATURE_SOFTCAP);
   FeatureRun capped, a, b;
-  if (!run_feature(env, c.problem(), L, capped, "forward", true) ||
-      !run_feature(env, far.problem(), L, a, "forward with softcap 2^40") ||
-      !run_feature(env, none.problem(), L, b, "forward without softcap") || !feature_accuracy(capped, env.precision, L))
+  if (!call_feature(env, c.problem(), L, capped, "forward", true) ||
+      !call_feature(env, far.problem(), L, a, "forward with softcap 2^40") ||
+      !call_feature(env, none.problem(), L, b, "forward without softcap"))
     return L.outcome();
-  L.judging(far, "softcap = 2^40");
-  rows_agree(L, "O (softcap 2^40 vs none)", a, b, [](std::int64_t row) { return row; });
-  return L.outcome();
+  return judged_runs(env, {std::move(capped), std::move(a), std::move(b)},
+                     [far](std::vector<FeatureRun> &r, ExactSource &src) {
+                       Ladder J;
+                       if (!feature_accuracy(r[0], src, J)) return J.outcome();
+                       J.judging(far, "softcap = 2^40");
+                       rows_agree(J, "O (softcap 2^40 vs none)", r[1], r[2], [](std::int64_t row) { return row; });
+                       return J.outcome();
+                     });
 }
 }  // namespace
 

@@ -33,32 +33,40 @@ Case alone(const Case &c, std::int64_t b, std::int64_t Lq_b, std::int64_t Lk_b) 
 Outcome run(const Env &env, const Case &c) {
   Ladder L;
   FeatureRun packed;
-  if (!run_feature(env, c.problem(), L, packed, "forward", true)) return L.outcome();
+  if (!call_feature(env, c.problem(), L, packed, "forward", true)) return L.outcome();
   const Shape &s = c.spec.shape;
   const Features &f = packed.p.features;
   struct Alone {
     std::int64_t b, Lq_b;
     Case one;
-    FeatureRun run;
   };
-  std::vector<Alone> alone_runs;
+  std::vector<Alone> alone_cases;
+  std::vector<FeatureRun> runs(1);
   for (std::int64_t b = 0; b < s.B; ++b) {
     const std::int64_t Lq_b = seq_rows(f, b, s.Lq), Lk_b = seq_keys(f, b, s.Lk);
     if (Lq_b == 0 || Lk_b == 0) continue;  // no dense problem of that shape; accuracy checks its rows (O = 0)
-    Alone &a = alone_runs.emplace_back(Alone{b, Lq_b, alone(c, b, Lq_b, Lk_b), {}});
-    if (!run_feature(env, a.one.problem(), L, a.run, "forward of one sequence alone")) return L.outcome();
+    const Alone &a = alone_cases.emplace_back(Alone{b, Lq_b, alone(c, b, Lq_b, Lk_b)});
+    if (!call_feature(env, a.one.problem(), L, runs.emplace_back(), "forward of one sequence alone"))
+      return L.outcome();
   }
-  if (!feature_accuracy(packed, env.precision, L)) return L.outcome();
-  for (const Alone &a : alone_runs) {
-    L.judging(a.one, "sequence " + std::to_string(a.b) + " alone");
-    if (!rows_agree(L, "O (packed vs sequence " + std::to_string(a.b) + " alone)", packed, a.run,
-                    [&](std::int64_t row) -> std::int64_t {
-                      const std::int64_t i = row % s.Lq, h = (row / s.Lq) % s.Hq, bb = row / (s.Lq * s.Hq);
-                      return bb == a.b && i < a.Lq_b ? h * a.Lq_b + i : -1;
-                    }))
-      break;
-  }
-  return L.outcome();
+  runs[0] = std::move(packed);
+  return judged_runs(env, std::move(runs), [alone_cases](std::vector<FeatureRun> &r, ExactSource &src) {
+    const FeatureRun &packed = r[0];
+    const Shape &s = packed.p.shape;
+    Ladder J;
+    if (!feature_accuracy(packed, src, J)) return J.outcome();
+    for (std::size_t n = 0; n < alone_cases.size(); ++n) {
+      const Alone &a = alone_cases[n];
+      J.judging(a.one, "sequence " + std::to_string(a.b) + " alone");
+      if (!rows_agree(J, "O (packed vs sequence " + std::to_string(a.b) + " alone)", packed, r[n + 1],
+                      [&](std::int64_t row) -> std::int64_t {
+                        const std::int64_t i = row % s.Lq, h = (row / s.Lq) % s.Hq, bb = row / (s.Lq * s.Hq);
+                        return bb == a.b && i < a.Lq_b ? h * a.Lq_b + i : -1;
+                      }))
+        break;
+    }
+    return J.outcome();
+  });
 }
 }  // namespace
 

@@ -12,21 +12,26 @@ Outcome run(const Env &env, const Case &c) {
   Case plain = c;
   plain.spec.features.bits &= ~static_cast<std::uint32_t>(ATTNCHECK_FEATURE_WINDOW);
   FeatureRun w, o;
-  if (!run_feature(env, c.problem(), L, w, "forward", true) ||
-      !run_feature(env, plain.problem(), L, o, "forward without the window") || !feature_accuracy(w, env.precision, L))
+  if (!call_feature(env, c.problem(), L, w, "forward", true) ||
+      !call_feature(env, plain.problem(), L, o, "forward without the window"))
     return L.outcome();
-  L.judging(plain, "the window removed");
-  const Shape &s = c.spec.shape;
-  const Features &f = w.p.features;
-  rows_agree(L, "O (window vs none, rows it does not cut)", w, o, [&](std::int64_t row) -> std::int64_t {
-    const std::int64_t i = row % s.Lq, b = row / (s.Lq * s.Hq);
-    const RowFrame fr = row_frame(f, w.p.params.mask, b, i, s.Lq, s.Lk);
-    const std::int64_t last = is_causal(w.p.params.mask) ? std::min(fr.aligned, fr.Lk_b - 1) : fr.Lk_b - 1;
-    const bool left_ok = f.window_left < 0 || fr.aligned - f.window_left <= 0;
-    const bool right_ok = f.window_right < 0 || fr.aligned + f.window_right >= last;
-    return left_ok && right_ok ? row : -1;
+  return judged_runs(env, {std::move(w), std::move(o)}, [plain](std::vector<FeatureRun> &r, ExactSource &src) {
+    const FeatureRun &w = r[0], &o = r[1];
+    Ladder J;
+    if (!feature_accuracy(w, src, J)) return J.outcome();
+    J.judging(plain, "the window removed");
+    const Shape &s = w.p.shape;
+    const Features &f = w.p.features;
+    rows_agree(J, "O (window vs none, rows it does not cut)", w, o, [&](std::int64_t row) -> std::int64_t {
+      const std::int64_t i = row % s.Lq, b = row / (s.Lq * s.Hq);
+      const RowFrame fr = row_frame(f, w.p.params.mask, b, i, s.Lq, s.Lk);
+      const std::int64_t last = is_causal(w.p.params.mask) ? std::min(fr.aligned, fr.Lk_b - 1) : fr.Lk_b - 1;
+      const bool left_ok = f.window_left < 0 || fr.aligned - f.window_left <= 0;
+      const bool right_ok = f.window_right < 0 || fr.aligned + f.window_right >= last;
+      return left_ok && right_ok ? row : -1;
+    });
+    return J.outcome();
   });
-  return L.outcome();
 }
 }  // namespace
 

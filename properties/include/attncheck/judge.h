@@ -1,0 +1,107 @@
+// Where a check's exact values and bounds come from: the fast reference's screen first, MPFR where it cannot decide
+// (the adaptive-precision filter of SPEC.md §5.1).
+//
+// A check written once, as a function of an ExactSource, runs first with the screen: the exact values are the fast
+// reference's r̃ (fast_reference.h) and every bound is what is certain of the exact one, β' = β̃·(1 − τ) − ε·(1 + τ),
+// where β̃ is the error model's bound from r̃ (BoundsFrom::approximate), ε the fast value's own error bound and τ =
+// kScreenMargin. So |got − r̃| ≤ β' implies |got − exact| ≤ β, and every comparison of the ladder and of the
+// kernel-against-kernel relations (bounds summed with exact differences) is decided pass only when MPFR would decide
+// it pass. An element the screen cannot bound (β̃ infinite, or ε not small against β̃) throws ScreenEscalates. When
+// the screened outcome is not a pass — a failure, an undecided element, an escalation — the check runs again under
+// the MPFR reference, as before: failures and their details always come from MPFR.
+//
+// A screened pass reports the fast path's worst ratio |got − r̃|/β'; the exact one is at most that plus ratio_slack
+// (max ε/β' over the compared elements). Outcome::confirm() gives the MPFR outcome where the exact ratio matters
+// (the property's worst case, the targeted phase's parents, an explanation's fit).
+//
+// Example (a property's run):
+//   auto fr = std::make_shared<const ForwardRun>(run_forward(env, p));
+//   ... the shape step on fr ...
+//   return judged(env.precision, [p, fr](ExactSource &src) {
+//     const auto [exact, bound] = src.forward(p);
+//     Ladder L;
+//     L.within(Step::values, "O", fr->out, exact.out, bound.out);
+//     return L.outcome();
+//   });
+#pragma once
+
+#include "attncheck/error_model.h"
+#include "attncheck/outcome.h"
+#include "attncheck/reference.h"
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <utility>
+
+namespace attncheck {
+
+/// τ: the relative margin a screened bound gives up. It covers the error model's dependence on exact values known
+/// only within ε (β̃ differs from β by at most a few ε/β̃ ≤ 2⁻²⁸, SPEC.md §5.1) and the rounding of the comparison.
+inline constexpr double kScreenMargin = 0x1p-20;
+
+/// Thrown by a screening ExactSource for a problem or an element it cannot decide: the check reruns under MPFR.
+struct ScreenEscalates : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The screen's counts, per property (report.json `reference`): elements decided by the fast path, elements of
+/// cases the MPFR reference judged (the screen could not decide them, or the case did not pass), and screened passes
+/// whose exact ratio was asked for (confirmations: MPFR judges them too, for the report's worst values).
+struct ReferenceCounts {
+  std::int64_t fast_elements = 0;
+  std::int64_t mpfr_elements = 0;
+  std::int64_t confirmations = 0;
+  ReferenceCounts &operator+=(const ReferenceCounts &o) {
+    fast_elements += o.fast_elements;
+    mpfr_elements += o.mpfr_elements;
+    confirmations += o.confirmations;
+    return *this;
+  }
+  friend bool operator==(const ReferenceCounts &, const ReferenceCounts &) = default;
+  /// The counts of the checks run on this thread since the last reset (the engine reads them per property).
+  static ReferenceCounts &of_this_thread();
+};
+
+/// Whether judged() screens on this thread (CheckOptions::screen; the engine sets it per property): true by default.
+bool &screen_on_this_thread();
+
+/// Exact values and their bounds under a precision profile: MPFR's, or the screen's (header comment).
+class ExactSource {
+ public:
+  enum class Mode { screen, mpfr };
+  ExactSource(Mode mode, const PrecisionProfile &profile) : mode_(mode), profile_(profile) {}
+
+  Mode mode() const { return mode_; }
+  /// O and LSE of p and their bounds: reference_forward and forward_bounds, or the screen's r̃ and β'.
+  std::pair<ExactForward, ForwardBounds> forward(const Problem &p);
+  /// dQ, dK, dV of p (p.dout required) and their bounds; `fwd` is forward(p).first.
+  std::pair<ExactBackward, BackwardBounds> backward(const Problem &p, const ExactForward &fwd);
+  /// Elements this source has given out.
+  std::int64_t elements() const { return elements_; }
+  /// max ε/β' over the screened elements (0 under MPFR).
+  double ratio_slack() const { return slack_; }
+
+ private:
+  /// β' from β̃ and ε, element by element; throws ScreenEscalates where it cannot be certain.
+  void certain(std::vector<double> &bound, const std::vector<double> &value, const std::vector<double> &err);
+
+  Mode mode_;
+  PrecisionProfile profile_;
+  std::int64_t elements_ = 0;
+  double slack_ = 0;
+};
+
+/// A check of kernel results that are already in hand, as a function of where the exact values come from. It must
+/// not call the kernel (it may run twice: screened, then under MPFR) and must own what it reads (confirm() may call it
+/// after the caller returned).
+using Judgement = std::function<Outcome(ExactSource &)>;
+
+/// The judgement's outcome: the screened one when it passes (with Outcome::confirm and ratio_slack set), else the
+/// MPFR one (the only one when screen_on_this_thread() is false). Counts go to ReferenceCounts::of_this_thread().
+Outcome judged(const PrecisionProfile &profile, Judgement judgement);
+
+/// `o`, or its MPFR confirmation when `o` is a screened pass whose exact worst ratio may be ≥ `threshold`.
+Outcome exact_if_at_least(const Outcome &o, double threshold);
+
+}  // namespace attncheck
