@@ -1,0 +1,78 @@
+// attncheck_screen_bench: what the screen (the fast reference first, MPFR where it cannot decide: SPEC.md §5.1,
+// properties/include/attncheck/judge.h) saves a check, in one run: each screened property checked on the bundled
+// flash kernel (float32, its declared contract, a fixed seed and plan) with CheckOptions::screen on and off. The
+// reports are the same (tests/properties/judge_test.cpp); the counters give cases per CPU second and the elements
+// the screen decided, MPFR judged, and the confirmations. bench/screen_cost prints the ratio per property.
+#include "attncheck/check.h"
+#include "attncheck/contract.h"
+#include "attncheck/kernel_abi.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string_view>
+
+namespace {
+
+using namespace attncheck;
+
+/// The properties that judge through the screen (judged(), judged_runs()), in the registry's order.
+constexpr std::array<std::string_view, 10> kScreened{"accuracy", "lse",   "scale_parameter", "gradient_accuracy",
+                                                     "window",   "softcap", "alibi",         "sinks",
+                                                     "varlen",   "paged"};
+constexpr int kCases = 30;
+constexpr std::uint64_t kSeed = 21;
+
+const attncheck_kernel &flash() {
+  std::int32_t n = 0;
+  const attncheck_kernel *ks = attncheck_kernels(&n);
+  const auto *k = std::find_if(ks, ks + n, [](const attncheck_kernel &x) { return std::string_view(x.name) == "flash"; });
+  if (k == ks + n) throw std::runtime_error("the bundled kernels export no flash");
+  return *k;
+}
+
+KernelContract flash_contract() {
+  std::int32_t n = 0;
+  const attncheck_kernel_contract *cs = attncheck_contracts(&n);
+  for (std::int32_t e = 0; e < n; ++e)
+    if (std::string_view(cs[e].kernel) == "flash") return parse_contract(cs[e].contract);
+  return {};
+}
+
+void check_property(benchmark::State &st) {
+  const std::string_view id = kScreened[static_cast<std::size_t>(st.range(0))];
+  CheckOptions o;
+  o.dtype = Dtype::f32;
+  o.seed = kSeed;
+  o.cases = kCases;
+  o.properties = {std::string(id)};
+  o.contract = flash_contract();
+  o.screen = st.range(1) != 0;
+  std::int64_t cases = 0;
+  ReferenceCounts counts;
+  for (auto _ : st) {
+    const RunReport r = check(flash(), o);
+    cases += r.properties.at(0).cases + r.properties.at(0).targeted.cases;
+    counts = r.properties.at(0).reference;
+  }
+  st.SetLabel(std::string(id));
+  st.counters["cases_per_s"] = benchmark::Counter(static_cast<double>(cases), benchmark::Counter::kIsRate);
+  st.counters["fast_elements"] = static_cast<double>(counts.fast_elements);
+  st.counters["mpfr_elements"] = static_cast<double>(counts.mpfr_elements);
+  st.counters["confirmations"] = static_cast<double>(counts.confirmations);
+}
+
+void screened_properties(benchmark::internal::Benchmark *b) {
+  b->ArgNames({"property", "screen"});
+  for (std::int64_t p = 0; p < static_cast<std::int64_t>(kScreened.size()); ++p)
+    for (std::int64_t screen : {1, 0}) b->Args({p, screen});
+}
+
+BENCHMARK(check_property)->Apply(screened_properties)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();
