@@ -30,10 +30,16 @@ struct Observed {
   PrecisionProfile precision;
   std::vector<double> out, lse;  ///< lse empty under lse=none
   std::int64_t rows = 0, dv = 0;
-  /// Per row of O: the exact logits in double (−∞ for keys it does not see), and how many keys it sees.
+  /// Per row of O: the exact logits in double (−∞ for keys it does not see), how many keys it sees, and what any
+  /// partial sum of its logits can reach (dot_reach).
   std::vector<std::vector<double>> logits;
   std::vector<std::int64_t> seen;
+  std::vector<double> dot_reach;
 };
+
+/// The narrowest arithmetic a kernel may declare for its logits (accumulate-qk=f16, SPEC.md §3.1): float16's range
+/// is the smallest a logit may need to fit.
+constexpr Dtype kNarrowestLogits = Dtype::f16;
 
 /// error ÷ bound of a kernel's value against an exact one, for verifying: a NaN where the exact value is NaN is
 /// reproduced (a NaN input the changed problem lets in), and where the model cannot bound the element (+∞) only the
@@ -46,7 +52,8 @@ double hint_ratio(double got, double exact, double bound) {
 }
 
 /// Per row of O (b, h, i), the worst hint_ratio of the kernel's O row and LSE element against `exact`. An LSE of +∞
-/// where the exact one is −∞ is exact (SPEC.md §2.3).
+/// where the exact one is −∞ is exact (SPEC.md §2.3) in a row that sees no key — of the problem itself: a kernel's
+/// +∞ does not reproduce a row that only a changed problem leaves without keys.
 std::vector<double> row_ratios(const Observed &k, const std::vector<double> &out, const std::vector<double> &lse,
                                const ForwardBounds &b) {
   std::vector<double> r(static_cast<std::size_t>(k.rows), 0);
@@ -58,7 +65,8 @@ std::vector<double> row_ratios(const Observed &k, const std::vector<double> &out
     }
     if (!k.lse.empty()) {
       const auto x = static_cast<std::size_t>(row);
-      const double got = lse[x] == -INFINITY && k.lse[x] == INFINITY ? -INFINITY : k.lse[x];
+      const bool empty = k.seen.empty() || k.seen[x] == 0;  // not a row a changed problem emptied
+      const double got = empty && lse[x] == -INFINITY && k.lse[x] == INFINITY ? -INFINITY : k.lse[x];
       w = std::max(w, hint_ratio(got, lse[x], b.lse[x]));
     }
   }
@@ -115,6 +123,23 @@ Problem with_visibility(
   return m;
 }
 
+/// max(1, |scale|·log₂e)·Σ_d |q_id k_jd| over the keys row `row` sees (0 when none): a bound on every partial sum of
+/// its logits, unscaled, scaled, or folded into exp2's domain (FlashAttention's s·scale·log₂e).
+double dot_reach(const Problem &p, std::int64_t row) {
+  const Shape &s = p.shape;
+  const RowIndex r = row_index(s, row);
+  const RowFrame fr = row_frame(p.features, p.params.mask, r.b, r.i, s.Lq, s.Lk);
+  double most = 0;
+  for (std::int64_t j = 0; j < s.Lk; ++j) {
+    if (!sees(p.features, p.params.mask, fr, s.Lq, s.Lk, r.b, r.h, r.i, j)) continue;
+    double sum = 0;
+    for (std::int64_t d = 0; d < s.D; ++d)
+      sum += std::abs(p.q.get({r.b, r.h, r.i, d}) * p.k.get({r.b, s.kv_head(r.h), j, d}));
+    most = std::max(most, sum);
+  }
+  return std::max(1.0, std::abs(p.params.scale) * std::numbers::log2e) * most;
+}
+
 /// The exact logits s_ij = scale·q_i·k_j of row `row` in double (−∞ for keys it does not see; features: none).
 std::vector<double> logits(const Problem &p, std::int64_t row) {
   const Shape &s = p.shape;
@@ -161,9 +186,10 @@ double unshifted_log_sum(const Observed &k, const ExactForward &exact, std::int6
 }
 
 /// Every row of O that the kernel returned non-finite where its exact values are finite is one whose sums without
-/// the row max subtracted (unshifted_log_sum) pass the largest finite value of the accumulation dtype: there e^s, or
-/// Σ e^s, or Σ e^s·v overflows — what computing without max subtraction gives. Needs at least one such row; the
-/// named row is the first.
+/// the row max subtracted (unshifted_log_sum) pass the largest finite value of the accumulation dtype — there e^s, or
+/// Σ e^s, or Σ e^s·v overflows: what computing without max subtraction gives — while its logits cannot overflow in
+/// any arithmetic a kernel may declare for them (dot_reach within kNarrowestLogits' range),
+/// so the exponential is the one place left. Needs at least one such row; the named row is the first.
 std::optional<Hint> exp_overflow(const Observed &k, const ExactForward &exact) {
   const Shape &s = k.p.shape;
   const double limit = std::log(max_finite(k.precision.accumulate));
@@ -178,6 +204,8 @@ std::optional<Hint> exp_overflow(const Observed &k, const ExactForward &exact) {
     if (!non_finite || !exact_finite) continue;
     const double reach = unshifted_log_sum(k, exact, row);
     if (!(reach > limit)) return std::nullopt;  // a non-finite row that overflow does not account for
+    if (!(k.dot_reach[static_cast<std::size_t>(row)] <= max_finite(kNarrowestLogits)))
+      return std::nullopt;  // its logits may overflow themselves: the exponential is not the only suspect
     if (h) continue;
     const std::vector<double> &l = k.logits[static_cast<std::size_t>(row)];
     h.emplace();
@@ -195,7 +223,8 @@ std::optional<Hint> exp_overflow(const Observed &k, const ExactForward &exact) {
 }
 
 /// O at another scale: the named scales a kernel mistakes for its own (1, 1/D, 1/√D, 1/√Dv, the log₂e fold applied
-/// twice or undone), then the scale the effective-scale probe fits on the kernel (props/effective_scale.h).
+/// twice or undone; names of one value read together: "1 = 1/D"), then the scale the effective-scale probe fits on
+/// the kernel (props/effective_scale.h) — the first whose exact result reproduces the kernel's.
 std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &baseline, const Case &c,
                                 const Env &env) {
   const Shape &s = k.p.shape;
@@ -204,38 +233,31 @@ std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &ba
     std::string name;
     double value;
   };
-  std::vector<Candidate> candidates = {
+  const std::pair<const char *, double> named[] = {
       {"1", 1},
-      {"1/D = " + short_number(1 / D), 1 / D},
-      {"1/√D = " + short_number(1 / std::sqrt(D)), 1 / std::sqrt(D)},
-      {"1/√Dv = " + short_number(1 / std::sqrt(Dv)), 1 / std::sqrt(Dv)},
-      {"scale·log₂e = " + short_number(scale * std::numbers::log2e), scale * std::numbers::log2e},
-      {"scale·ln 2 = " + short_number(scale * std::numbers::ln2), scale * std::numbers::ln2},
+      {"1/D", 1 / D},
+      {"1/√D", 1 / std::sqrt(D)},
+      {"1/√Dv", 1 / std::sqrt(Dv)},
+      {"scale·log₂e", scale * std::numbers::log2e},
+      {"scale·ln 2", scale * std::numbers::ln2},
   };
-  // The probe: one query against two keys whose logit gap is an integer g, v = identity (O = the weights).
-  try {
-    props::probe::ScaleProbe pr = props::probe::scale_probe(c.spec);
-    Problem pp = pr.c.problem();
-    pp.params.scale = scale;
-    const ForwardRun fr = run_forward(env, pp);
-    if (fr.call.ok()) {
-      const ExactForward e = reference_forward(pp);
-      const ForwardBounds b = forward_bounds(pp, e, k.precision);
-      const props::probe::Interval fit = props::probe::effective_scale(pr, fr.out.to_vector(), b.out);
-      if (fit.finite() && !fit.contains(scale)) {
-        const double mid = (fit.lo + fit.hi) / 2;
-        candidates.push_back({short_number(mid) + " (fitted)", mid});
-      }
-    }
-  } catch (const std::exception &) {
-    // The probe could not run (the kernel declines its shape): the named scales remain.
+  // As the kernel would hold them: float32. The problem's own scale is no candidate.
+  const auto same = [](double a, double b) { return static_cast<float>(a) == static_cast<float>(b); };
+  std::vector<Candidate> candidates;
+  for (const auto &[name, value] : named) {
+    if (same(value, scale)) continue;
+    const auto it = std::find_if(candidates.begin(), candidates.end(),
+                                 [&, v = value](const Candidate &x) { return same(x.value, v); });
+    if (it == candidates.end()) candidates.push_back({name, value});
+    else it->name += std::string(" = ") + name;
   }
-  for (const Candidate &cand : candidates) {
-    if (static_cast<float>(cand.value) == static_cast<float>(scale) || !std::isfinite(cand.value)) continue;
+  for (Candidate &x : candidates)
+    if (!x.name.starts_with("1 ") && x.name != "1") x.name += " = " + short_number(x.value);
+  const auto hint = [&](const Candidate &cand) -> std::optional<Hint> {
     Problem q = k.p;
     q.params.scale = cand.value;
     const std::vector<double> r = judge(k, q);
-    if (!reproduced(r)) continue;
+    if (!reproduced(r)) return std::nullopt;
     Hint h;
     h.kind = Hint::Kind::scale;
     h.scale = cand.value;
@@ -244,17 +266,49 @@ std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &ba
     h.text = fmt::format("O{} the exact attention at scale {}, not {}", k.lse.empty() ? " is" : " and LSE are",
                          cand.name, scale_name(scale, s));
     return h;
+  };
+  for (const Candidate &cand : candidates)
+    if (std::optional<Hint> h = hint(cand)) return h;
+  // The probe: one query against two keys whose logit gap is an integer g, v = identity (O = the weights); the
+  // middle of the interval of scales its weights allow.
+  try {
+    const props::probe::ScaleProbe pr = props::probe::scale_probe(c.spec);
+    Problem pp = pr.c.problem();
+    pp.params.scale = scale;
+    const ForwardRun fr = run_forward(env, pp);
+    if (!fr.call.ok()) return std::nullopt;
+    const ExactForward e = reference_forward(pp);
+    const ForwardBounds b = forward_bounds(pp, e, k.precision);
+    const props::probe::Interval fit = props::probe::effective_scale(pr, fr.out.to_vector(), b.out);
+    if (!fit.finite() || fit.contains(scale)) return std::nullopt;
+    // A scale that logits rounded to float16 could mimic (a declarable precision, accumulate-qk=f16) is no wrong
+    // scale: the interval the looser bounds allow must exclude the problem's scale too.
+    PrecisionProfile loose = k.precision;
+    if (loose.accumulate_qk == Dtype::f32) loose.accumulate_qk = kNarrowestLogits;
+    const ForwardBounds lb = forward_bounds(pp, e, loose);
+    if (props::probe::effective_scale(pr, fr.out.to_vector(), lb.out).contains(scale)) return std::nullopt;
+    const double mid = (fit.lo + fit.hi) / 2;
+    return hint({short_number(mid) + " (fitted by the scale probe)", mid});
+  } catch (const std::exception &) {
+    return std::nullopt;  // the probe could not run (the kernel declines its shape)
   }
-  return std::nullopt;
 }
 
-/// O under the causal mask with its diagonal moved by one key either way (row i sees j ≤ i + Lk − Lq ± 1). The
-/// alignment (bottom-right against top-left) is a declaration, which explain_failure names; not a hint.
+/// The causal mask of the other alignment (bottom-right ↔ top-left), whose diagonal is Lk − Lq keys away: a
+/// declaration (causal=top-left), which explain_failure names — so never a hint.
+Mask other_alignment(Mask m) { return m == Mask::causal ? Mask::causal_top_left : Mask::causal; }
+std::int64_t other_alignment_shift(const Problem &p) {
+  return p.params.mask == Mask::causal ? p.shape.Lq - p.shape.Lk : p.shape.Lk - p.shape.Lq;
+}
+
+/// O under the causal mask with its diagonal moved by one key either way (row i sees j ≤ i + Lk − Lq ± 1), unless
+/// that is the other alignment.
 std::optional<Hint> mask_shift(const Observed &k, const std::vector<double> &baseline) {
   const Mask m = k.p.params.mask;
   if (!is_causal(m)) return std::nullopt;
   const Shape &s = k.p.shape;
   for (const std::int64_t shift : {1, -1}) {
+    if (shift == other_alignment_shift(k.p)) continue;
     const Problem q = with_visibility(k.p, [&](std::int64_t b, std::int64_t, std::int64_t i, std::int64_t j, bool) {
       const RowFrame fr = row_frame(k.p.features, m, b, i, s.Lq, s.Lk);
       return fr.exists && j < fr.Lk_b && j <= fr.aligned + shift;
@@ -326,7 +380,8 @@ std::optional<Hint> lost_rescale(const Observed &k, const ExactForward &exact, c
 }
 
 /// Every wrong row (baseline beyond its bound) is the exact output without a tail of keys: all keys from some t on
-/// (a dropped last block), or its own last n visible keys. The named row is the worst; its smallest such tail.
+/// (a dropped last block), or its own last n visible keys — but not the tail that leaves it the keys the other
+/// causal alignment shows it (a declaration). The named row is the worst; its smallest such tail.
 std::optional<Hint> dropped_keys(const Observed &k, const std::vector<double> &baseline) {
   const Shape &s = k.p.shape;
   struct Match {
@@ -339,6 +394,17 @@ std::optional<Hint> dropped_keys(const Observed &k, const std::vector<double> &b
   for (std::int64_t row = 0; row < k.rows; ++row)
     if (baseline[static_cast<std::size_t>(row)] > kReproduced) wrong.push_back(row);
   if (wrong.empty()) return std::nullopt;
+  // The keys each row sees under the other causal alignment (−1: no mask, no other alignment).
+  std::vector<std::int64_t> aligned_other(static_cast<std::size_t>(k.rows), -1);
+  if (is_causal(k.p.params.mask))
+    for (std::int64_t row = 0; row < k.rows; ++row) {
+      const RowIndex r = row_index(s, row);
+      const Mask o = other_alignment(k.p.params.mask);
+      const RowFrame fr = row_frame(k.p.features, o, r.b, r.i, s.Lq, s.Lk);
+      std::int64_t n = 0;
+      for (std::int64_t j = 0; j < s.Lk; ++j) n += sees(k.p.features, o, fr, s.Lq, s.Lk, r.b, r.h, r.i, j);
+      aligned_other[static_cast<std::size_t>(row)] = n;
+    }
   // The keys of row `row` that `keep` leaves out: [first, last] (a tail) and their count.
   const auto note = [&](const std::vector<double> &r, const auto &kept) {
     for (const std::int64_t row : wrong) {
@@ -353,6 +419,7 @@ std::optional<Hint> dropped_keys(const Observed &k, const std::vector<double> &b
           ++m.count;
         }
       m.ratio = r[x];
+      if (k.seen[x] - m.count == aligned_other[x]) continue;  // the other alignment's keys
       if (m.count > 0 && (!match[x] || m.count < match[x]->count)) match[x] = m;
     }
   };
@@ -420,14 +487,19 @@ std::vector<Hint> evidence_hints(const Counterexample &cx, const attncheck_kerne
     const ForwardRun fr = run_forward(env, p);
     if (!fr.call.ok()) return {};
     const Shape &s = p.shape;
-    Observed k{.p = p, .precision = report.precision(), .out = fr.out.to_vector(), .rows = s.B * s.Hq * s.Lq,
-               .dv = s.Dv};
+    Observed k;
+    k.p = p;
+    k.precision = report.precision();
+    k.out = fr.out.to_vector();
+    k.rows = s.B * s.Hq * s.Lq;
+    k.dv = s.Dv;
     if (fr.has_lse && report.contract.lse != LseOutput::none) k.lse = fr.lse.to_vector();
     if (k.rows == 0 || s.Lk == 0) return {};
     for (std::int64_t row = 0; row < k.rows; ++row) {
       k.logits.push_back(logits(p, row));
       const std::vector<double> &l = k.logits.back();
       k.seen.push_back(std::count_if(l.begin(), l.end(), [](double x) { return x != -INFINITY; }));
+      k.dot_reach.push_back(dot_reach(p, row));
     }
     const ExactForward exact = reference_forward(p);
     const ForwardBounds bounds = forward_bounds(p, exact, k.precision);
