@@ -204,3 +204,4 @@ TEST_CASE("a hint is given only when verified: a near miss and a defect no hypot
   }
 }
 
+

@@ -23,6 +23,13 @@ namespace {
 
 /// error ÷ bound up to which the kernel's value is reproduced by an exact one: within its bound.
 constexpr double kReproduced = 1;
+/// The reference work (Shape::work() multiply-adds per call, each call counted whole) that one family of hypotheses
+/// may spend on a counterexample — about 3 s of MPFR: a family that needs more (a long minimal case) is not tried, no
+/// hint rather than minutes per failure.
+constexpr std::int64_t kHintWork = std::int64_t{1} << 26;
+
+/// Whether `calls` reference calls on `p` fit kHintWork.
+bool affordable(const Problem &p, std::int64_t calls) { return calls * p.shape.work() <= kHintWork; }
 
 /// What the kernel returned on the failing problem: O, and the LSE when it returned one.
 struct Observed {
@@ -337,6 +344,7 @@ std::optional<Hint> lost_rescale(const Observed &k, const ExactForward &exact, c
   const Shape &s = k.p.shape;
   const std::vector<std::vector<double>> &row_logits = k.logits;
   const std::int64_t longest = *std::max_element(k.seen.begin(), k.seen.end());
+  if (!affordable(k.p, 2 * s.Lk)) return std::nullopt;  // Σ over tile sizes of ⌈Lk / tile⌉ calls < 2·Lk
   for (std::int64_t tile = 1; tile < longest; tile *= 2) {
     std::vector<double> out(exact.out.size(), 0);
     std::vector<double> running(static_cast<std::size_t>(k.rows), -INFINITY), top(running.size(), -INFINITY);
@@ -393,7 +401,7 @@ std::optional<Hint> dropped_keys(const Observed &k, const std::vector<double> &b
   const std::int64_t longest = *std::max_element(k.seen.begin(), k.seen.end());
   for (std::int64_t row = 0; row < k.rows; ++row)
     if (baseline[static_cast<std::size_t>(row)] > kReproduced) wrong.push_back(row);
-  if (wrong.empty()) return std::nullopt;
+  if (wrong.empty() || !affordable(k.p, s.Lk + (is_causal(k.p.params.mask) ? longest : 0))) return std::nullopt;
   // The keys each row sees under the other causal alignment (−1: no mask, no other alignment).
   std::vector<std::int64_t> aligned_other(static_cast<std::size_t>(k.rows), -1);
   if (is_causal(k.p.params.mask))
