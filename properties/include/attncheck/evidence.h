@@ -1,28 +1,30 @@
 // The evidence of a counterexample: the kernel's values, the exact values and the bounds of the tensor its failure is
 // in, on the problem that failed — gathered by the engine when it confirms the counterexample (CheckOptions::evidence),
-// rendered by the reports (heatmaps, worst elements, the comparison of a metamorphic failure's two problems).
+// rendered by the reports (heatmaps, worst elements, the comparison of a metamorphic failure's two problems), and the
+// hints at its defect that the engine verified on it (Hint).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attncheck {
 
-/// A hint at the defect behind a counterexample, computed from it (SPEC.md §3.1, "Hints from evidence"): a change to the failing problem
-/// whose EXACT result reproduces what the kernel returned there — every element of O (and of the LSE it returned)
-/// within its error bound, where the problem's own exact result is not — or, for non-finite results, what the
-/// values themselves show. Never a guess: a change that does not reproduce the kernel's output gives no hint.
+/// A hint at the defect behind a counterexample, computed from it (SPEC.md §3.1, "Hints from evidence"): a change to
+/// the failing problem whose EXACT result reproduces what the kernel returned there — every element of O (and of the
+/// LSE it returned) within its error bound, where the problem's own exact result is not — or, for non-finite results,
+/// what the values themselves show. Never a guess: a change that does not reproduce the kernel's output gives no hint.
 struct Hint {
   enum class Kind : std::uint8_t {
     scale,         ///< O is the exact attention at another scale (`scale`)
     mask_shift,    ///< O is the exact attention under the causal mask with its diagonal moved by `shift` keys
     dropped_keys,  ///< row `row` is the exact output without keys first_key…last_key (every wrong row likewise)
-    lost_rescale,  ///< O is Σ over tiles of `tile` keys of each tile's partial output never rescaled to the final max
-    exp_overflow,  ///< O is non-finite in rows whose largest logit (`logit`, row `row`) overflows exp in the
-                   ///< accumulation dtype, rows whose exact values are finite: the row max not subtracted
+    lost_rescale,  ///< O is Σ over tiles of `tile` keys of each tile's partial output, never rescaled to the row max
+    exp_overflow,  ///< O is non-finite only in rows (the first: `row`, its largest logit `logit`) whose sums without
+                   ///< the row max subtracted overflow the accumulation dtype, their exact values finite
   };
   Kind kind = Kind::scale;
   std::string text;          ///< the sentence the reports print: "O is the exact attention at scale 1, not …"

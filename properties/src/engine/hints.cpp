@@ -475,10 +475,12 @@ std::optional<Hint> dropped_keys(const Observed &k, const std::vector<double> &b
   const std::string keys = m.first == m.last ? fmt::format("key {}", m.first)
                                              : fmt::format("keys {}…{}", m.first, m.last);
   const std::int64_t seen = k.seen[static_cast<std::size_t>(named)];
-  const std::string of = m.count == seen ? (seen == 1 ? "the only key it sees" : fmt::format("all {} keys it sees", seen))
-                                         : fmt::format("{} of the {} keys it sees", m.count, seen);
+  const std::string of = m.count != seen ? fmt::format("{} of the {} keys it sees", m.count, seen)
+                         : seen == 1      ? std::string("the only key it sees")
+                                          : fmt::format("all {} keys it sees", seen);
   h.text = fmt::format("{} is the exact output without {} ({}): a dropped tail tile", row_name(s, named), keys, of);
-  if (wrong.size() > 1) h.text += fmt::format("; each of the {} wrong rows is the exact output without a tail", wrong.size());
+  if (wrong.size() > 1)
+    h.text += fmt::format("; each of the {} wrong rows is the exact output without a tail", wrong.size());
   return h;
 }
 
