@@ -25,21 +25,23 @@ struct Hint {
     lost_rescale,  ///< O is Σ over tiles of `tile` keys of each tile's partial output, never rescaled to the row max
     exp_overflow,  ///< O is non-finite only in rows (the first: `row`, its largest logit `logit`) whose sums without
                    ///< the row max subtracted overflow the accumulation dtype, their exact values finite
+    nan_source,    ///< row `row` of O is non-finite through key `first_key` (= last_key): with its non-finite k, v
+                   ///< values set to 0 the kernel's row is finite, while the row's exact values are
   };
   Kind kind = Kind::scale;
   std::string text;          ///< the sentence the reports print: "O is the exact attention at scale 1, not …"
   double scale = 0;          ///< scale: the effective scale
   std::int64_t shift = 0;    ///< mask_shift: +1 = each row sees one key past its diagonal
   std::int64_t tile = 0;     ///< lost_rescale: keys per tile
-  std::int64_t row = -1;     ///< dropped_keys, exp_overflow: the row of O named (numbered as Evidence rows of O)
-  std::int64_t first_key = -1, last_key = -1;  ///< dropped_keys: the keys left out of `row`
+  std::int64_t row = -1;     ///< dropped_keys, exp_overflow, nan_source: the row of O named (as Evidence rows of O)
+  std::int64_t first_key = -1, last_key = -1;  ///< dropped_keys: the keys left out of `row`; nan_source: the key
   double logit = 0;          ///< exp_overflow: the largest exact logit of `row`
   /// Worst error ÷ bound of the kernel's O (and LSE) against the changed problem's exact result (≤ 1: reproduced;
-  /// 0 for exp_overflow), and against the problem's own (> 1).
+  /// 0 for exp_overflow and nan_source), and against the problem's own (> 1; +∞ for those two).
   double ratio = 0, baseline = 0;
   friend bool operator==(const Hint &, const Hint &) = default;
 };
-/// "scale", "mask_shift", "dropped_keys", "lost_rescale", "exp_overflow" (report.json's names).
+/// "scale", "mask_shift", "dropped_keys", "lost_rescale", "exp_overflow", "nan_source" (report.json's names).
 std::string_view hint_kind_name(Hint::Kind k);
 /// Inverse of hint_kind_name; nullopt for an unknown name.
 std::optional<Hint::Kind> parse_hint_kind(std::string_view name);

@@ -23,6 +23,7 @@ constexpr std::pair<Hint::Kind, std::string_view> kHintKinds[] = {
     {Hint::Kind::dropped_keys, "dropped_keys"},
     {Hint::Kind::lost_rescale, "lost_rescale"},
     {Hint::Kind::exp_overflow, "exp_overflow"},
+    {Hint::Kind::nan_source, "nan_source"},
 };
 }  // namespace
 

@@ -229,6 +229,65 @@ std::optional<Hint> exp_overflow(const Observed &k, const ExactForward &exact) {
   return h;
 }
 
+/// Kernel re-runs nan_source may spend: one per candidate key, the first that clears the row ends it.
+constexpr int kMaxProvenanceRuns = 8;
+
+/// "NaN", "+Inf", "−Inf".
+std::string non_finite_name(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "−Inf"; }
+
+/// Where a non-finite input reached O: the first row the kernel returned non-finite where its exact values are finite
+/// (so the row does not see the key that carries it), and the key of its batch entry and kv head with a non-finite k
+/// or v element whose k and v, set to 0 (all else as it was), make the kernel's row finite — an intervention on the
+/// kernel, re-run once per candidate key (ascending, at most kMaxProvenanceRuns), the first that clears it.
+std::optional<Hint> nan_source(const Observed &k, const ExactForward &exact, const Case &c, const Env &env) {
+  const Shape &s = k.p.shape;
+  const auto row_finite = [&](const std::vector<double> &out, std::int64_t row) {
+    for (std::int64_t x = row * k.dv; x < (row + 1) * k.dv; ++x)
+      if (!std::isfinite(out[static_cast<std::size_t>(x)])) return false;
+    return true;
+  };
+  std::int64_t named = -1;
+  for (std::int64_t row = 0; row < k.rows && named < 0; ++row)
+    if (!row_finite(k.out, row) && row_finite(exact.out, row)) named = row;
+  if (named < 0) return std::nullopt;
+  const RowIndex r = row_index(s, named);
+  const std::int64_t hk = s.kv_head(r.h);
+  const auto k_at = [&](std::int64_t j, std::int64_t d) { return static_cast<std::size_t>(((r.b * s.Hkv + hk) * s.Lk + j) * s.D + d); };
+  const auto v_at = [&](std::int64_t j, std::int64_t d) { return static_cast<std::size_t>(((r.b * s.Hkv + hk) * s.Lk + j) * s.Dv + d); };
+  int runs = 0;
+  for (std::int64_t j = 0; j < s.Lk && runs < kMaxProvenanceRuns; ++j) {
+    Case cleared = c;
+    std::string first;  // the first non-finite element of key j: "v[0,0,3,1] = NaN"
+    for (std::int64_t d = 0; d < s.D; ++d)
+      if (double &x = cleared.k[k_at(j, d)]; !std::isfinite(x)) {
+        if (first.empty()) first = fmt::format("k[{},{},{},{}] = {}", r.b, hk, j, d, non_finite_name(x));
+        x = 0;
+      }
+    for (std::int64_t d = 0; d < s.Dv; ++d)
+      if (double &x = cleared.v[v_at(j, d)]; !std::isfinite(x)) {
+        if (first.empty()) first = fmt::format("v[{},{},{},{}] = {}", r.b, hk, j, d, non_finite_name(x));
+        x = 0;
+      }
+    if (first.empty()) continue;
+    ++runs;
+    Problem q = cleared.problem();
+    q.params.scale = k.p.params.scale;
+    const ForwardRun fr = run_forward(env, q);
+    if (!fr.call.ok() || !row_finite(fr.out.to_vector(), named)) continue;
+    Hint h;
+    h.kind = Hint::Kind::nan_source;
+    h.row = named;
+    h.first_key = h.last_key = j;
+    h.baseline = INFINITY;
+    const bool seen = k.logits[static_cast<std::size_t>(named)][static_cast<std::size_t>(j)] != -INFINITY;
+    h.text = fmt::format("{} is non-finite through key {} ({}{}): with that key's k and v non-finite values set to 0 "
+                         "the kernel's row is finite",
+                         row_name(s, named), j, first, seen ? "" : ", a key the row does not see");
+    return h;
+  }
+  return std::nullopt;
+}
+
 /// O at another scale: the named scales a kernel mistakes for its own (1, 1/D, 1/√D, 1/√Dv, the log₂e fold applied
 /// twice or undone; names of one value read together: "1 = 1/D"), then the scale the effective-scale probe fits on
 /// the kernel (props/effective_scale.h) — the first whose exact result reproduces the kernel's.
@@ -518,6 +577,7 @@ std::vector<Hint> evidence_hints(const Counterexample &cx, const attncheck_kerne
     std::optional<Hint> h = exp_overflow(k, exact);
     if (!h) h = other_scale(k, baseline, c, env);
     if (!h) h = mask_shift(k, baseline);
+    if (!h) h = nan_source(k, exact, c, env);
     if (!h) h = lost_rescale(k, exact, bounds, baseline);
     if (!h) h = dropped_keys(k, baseline);
     if (h) return {*h};
