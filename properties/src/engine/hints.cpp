@@ -252,8 +252,13 @@ std::optional<Hint> nan_source(const Observed &k, const ExactForward &exact, con
   if (named < 0) return std::nullopt;
   const RowIndex r = row_index(s, named);
   const std::int64_t hk = s.kv_head(r.h);
-  const auto k_at = [&](std::int64_t j, std::int64_t d) { return static_cast<std::size_t>(((r.b * s.Hkv + hk) * s.Lk + j) * s.D + d); };
-  const auto v_at = [&](std::int64_t j, std::int64_t d) { return static_cast<std::size_t>(((r.b * s.Hkv + hk) * s.Lk + j) * s.Dv + d); };
+  // Offsets into the case's row-major k [B,Hkv,Lk,D] and v [B,Hkv,Lk,Dv].
+  const auto k_at = [&](std::int64_t j, std::int64_t d) {
+    return static_cast<std::size_t>(((r.b * s.Hkv + hk) * s.Lk + j) * s.D + d);
+  };
+  const auto v_at = [&](std::int64_t j, std::int64_t d) {
+    return static_cast<std::size_t>(((r.b * s.Hkv + hk) * s.Lk + j) * s.Dv + d);
+  };
   int runs = 0;
   for (std::int64_t j = 0; j < s.Lk && runs < kMaxProvenanceRuns; ++j) {
     Case cleared = c;
