@@ -222,8 +222,8 @@ std::optional<Hint> exp_overflow(const Observed &k, const ExactForward &exact) {
     h->text = fmt::format(
         "exp overflow: {} is non-finite where, without the row max subtracted, its sums reach e^{} (largest logit "
         "{}), past max {} = e^{} — the row max not subtracted",
-        row_name(s, row), fmt::format("{:.6g}", reach), short_number(h->logit), dtype_name(k.precision.accumulate),
-        fmt::format("{:.6g}", limit));
+        row_name(s, row), fmt::format("{:.9g}", reach), short_number(h->logit), dtype_name(k.precision.accumulate),
+        fmt::format("{:.9g}", limit));
   }
   if (h) h->baseline = INFINITY;
   return h;
@@ -294,8 +294,9 @@ std::optional<Hint> nan_source(const Observed &k, const ExactForward &exact, con
 }
 
 /// O at another scale: the named scales a kernel mistakes for its own (1, 1/D, 1/√D, 1/√Dv, the log₂e fold applied
-/// twice or undone; names of one value read together: "1 = 1/D"), then the scale the effective-scale probe fits on
-/// the kernel (props/effective_scale.h) — the first whose exact result reproduces the kernel's.
+/// twice or undone; names of one value read together, "1/D = 1/√Dv", but 1 is just 1), then the scale the
+/// effective-scale probe fits on the kernel (props/effective_scale.h) — the first whose exact result reproduces the
+/// kernel's.
 std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &baseline, const Case &c,
                                 const Env &env) {
   const Shape &s = k.p.shape;
@@ -320,7 +321,7 @@ std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &ba
     const auto it = std::find_if(candidates.begin(), candidates.end(),
                                  [&, v = value](const Candidate &x) { return same(x.value, v); });
     if (it == candidates.end()) candidates.push_back({name, value});
-    else it->name += std::string(" = ") + name;
+    else if (it->name != "1") it->name += std::string(" = ") + name;  // 1 is the plainest name of 1 (D or Dv = 1)
   }
   for (Candidate &x : candidates)
     if (!x.name.starts_with("1 ") && x.name != "1") x.name += " = " + short_number(x.value);
