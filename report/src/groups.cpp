@@ -1,8 +1,9 @@
 // group_failures: one defect usually fails several properties, each on its own minimal case. Counterexamples of the
 // same run, kind (failure or warning) and minimal case whose failing element has the same signature — the ladder
 // step, the tensor and the kind of wrongness, read off the outcome's Finding — are one root cause; the group is
-// captioned from that element (what it is, what it should be), not from the properties' generic summaries. No
-// message text is read: the captions render findings.
+// captioned from that element (what it is, what it should be), not from the properties' generic summaries, then the
+// declaration that explains it or, when none does, the hints the engine verified on its evidence (Evidence::hints) —
+// never a guess. No message text is read: the captions render findings and hints.
 #include "common.h"
 
 #include <algorithm>
