@@ -1,8 +1,9 @@
 // group_failures: one defect usually fails several properties, each on its own minimal case. Counterexamples of the
 // same run, kind (failure or warning) and minimal case whose failing element has the same signature — the ladder
 // step, the tensor and the kind of wrongness, read off the outcome's Finding — are one root cause; the group is
-// captioned from that element (what it is, what it should be), not from the properties' generic summaries. No
-// message text is read: the captions render findings.
+// captioned from that element (what it is, what it should be), not from the properties' generic summaries, then the
+// declaration that explains it or, when none does, the hints the engine verified on its evidence (Evidence::hints) —
+// never a guess. No message text is read: the captions render findings and hints.
 #include "common.h"
 
 #include <algorithm>
@@ -16,9 +17,6 @@ namespace attncheck::reporting {
 namespace {
 
 using namespace detail;
-
-/// error ÷ bound from which an out-of-bound O or LSE reads as a wrong formula rather than rounding.
-constexpr double kFormulaRatio = 100;
 
 /// What the failing check found (its Finding), reduced to what identifies a root cause.
 struct Signature {
@@ -127,8 +125,9 @@ std::string short_text(const Signature &sig) {
   return s;
 }
 
-/// `explained`: a declaration explains the group, so no guess at the defect is added.
-std::string caption_of(const Signature &sig, const Counterexample &first, double worst_ratio, bool explained) {
+/// What the failing element is and what it should be; no guess at the defect (the hints, computed from the evidence,
+/// are added by group_failures).
+std::string caption_of(const Signature &sig, const Counterexample &first, double worst_ratio) {
   const std::string step = "step " + std::string(sig.step ? step_id(*sig.step) : "?") + ": ";
   const std::string element = sig.element.empty() ? sig.tensor : sig.element;
   const std::string detail = first_line(first.outcome.detail);
@@ -142,25 +141,16 @@ std::string caption_of(const Signature &sig, const Counterexample &first, double
   if (sig.empty_row) {
     std::string s = step + element + " of a row that sees no key is " + got;
     if (sig.exact) s += ", the contract fixes " + value_text(*sig.exact);
-    if (sig.tensor == "O" && std::isnan(*sig.got)) s += " (0/0: the row's weights sum to 0?)";
     return s;
   }
   const std::string exact = sig.exact ? value_text(*sig.exact) : "?";
-  if (sig.kind == "NaN" || sig.kind == "+Inf" || sig.kind == "−Inf") {
-    std::string s = step + element + " is " + got + " where the exact value is " + exact;
-    if ((sig.tensor == "O" || sig.tensor == "LSE") && sig.exact && std::isfinite(*sig.exact))
-      s += " (exp overflow: the row max not subtracted?)";
-    return s;
-  }
+  if (sig.kind == "NaN" || sig.kind == "+Inf" || sig.kind == "−Inf")
+    return step + element + " is " + got + " where the exact value is " + exact;
   if (sig.kind == "wrong sign") return step + element + " has the wrong sign: got " + got + ", exact " + exact;
   if (sig.kind == "not the fixed value") return step + element + " is " + got + ", the contract fixes " + exact;
-  if (sig.kind == "out of bound") {
-    std::string s = step + sig.tensor + " elements out of bound by up to " + ratio_short(worst_ratio) + "× (" +
-                    element + ": got " + got + ", exact " + exact + ")";
-    if ((sig.tensor == "O" || sig.tensor == "LSE") && worst_ratio >= kFormulaRatio && !explained)
-      s += " — a wrong scale, or a lost rescale?";
-    return s;
-  }
+  if (sig.kind == "out of bound")
+    return step + sig.tensor + " elements out of bound by up to " + ratio_short(worst_ratio) + "× (" + element +
+           ": got " + got + ", exact " + exact + ")";
   return step + element + ": got " + got + ", exact " + exact;
 }
 
@@ -238,8 +228,17 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
                                             : explained.end();
     if (chosen != explained.end()) explained = {*chosen};
     explained.resize(std::min<std::size_t>(explained.size(), 1));
-    g.caption = caption_of(b.sig, first, worst, !explained.empty());
+    g.caption = caption_of(b.sig, first, worst);
     if (!what.empty()) g.caption += " — on the modified problem: " + what;
+    // What the evidence shows (Evidence::hints, verified where they were computed): the first member's that has
+    // any. A declaration that explains the group is the explanation: no hint beside it.
+    if (explained.empty())
+      for (const auto &[mr, mp] : g.members)
+        if (const auto &ev = doc.runs[mr].report.properties[mp].counterexample->evidence; ev && !ev->hints.empty()) {
+          for (const Hint &h : ev->hints) g.caption += " — " + h.text;
+          g.hints = ev->hints;
+          break;
+        }
     for (const Explanation &e : explained)
       g.caption += " — explained by the declaration " + e.declaration + ": if " + e.meaning + ", declare it";
     if (explained.empty() && !g.warning) g.caption += " — no declaration explains it";

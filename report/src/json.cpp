@@ -114,6 +114,22 @@ ojson evidence_json(const Evidence &e) {
   j["exact"] = hex_array(e.exact);
   j["bound"] = hex_array(e.bound);
   j["probabilities"] = hex_array(e.probabilities);
+  if (!e.hints.empty()) {  // only then: reports without hints stay as they were
+    ojson hints = ojson::array();
+    for (const Hint &h : e.hints)
+      hints.push_back(ojson{{"kind", hint_kind_name(h.kind)},
+                            {"text", h.text},
+                            {"scale", hex(h.scale)},
+                            {"shift", h.shift},
+                            {"tile", h.tile},
+                            {"row", h.row},
+                            {"first_key", h.first_key},
+                            {"last_key", h.last_key},
+                            {"logit", hex(h.logit)},
+                            {"ratio", ratio_json(h.ratio)},
+                            {"baseline", ratio_json(h.baseline)}});
+    j["hints"] = std::move(hints);
+  }
   if (e.original) {  // only then: reports of properties that judged the case itself stay as they were
     const Evidence::Original &o = *e.original;
     ojson oj{{"shape", o.shape}, {"call_error", o.call_error}};
@@ -494,6 +510,26 @@ Evidence read_evidence(const Obj &o) {
   e.tensor = o.str("tensor");
   read_values(o, &e);
   e.probabilities = o.values("probabilities");
+  const json &hints = o.array("hints");
+  for (std::size_t n = 0; n < hints.size(); ++n) {
+    const Obj h(hints[n], o.path() + ".hints[" + std::to_string(n) + "]");
+    Hint &x = e.hints.emplace_back();
+    const std::string kind = h.str("kind");
+    const std::optional<Hint::Kind> k = parse_hint_kind(kind);
+    if (!k) fail(h.where() + "\"kind\" has an unknown value \"" + kind + "\"");
+    x.kind = *k;
+    x.text = h.str("text");
+    x.scale = h.value("scale");
+    constexpr std::int64_t kMost = std::numeric_limits<std::int64_t>::max();
+    x.shift = h.integer("shift", -kMost, kMost);
+    x.tile = h.integer("tile", 0, kMost);
+    x.row = h.integer("row", -1, kMost);  // a row of O, whatever tensor the evidence shows
+    x.first_key = h.integer("first_key", -1, kMost);
+    x.last_key = h.integer("last_key", -1, kMost);
+    x.logit = h.value("logit");
+    x.ratio = h.ratio("ratio");
+    x.baseline = h.ratio("baseline");
+  }
   if (!o.has("original")) return e;
   read_values(o.obj("original"), &e.original.emplace());
   const std::int64_t rows = e.rows();

@@ -29,6 +29,8 @@ std::string failure_text(const PropertyReport &p, std::size_t number, const Evid
          ", error ÷ bound " + ratio_text(ev->ratio(x)) + "\n";
   }
   if (ev && ev->original) t += comparison_text(*ev, c.outcome.failing_what) + "\n";
+  if (ev && c.explained_by.empty())  // what the evidence shows about the defect (verified, Evidence::hints)
+    for (const Hint &h : ev->hints) t += "hint: " + h.text + "\n";
   if (c.found_after > 0)
     t += "found after " + std::to_string(c.found_after) + " cases; shrunk in " + std::to_string(c.shrink_steps) +
          " steps from " + c.original.describe() + "\n";

@@ -155,6 +155,9 @@ std::string member_text(const Document &doc, const FailureGroup &g, std::pair<st
   if (g.explained.empty() && !cx.explained_by.empty())
     out += fmt::format("    explained by the declaration {}: if {}, declare it\n", cx.explained_by.front().declaration,
                        cx.explained_by.front().meaning);
+  // A member whose own evidence shows something other than what the group's caption quotes.
+  if (g.explained.empty() && cx.evidence && cx.evidence->hints != g.hints)
+    for (const Hint &h : cx.evidence->hints) out += fmt::format("    hint: {}\n", h.text);
   return out + small_inputs(cx.minimal);
 }
 

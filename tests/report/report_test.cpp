@@ -886,16 +886,28 @@ TEST_CASE("a declaration that explains a failure replaces the guess in its capti
   Document doc = hand_document(
       {failing("softcap", c, Step::values, found_lse, lse), failing("lse", c, Step::values, found_lse, lse)});
   const Explanation tanh{"tanh=approx", "softcap's tanh is the hardware approximation"};
+  // A hint the engine computed (here by hand): the caption quotes it while nothing explains the group.
+  Hint scale_hint;
+  scale_hint.kind = Hint::Kind::scale;
+  scale_hint.scale = 1;
+  scale_hint.text = "O and LSE are the exact attention at scale 1, not 1/√D = 0.7071";
+  doc.runs[0].report.properties[0].counterexample->evidence.emplace().hints = {scale_hint};
   {
     const std::vector<FailureGroup> unexplained = group_failures(doc);
     REQUIRE(unexplained.size() == 1);
-    CHECK(unexplained[0].caption.find("a wrong scale, or a lost rescale?") != std::string::npos);
+    // No canned guess: the caption is the element, the computed hint and the verdict on declarations.
+    CHECK(unexplained[0].caption ==
+          "step values: LSE elements out of bound by up to ∞× (LSE[0,0,1]: got 4, exact 3) — " + scale_hint.text +
+              " — no declaration explains it");
+    CHECK(unexplained[0].hints == std::vector<Hint>{scale_hint});
     CHECK(unexplained[0].caption.find("explained by") == std::string::npos);
   }
   for (PropertyReport &p : doc.runs[0].report.properties) p.counterexample->explained_by = {tanh};
   const std::vector<FailureGroup> groups = group_failures(doc);
   REQUIRE(groups.size() == 1);
-  CHECK(groups[0].caption.find("a wrong scale") == std::string::npos);
+  // The declaration is the explanation: no hint beside it.
+  CHECK(groups[0].caption.find(scale_hint.text) == std::string::npos);
+  CHECK(groups[0].hints.empty());
   CHECK(groups[0].caption.find(" — explained by the declaration tanh=approx: if softcap's tanh is the hardware "
                                "approximation, declare it") != std::string::npos);
   CHECK(to_markdown(doc).find("explained by the declaration tanh=approx") != std::string::npos);

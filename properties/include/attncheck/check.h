@@ -172,7 +172,10 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options);
 /// outcome's failing_case (a shifted, permuted, rescaled … copy, at failing_scale when ≠ 0) when the property
 /// recorded one, else the minimal case. With a failing_case it also re-runs the minimal case (Evidence::original)
 /// and marks the rows that differ between the two beyond what the property allows, and the failing element's row.
-/// check() calls it under CheckOptions::evidence.
+/// For a counterexample no declaration explains, it also computes Evidence::hints (SPEC.md §3.1, "Hints from
+/// evidence": changed problems whose exact result reproduces the kernel's O; the kernel's forward re-run on the failing
+/// problem, and on the scale probe or without a key's NaN where those are tried). check() calls it under
+/// CheckOptions::evidence.
 void add_evidence(RunReport &r, const attncheck_kernel &kernel);
 
 /// check() on a single property; the report has one line.

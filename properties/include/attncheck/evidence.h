@@ -1,15 +1,50 @@
 // The evidence of a counterexample: the kernel's values, the exact values and the bounds of the tensor its failure is
 // in, on the problem that failed — gathered by the engine when it confirms the counterexample (CheckOptions::evidence),
-// rendered by the reports (heatmaps, worst elements, the comparison of a metamorphic failure's two problems).
+// rendered by the reports (heatmaps, worst elements, the comparison of a metamorphic failure's two problems), and the
+// hints at its defect that the engine verified on it (Hint).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attncheck {
+
+/// A hint at the defect behind a counterexample, computed from it (SPEC.md §3.1, "Hints from evidence"): a change to
+/// the failing problem whose EXACT result reproduces what the kernel returned there — every element of O (and of the
+/// LSE it returned) within its error bound, where the problem's own exact result is not — or, for non-finite results,
+/// what the values themselves show. Never a guess: a change that does not reproduce the kernel's output gives no hint.
+struct Hint {
+  enum class Kind : std::uint8_t {
+    scale,         ///< O is the exact attention at another scale (`scale`)
+    mask_shift,    ///< O is the exact attention under the causal mask with its diagonal moved by `shift` keys
+    dropped_keys,  ///< row `row` is the exact output without keys first_key…last_key (every wrong row likewise)
+    lost_rescale,  ///< O is Σ over tiles of `tile` keys of each tile's partial output, never rescaled to the row max
+    exp_overflow,  ///< O is non-finite only in rows (the first: `row`, its largest logit `logit`) whose sums without
+                   ///< the row max subtracted overflow the accumulation dtype, their exact values finite
+    nan_source,    ///< row `row` of O is non-finite through key `first_key` (= last_key): with its non-finite k, v
+                   ///< values set to 0 the kernel's row is finite, while the row's exact values are
+  };
+  Kind kind = Kind::scale;
+  std::string text;          ///< the sentence the reports print: "O is the exact attention at scale 1, not …"
+  double scale = 0;          ///< scale: the effective scale
+  std::int64_t shift = 0;    ///< mask_shift: +1 = each row sees one key past its diagonal
+  std::int64_t tile = 0;     ///< lost_rescale: keys per tile
+  std::int64_t row = -1;     ///< dropped_keys, exp_overflow, nan_source: the row of O named (as Evidence rows of O)
+  std::int64_t first_key = -1, last_key = -1;  ///< dropped_keys: the keys left out of `row`; nan_source: the key
+  double logit = 0;          ///< exp_overflow: the largest exact logit of `row`
+  /// Worst error ÷ bound of the kernel's O (and LSE) against the changed problem's exact result (≤ 1: reproduced;
+  /// 0 for exp_overflow and nan_source), and against the problem's own (> 1; +∞ for those two).
+  double ratio = 0, baseline = 0;
+  friend bool operator==(const Hint &, const Hint &) = default;
+};
+/// "scale", "mask_shift", "dropped_keys", "lost_rescale", "exp_overflow", "nan_source" (report.json's names).
+std::string_view hint_kind_name(Hint::Kind k);
+/// Inverse of hint_kind_name; nullopt for an unknown name.
+std::optional<Hint::Kind> parse_hint_kind(std::string_view name);
 
 /// What the kernel returned on a minimal counterexample, element by element, for the output tensor the failure
 /// is in — and the exact attention probabilities of the case, for the heatmaps.
@@ -53,6 +88,9 @@ struct Evidence {
   std::int64_t row_length() const;
   std::int64_t rows() const;
   std::string row_name(std::int64_t row) const;
+  /// What the counterexample shows about its defect (evidence_hints): empty when nothing is verified, when a
+  /// declaration explains the failure, or for a problem the hints do not model (features, a stretched problem).
+  std::vector<Hint> hints;
 };
 
 }  // namespace attncheck

@@ -8,12 +8,36 @@
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 #include "attncheck/stretch.h"
+#include "hints.h"
 
 #include <cmath>
 #include <exception>
 #include <optional>
 
 namespace attncheck {
+
+namespace {
+constexpr std::pair<Hint::Kind, std::string_view> kHintKinds[] = {
+    {Hint::Kind::scale, "scale"},
+    {Hint::Kind::mask_shift, "mask_shift"},
+    {Hint::Kind::dropped_keys, "dropped_keys"},
+    {Hint::Kind::lost_rescale, "lost_rescale"},
+    {Hint::Kind::exp_overflow, "exp_overflow"},
+    {Hint::Kind::nan_source, "nan_source"},
+};
+}  // namespace
+
+std::string_view hint_kind_name(Hint::Kind k) {
+  for (const auto &[kind, name] : kHintKinds)
+    if (kind == k) return name;
+  return "?";
+}
+
+std::optional<Hint::Kind> parse_hint_kind(std::string_view name) {
+  for (const auto &[kind, n] : kHintKinds)
+    if (n == name) return kind;
+  return std::nullopt;
+}
 
 namespace {
 /// Product of the dimensions.
@@ -229,6 +253,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
   // The problem that failed: a property that judged a modified copy (shifted, permuted, rescaled …) recorded it.
   const std::string tensor = evidence_tensor(cx, def, report);
   Evidence ev = evidence_on(cx, cx.judged(), cx.judged_scale(), tensor, kernel, report);
+  ev.hints = evidence_hints(cx, kernel, report);
   // The original too, unless the call itself failed (another try would only cost another timeout) or it has no dout
   // for the backward the tensor needs.
   if (!cx.outcome.failing_case || cx.outcome.step == Step::shape || (is_gradient(tensor) && cx.minimal.dout.empty()))

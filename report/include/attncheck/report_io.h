@@ -87,7 +87,8 @@ struct FailureGroup {
   std::string headline;
   /// What the failing element shows, from its step and element (not the properties' generic summaries), e.g.
   /// "step mask: LSE[0,0,1] of a row that sees no key is +Inf, the contract fixes −Inf" or
-  /// "step values: O elements out of bound by up to 3.1e5× (a wrong scale, or a lost rescale?)".
+  /// "step values: O elements out of bound by up to 3.1e5× (O[0,0,1,2]: got 0.41, exact 0.37) — O is the exact
+  /// attention at scale 1, not 1/√D = 0.125 — no declaration explains it" (the hints' texts, when any).
   std::string caption;
   /// (run index, property index) of each member, in document order (the order of Document::failures()).
   std::vector<std::pair<std::size_t, std::size_t>> members;
@@ -95,6 +96,9 @@ struct FailureGroup {
   bool warning = false;
   /// The declarations that explain every member (Counterexample::explained_by), which the caption names.
   std::vector<Explanation> explained;
+  /// What the evidence shows about the defect (Evidence::hints of the first member that has any), which the caption
+  /// quotes; empty when a declaration explains the group or nothing was verified.
+  std::vector<Hint> hints;
 };
 
 /// The counterexamples of `doc` grouped by root cause (see FailureGroup), groups ordered by their first member in
