@@ -16,7 +16,8 @@ namespace attncheck::gate {
 namespace {
 
 /// An advisory property whose pass is the evidence for a stronger declaration: under that declaration the property
-/// is required (its tier says so), and it checks the same thing.
+/// is required (its tier says so), and it checks the same thing. (Not empty_rows: under empty-rows=unspecified it
+/// checks less — no NaN — than empty-rows=zero requires.)
 struct Evidence {
   std::string_view property;
   std::string_view declaration;
@@ -25,7 +26,6 @@ constexpr Evidence kStrongerWhenPassed[] = {
     {"bitwise_determinism", "determinism=bitwise"},
     {"batch_invariance", "batch-invariant=bitwise"},
     {"masked_nonfinite", "hidden-keys=any"},
-    {"empty_rows", "empty-rows=zero"},
 };
 /// grad-sum=auto allows per-head GQA gradients for float16/bfloat16 only: on such a run whose gradients passed,
 /// grad-sum=exact is probed (a failure it explains adopts grad-sum=per-head).
@@ -242,7 +242,14 @@ InferResult infer(const attncheck_kernel &kernel, const InferRequest &rq, const 
     }
   } else {
     r.exit_code = kExitInconclusive;
-    r.note = "the last check was undecided (cases declined, cut short or undecided): see its report";
+    std::string which;
+    for (const reporting::Run &run : r.last.runs)
+      for (const PropertyReport &p : run.report.properties)
+        if (p.verdict == Verdict::undecided)
+          which += fmt::format("{}{} ({})", which.empty() ? "" : ", ", p.id, dtype_name(run.report.dtype));
+    r.note = which.empty() ? std::string("nothing ran: the kernel declined every case")
+                           : "no failure, but undecided: " + which +
+                                 " (too few cases decided: more cases, or leave them out with --properties)";
   }
   return r;
 }

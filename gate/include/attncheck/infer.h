@@ -11,7 +11,7 @@
 // Then what a passing run cannot show but the contract can promise more strongly, where a property gives the
 // evidence: an advisory property that passed on every dtype is the required property of a stronger declaration
 // (bitwise_determinism → determinism=bitwise, batch_invariance → batch-invariant=bitwise, masked_nonfinite →
-// hidden-keys=any, empty_rows → empty-rows=zero), and grad-sum=auto on a float16/bfloat16 run is probed as
+// hidden-keys=any), and grad-sum=auto on a float16/bfloat16 run is probed as
 // grad-sum=exact. The stronger contract is checked like any other (a failure it explains adopts the looser value
 // back); infer keeps it only when that check passes. The last check infer runs is under the contract it prints, with
 // the same plan and seed: `attncheck check --contract <line>` gets the same verdicts.
