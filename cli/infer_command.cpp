@@ -136,7 +136,7 @@ void register_infer_command(CLI::App &app, Action &action) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--from", args->from,
                   "Where the search starts: defaults (the defaults, keeping of the declaration only what no check can "
-                  "find: features, accumulate-pv, round-p, tanh, exp) or declared (the kernel's whole declaration)")
+                  "find: features, accumulate-pv, round-p, tanh, exp, lse=none) or declared (the kernel's whole declaration)")
       ->check(CLI::IsMember({"defaults", "declared"}))
       ->capture_default_str();
   cmd->add_option("--contract", args->contract,

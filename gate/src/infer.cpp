@@ -180,6 +180,9 @@ std::string contract_line(const KernelContract &c) { return c.describe_changes()
 KernelContract search_start(const KernelContract &declared) {
   KernelContract c;
   c.features = declared.features;
+  // A kernel without an LSE output cannot be asked for one (an exec or Python kernel answers without it); one that
+  // rounds its LSE writes it into a float32 tensor as well, so lse=storage is found.
+  if (declared.lse == LseOutput::none) c.lse = LseOutput::none;
   c.accumulate_pv = declared.accumulate_pv;
   c.accumulate_qk = declared.accumulate_pv;
   c.round_p = declared.round_p;

@@ -91,8 +91,9 @@ struct InferResult {
 /// The search. Runs at most kMaxRounds checks of the kernel (each a gate::check_serially of the dtypes). Throws what
 /// check() throws (std::invalid_argument for an unknown property).
 InferResult infer(const attncheck_kernel &kernel, const InferRequest &rq, const reporting::KernelSource &source);
-/// The contract keys no probe can find (features, accumulate-pv, round-p, tanh, exp) of `declared`, the rest the
-/// defaults (accumulate-qk follows accumulate-pv): where infer starts unless told to start from the declaration.
+/// The contract keys no probe can find (features, accumulate-pv, round-p, tanh, exp, and lse=none: a kernel without an
+/// LSE output cannot be asked for one) of `declared`, the rest the defaults (accumulate-qk follows accumulate-pv):
+/// where infer starts unless told to start from the declaration.
 KernelContract search_start(const KernelContract &declared);
 
 /// Checks a search runs at most: each adopted declaration changes a key the candidates name, so a search that
