@@ -5,8 +5,25 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
+
 from . import _core
-from ._api import DTYPES, _Isolated, _kernels_and_command, make_kernel
+from ._api import DTYPES, _Isolated, _kernels_and_command, make_kernel, resolve_contract
+from ._kernel import Kernel
+
+
+def _returns_lse(fn, framework, device):
+    """Whether fn returns (out, lse) rather than out alone, on a small problem in its framework: a function without an
+    LSE output cannot be asked for one (the gate's call fails), so infer starts it from lse=none — as a kernel that
+    declares it. True when the call raises: the checks will say what is wrong."""
+    adapter = Kernel(fn, None, framework, device).adapter
+    rng = np.random.default_rng(0)
+    q, k, v = (adapter.to_framework(rng.standard_normal((1, 1, 2, 4)).astype(np.float32)) for _ in range(3))
+    try:
+        result = fn(q, k, v, scale=0.5, causal=False)
+    except Exception:
+        return True
+    return isinstance(result, (tuple, list)) and len(result) >= 2 and result[1] is not None
 
 
 class Inferred:
@@ -61,7 +78,7 @@ def infer(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="quick",
           time_budget=None, framework=None, device="cpu", isolate=False, timeout=10.0, first_call_timeout=60.0,
           name=None, quiet=None, shape_pool=None) -> Inferred:
     """The contract `fn` (as attncheck.check takes it) satisfies: checked under `contract` (what you know it does;
-    default: the defaults), then under each declaration that explains its failures, until it passes — or a failure
+    default: the defaults, with lse=none when fn returns out alone), then under each declaration that explains its failures, until it passes — or a failure
     no declaration explains, a bug, which Inferred.no_fit names. An advisory property that passed supports a stronger
     declaration (determinism=bitwise, batch-invariant=bitwise, hidden-keys=any), kept when the check under it passes.
     Each check runs `profile` (quick by default), `cases`, `properties` and `seed` as attncheck.check does; the same
@@ -71,6 +88,10 @@ def infer(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="quick",
                            "protect your script's entry point with `if __name__ == '__main__':`")
     if isinstance(dtypes, str):
         dtypes = (dtypes,)
+    declared, lse, _ = resolve_contract(contract)
+    no_lse = lse == "f32" and not _returns_lse(fn, framework, device)
+    if no_lse:
+        contract = "lse=none" if declared == "defaults" else declared + " lse=none"
     kernel = make_kernel(fn, backward, framework, device, name, contract, isolate)
     rq = _core.CheckRequest()
     rq.dtypes = list(dtypes)
@@ -94,4 +115,6 @@ def infer(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="quick",
             kernel.close()
     if interrupted:
         raise KeyboardInterrupt("attncheck: interrupted")
+    if no_lse:
+        text = text.replace("\n", "\n  fn returns out alone (no LSE): the search starts from lse=none\n", 1)
     return Inferred(json_text, text, exit_code)

@@ -5,7 +5,7 @@ import pytest
 
 import attncheck
 from conftest import CORE_PROPERTIES, FAST
-from kernels import attention, attention_unscaled
+from kernels import attention, attention_no_lse, attention_unscaled
 
 
 def attention_top_left(q, k, v, *, scale, causal):
@@ -46,6 +46,13 @@ def test_infer_keeps_the_defaults_of_a_correct_function():
     assert inferred.found, str(inferred)
     assert "causal=top-left" not in inferred.contract.split()
     assert inferred.rounds[0]["verdict"] in ("pass", "warn")
+
+
+def test_infer_gives_a_function_without_lse_lse_none():
+    inferred = attncheck.infer(attention_no_lse, **OPTIONS)
+    assert inferred.found and "lse=none" in inferred.contract.split(), str(inferred)
+    report = attncheck.check(attention_no_lse, contract=inferred.contract, **OPTIONS)
+    assert report.passed, report.summary()
 
 
 def test_infer_says_no_contract_fits_a_bug():
