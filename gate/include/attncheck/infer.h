@@ -13,8 +13,8 @@
 // (bitwise_determinism → determinism=bitwise, batch_invariance → batch-invariant=bitwise, masked_nonfinite →
 // hidden-keys=any), and grad-sum=auto on a float16/bfloat16 run is probed as
 // grad-sum=exact. The stronger contract is checked like any other (a failure it explains adopts the looser value
-// back); infer keeps it only when that check passes. The last check infer runs is under the contract it prints, with
-// the same plan and seed: `attncheck check --contract <line>` gets the same verdicts.
+// back); infer keeps it only when that check passes. The contract infer prints is the one its last passing check ran
+// under, with the same plan and seed: `attncheck check --contract <line>` gets the same verdicts.
 //
 // Example:
 //   gate::InferRequest rq;
