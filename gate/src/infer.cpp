@@ -84,13 +84,38 @@ std::optional<NoFit> unexplained_failure(const reporting::Document &doc) {
   return std::nullopt;
 }
 
-/// Where a search ended: the contract of its last check and that check's report.
+/// Where a search ended: the contract of its last check and that check's report — or, when the last declaration
+/// adopted did not fix what it explained, the contract before it (`dropped` says why) and the report under it.
 struct SearchEnd {
   KernelContract contract;
   reporting::Document doc;
   int exit_code = kExitInconclusive;  ///< of the last check (kExitPass: it passed)
   bool cancelled = false;
+  std::optional<std::string> dropped;
 };
+
+/// The failures of `doc` that `declaration` explains (the minimal case of each passes under it), as property_at
+/// names them.
+std::vector<std::string> explained_by(const reporting::Document &doc, const std::string &declaration) {
+  std::vector<std::string> out;
+  for (const auto &at : failures_of(doc)) {
+    const PropertyReport &p = doc.runs[at.first].report.properties[at.second];
+    if (!p.counterexample) continue;
+    for (const Explanation &e : p.counterexample->explained_by)
+      if (e.declaration == declaration) out.push_back(property_at(doc, at));
+  }
+  return out;
+}
+
+/// The failures of `doc` that no declaration explains.
+std::vector<std::string> unexplained(const reporting::Document &doc) {
+  std::vector<std::string> out;
+  for (const auto &at : failures_of(doc)) {
+    const PropertyReport &p = doc.runs[at.first].report.properties[at.second];
+    if (!p.counterexample || p.counterexample->explained_by.empty()) out.push_back(property_at(doc, at));
+  }
+  return out;
+}
 
 class Search {
  public:
@@ -99,19 +124,34 @@ class Search {
       : kernel_(kernel), rq_(rq), source_(source), result_(result) {}
 
   /// Checks under `c`; while the check fails and some declaration explains a failure, adopts it and checks again.
+  /// A declaration whose property still fails under it, and nothing explains that failure, explained a minimal case
+  /// but not the kernel (a bug that agrees with a convention on a small case): it is dropped, and the search ends.
   SearchEnd run(KernelContract c, std::string purpose) {
     SearchEnd end;
+    KernelContract before = c;
+    std::optional<std::string> adopted;
+    std::vector<std::string> it_explained;
     while (true) {
       end.contract = c;
       end.doc = check_under(c, purpose);
       end.cancelled = rq_.cancel && rq_.cancel->load();
       end.exit_code = exit_code(end.doc, false, end.cancelled);
       if (end.exit_code != kExitCounterexample || end.cancelled) return end;
+      if (adopted)
+        for (const std::string &f : unexplained(end.doc))
+          if (std::find(it_explained.begin(), it_explained.end(), f) != it_explained.end()) {
+            end.dropped = fmt::format("{}: under it {} still fails, and nothing explains that", *adopted, f);
+            end.contract = before;
+            return end;
+          }
       const std::optional<std::string> adopt = best_explanation(end.doc);
       if (!adopt || static_cast<int>(result_.rounds.size()) >= kMaxRounds) return end;
       result_.rounds.back().adopted = *adopt;
       const KernelContract next = parse_contract(*adopt, c);
       if (next == c) return end;  // explain_failure names no declaration already made; a guard all the same
+      before = c;
+      adopted = adopt;
+      it_explained = explained_by(end.doc, *adopt);
       c = next;
       purpose = "adopt " + *adopt;
     }
@@ -224,6 +264,7 @@ InferResult infer(const attncheck_kernel &kernel, const InferRequest &rq, const 
     }
   }
   r.contract = end.contract;
+  r.dropped = end.dropped;
   r.last = std::move(end.doc);
   if (end.cancelled) {
     r.exit_code = kExitInconclusive;
@@ -275,6 +316,7 @@ std::string infer_text(const InferResult &r) {
   for (const Strengthening &s : r.stronger) out += fmt::format("  stronger: {} ({})\n", s.declaration, s.evidence);
   for (const Strengthening &s : r.not_confirmed)
     out += fmt::format("  not confirmed: {} ({}; the check under it did not pass)\n", s.declaration, s.evidence);
+  if (r.dropped) out += fmt::format("  dropped: {} (it explained a minimal case, not the kernel)\n", *r.dropped);
   switch (r.exit_code) {
     case kExitPass:
       out += fmt::format("contract: {}\n", contract_line(r.contract));
@@ -331,6 +373,7 @@ std::string infer_json(const InferResult &r) {
                                 {"caption", r.no_fit->caption},
                                 {"counterexample", r.no_fit->counterexample}}
                          : json(nullptr);
+  j["dropped"] = r.dropped ? json(*r.dropped) : json(nullptr);
   j["note"] = r.note;
   return j.dump(2) + "\n";
 }

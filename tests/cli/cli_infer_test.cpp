@@ -157,6 +157,18 @@ TEST_CASE("infer says no contract value fits a planted bug, naming the property 
   }
 }
 
+TEST_CASE("infer keeps no declaration that a bug's minimal case agreed with but the kernel does not follow") {
+  // A window edge off by one: the feature kernel declares every feature; whatever explained a minimal case of its
+  // failures (empty-rows=unspecified, as explain_failure finds today), the best contract keeps only the features.
+  const cli_test::Run r = run(kExe + " infer --plugin " + kPlugin + " --kernel features_window_right_off_by_one " +
+                              "--dtype f32 --quiet --profile quick --time-budget 600 " +
+                              "--properties accuracy,window,softcap,alibi,sinks,attn_mask");
+  INFO(r.out << r.err);
+  CHECK(r.status == 1);
+  CHECK(line_after(r.out, "no contract value fits: ").rfind("window (f32)", 0) == 0);
+  CHECK(line_after(r.out, "contract (best found): ") == "features=window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8");
+}
+
 TEST_CASE("infer is deterministic for a seed, and --json carries the same contract") {
   const std::string args = " infer --plugin " + kPlugin + " --kernel online_b16_exp2_roundp_f32acc_topleft " +
                            "--dtype f32 --quiet --profile quick --properties accuracy,causal,bitwise_determinism";

@@ -6,7 +6,8 @@
 // contract; while the run fails and every failure some declaration explains, adopt the declaration that explains the
 // most of them (the narrowest among equals, as explain_failure orders them) and check again under the accumulated
 // contract. A run that passes gives the contract. A failure no declaration explains is a bug: infer says so, with the
-// counterexample, and the best contract it found.
+// counterexample, and the best contract it found. So is a failure that the declaration adopted for it explained on its
+// minimal case but that persists, unexplained, under it: that declaration is dropped.
 //
 // Then what a passing run cannot show but the contract can promise more strongly, where a property gives the
 // evidence: an advisory property that passed on every dtype is the required property of a stronger declaration
@@ -83,8 +84,11 @@ struct InferResult {
   /// Properties that warned under the final contract (advisory: beyond it), "bitwise_determinism (f16)".
   std::vector<std::string> advisory_warnings;
   std::optional<NoFit> no_fit;
+  /// A declaration adopted and then dropped: a failure it explained still failed under it, unexplained ("…: under it
+  /// window (f32) still fails, and nothing explains that"); `contract` is then the one before it.
+  std::optional<std::string> dropped;
   std::string note;  ///< why the result is undecided, when it is
-  /// The final check's report (the contract's line in report.json is the contract found).
+  /// The last check's report: under `contract`, but when a declaration was dropped (under it, with the failure).
   reporting::Document last;
 };
 
