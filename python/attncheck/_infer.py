@@ -55,6 +55,11 @@ class Inferred:
         return self.data["no_fit"]
 
     @property
+    def dropped(self):
+        """A declaration adopted and dropped (a failure it explained persisted under it, unexplained), or None."""
+        return self.data["dropped"]
+
+    @property
     def advisory_warnings(self):
         return self.data["advisory_warnings"]
 
