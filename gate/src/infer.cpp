@@ -18,11 +18,11 @@ namespace {
 /// An advisory property whose pass is the evidence for a stronger declaration: under that declaration the property
 /// is required (its tier says so), and it checks the same thing. (Not empty_rows: under empty-rows=unspecified it
 /// checks less — no NaN — than empty-rows=zero requires.)
-struct Evidence {
+struct StrongerEvidence {
   std::string_view property;
   std::string_view declaration;
 };
-constexpr Evidence kStrongerWhenPassed[] = {
+constexpr StrongerEvidence kStrongerWhenPassed[] = {
     {"bitwise_determinism", "determinism=bitwise"},
     {"batch_invariance", "batch-invariant=bitwise"},
     {"masked_nonfinite", "hidden-keys=any"},
@@ -43,6 +43,7 @@ std::vector<std::pair<std::size_t, std::size_t>> failures_of(const reporting::Do
   return out;
 }
 
+/// "lse (f16)": a property of a run, as the rounds and the messages name it.
 std::string property_at(const reporting::Document &doc, std::pair<std::size_t, std::size_t> at) {
   const RunReport &r = doc.runs[at.first].report;
   return fmt::format("{} ({})", r.properties[at.second].id, dtype_name(r.dtype));
@@ -199,7 +200,7 @@ std::optional<std::string> passed_everywhere(const reporting::Document &doc, std
 /// The stronger declarations a passing check under `c` supports (infer.h).
 std::vector<Strengthening> evidence_for_stronger(const reporting::Document &doc, const KernelContract &c) {
   std::vector<Strengthening> out;
-  for (const Evidence &e : kStrongerWhenPassed) {
+  for (const StrongerEvidence &e : kStrongerWhenPassed) {
     const PropertyDef *def = find_property(e.property);
     if (!def || parse_contract(e.declaration, c) == c || tier_of(*def, c) != Tier::advisory) continue;
     if (auto why = passed_everywhere(doc, e.property)) out.push_back({std::string(e.declaration), *why});
