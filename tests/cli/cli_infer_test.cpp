@@ -169,6 +169,31 @@ TEST_CASE("infer keeps no declaration that a bug's minimal case agreed with but 
   CHECK(line_after(r.out, "contract (best found): ") == "features=window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8");
 }
 
+TEST_CASE("infer on an SDPA-style exec kernel: no LSE output (kept from its hello), top-left causal (found)") {
+  if (std::string(NUMPY_PYTHON).empty()) {
+    WARN("no python3 with NumPy (ATTNCHECK_NUMPY_PYTHON): not run");
+    return;
+  }
+  const std::string exec = std::string("--exec \"") + NUMPY_PYTHON + " " + NUMPY_KERNEL +
+                           " --contract 'causal=top-left lse=none'\" --kernel numpy --dtype f32 --quiet " +
+                           "--profile quick --time-budget 600 --properties accuracy,lse,sum_to_one,causal,"
+                           "masked_nonfinite,bitwise_determinism,gradient_accuracy";
+  const cli_test::Run inferred = run(kExe + " infer " + exec);
+  INFO(inferred.out << inferred.err);
+  REQUIRE(inferred.status == 0);
+  const std::string line = line_after(inferred.out, "contract: ");
+  const std::set<std::string> found = tokens(line);
+  CHECK(found.count("lse=none") == 1);
+  CHECK(found.count("causal=top-left") == 1);
+  CHECK(inferred.out.find("explained by causal=top-left") != std::string::npos);
+  // Its dense softmax lets NaN in masked keys through: hidden-keys stays finite, masked_nonfinite warns.
+  CHECK(found.count("hidden-keys=any") == 0);
+  const cli_test::Run checked = run(kExe + " check --jobs 1 " + exec + " --contract '" + line + "'");
+  INFO(checked.out << checked.err);
+  CHECK(checked.status == 0);
+  CHECK(checked.out.find("FAIL") == std::string::npos);
+}
+
 TEST_CASE("infer is deterministic for a seed, and --json carries the same contract") {
   const std::string args = " infer --plugin " + kPlugin + " --kernel online_b16_exp2_roundp_f32acc_topleft " +
                            "--dtype f32 --quiet --profile quick --properties accuracy,causal,bitwise_determinism";
