@@ -14,9 +14,10 @@ as the `attncheck check` command; this package hands it a NumPy, PyTorch or JAX 
 """
 from ._core import __version__
 from ._api import check, properties
+from ._infer import Inferred, infer
 from ._kernel import Unsupported
 from ._report import Counterexample, PropertyResult, Replay, Report
 from . import testing  # attncheck.testing.assert_attention after a plain `import attncheck`
 
-__all__ = ["check", "properties", "Report", "PropertyResult", "Counterexample", "Replay", "Unsupported", "testing",
+__all__ = ["check", "infer", "Inferred", "properties", "Report", "PropertyResult", "Counterexample", "Replay", "Unsupported", "testing",
            "__version__"]

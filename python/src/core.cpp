@@ -5,6 +5,7 @@
 // through ExecKernel instead. Everything else — generation, reference, error model, shrinking, reports — is the
 // same code as `attncheck check`.
 #include "attncheck/gate.h"
+#include "attncheck/infer.h"
 #include "attncheck/replay.h"
 
 #include "attncheck/bound_kernel.h"
@@ -465,6 +466,59 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
   return {reporting::to_json(doc), gate::exit_code(doc, rq.strict, g_cancel.load()), g_interrupted.load()};
 }
 
+/// infer (gate/include/attncheck/infer.h) on the one kernel of `specs` (or of the exec command): the caller's
+/// contract= is what it knows, the search's start. Returns (infer's JSON, its text, exit code, interrupted). Raises
+/// ValueError for a bad request.
+std::tuple<std::string, std::string, int, bool> run_infer(const std::vector<PyKernelSpec> &specs,
+                                                          const std::string &exec_command, const CheckRequest &rq) {
+  gate::InferRequest ir;
+  for (const std::string &id : rq.properties)
+    if (!find_property(id)) throw nb::value_error(("unknown property '" + id + "' (attncheck.properties() lists them)").c_str());
+  ir.check.properties = rq.properties;
+  ir.check.profile = gate::find_profile(rq.profile);
+  if (!ir.check.profile) throw nb::value_error(("unknown profile '" + rq.profile + "': quick, default or thorough").c_str());
+  ir.check.cases = rq.cases;
+  ir.check.seed = rq.seed;
+  ir.check.time_budget = rq.time_budget;
+  ir.check.shape_pool = rq.shape_pool;
+  ir.check.memory_limit_mib = rq.memory_limit_mib;
+  for (const std::string &d : rq.dtypes) {
+    if (d != "f32" && d != "f16" && d != "bf16")
+      throw nb::value_error(("unknown dtype '" + d + "': f32, f16 or bf16").c_str());
+    ir.dtypes.push_back(parse_dtype(d));
+  }
+  // An in-process function is guarded by every check's budget: infer runs at most kMaxRounds of them.
+  std::optional<Guard> guard;
+  if (exec_command.empty()) {
+    const double per_run = ir.check.time_budget.value_or(static_cast<double>(ir.check.profile->budget.count()));
+    const auto total = std::chrono::duration<double>(per_run * static_cast<double>(ir.dtypes.size()) *
+                                                     gate::kMaxRounds);
+    guard.emplace(std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(total) + Guard::kGrace);
+  }
+  std::optional<Kernels> kernels;
+  try {
+    kernels.emplace(specs, exec_command, rq.timeout, rq.first_call_timeout, rq.memory_limit_mib,
+                    guard ? &*guard : nullptr);
+  } catch (const std::runtime_error &e) {
+    throw nb::value_error(e.what());
+  }
+  if (kernels->list.size() != 1)
+    throw nb::value_error(("infer takes one kernel; this source has " + std::to_string(kernels->list.size())).c_str());
+  ir.declared = contract_of(kernels->declared.front(), rq.contract);
+  ir.start = ir.declared;
+  ir.quiet = rq.quiet;
+  g_cancel.store(false);
+  g_interrupted.store(false);
+  ir.cancel = &g_cancel;
+  std::optional<gate::InferResult> r;
+  {
+    nb::gil_scoped_release release;
+    r = gate::infer(*kernels->list.front(), ir, kernels->source);
+  }
+  return {gate::infer_json(*r), gate::infer_text(*r), r->exit_code, g_interrupted.load()};
+}
+
 reporting::Document parse(const std::string &json) {
   try {
     return reporting::from_json(json);
@@ -582,6 +636,8 @@ NB_MODULE(_core, m) {
 
   m.def("check", &run_check, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
         "Runs the gate; returns (report.json text, exit code, interrupted).");
+  m.def("infer", &run_infer, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
+        "The contract the kernel satisfies (gate infer); returns (JSON text, human text, exit code, interrupted).");
   m.def("replay", &replay, nb::arg("report_json"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
         nb::arg("timeout"), nb::arg("contract").none());
   m.def("replay_off", &replay_off, nb::arg("report_json"), nb::arg("failure"), nb::arg("contract").none(),

@@ -1,0 +1,70 @@
+"""attncheck.infer: the contract a NumPy function satisfies, found from the defaults — a PyTorch-style top-left
+causal mask is found and checks clean under the printed line; a planted bug (no 1/√d scale) fits no contract."""
+import numpy as np
+import pytest
+
+import attncheck
+from conftest import CORE_PROPERTIES, FAST
+from kernels import attention, attention_no_lse, attention_unscaled
+
+
+def attention_top_left(q, k, v, *, scale, causal):
+    """Correct attention whose causal mask is aligned top-left (row i sees keys j ≤ i), as PyTorch's is_causal."""
+    with np.errstate(all="ignore"):
+        dtype = q.dtype
+        q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+        group = q.shape[1] // k.shape[1]
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        s = scale * np.einsum("bhid,bhjd->bhij", q, k)
+        if causal:
+            lq, lk = s.shape[-2], s.shape[-1]
+            s = np.where(np.arange(lk)[None, :] > np.arange(lq)[:, None], -np.inf, s)
+        m = s.max(axis=-1, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(s - m)
+        total = e.sum(axis=-1, keepdims=True)
+        out = np.einsum("bhij,bhjd->bhid", e / np.where(total > 0, total, 1.0), v)
+        return out.astype(dtype), (np.log(total) + m)[..., 0].astype(np.float32)
+
+
+OPTIONS = dict(FAST, dtypes=["f32"], properties=CORE_PROPERTIES)
+
+
+def test_infer_finds_top_left_causal_and_check_passes_under_it():
+    inferred = attncheck.infer(attention_top_left, **OPTIONS)
+    assert inferred.found and inferred.exit_code == 0, str(inferred)
+    assert "causal=top-left" in inferred.contract.split(), str(inferred)
+    assert any(r["adopted"] == "causal=top-left" for r in inferred.rounds), str(inferred)
+    report = attncheck.check(attention_top_left, contract=inferred.contract, **OPTIONS)
+    assert report.passed and report.verdict in ("pass", "warn"), report.summary()
+    # The same seed, the same contract.
+    assert attncheck.infer(attention_top_left, **OPTIONS).contract == inferred.contract
+
+
+def test_infer_keeps_the_defaults_of_a_correct_function():
+    inferred = attncheck.infer(attention, **OPTIONS)
+    assert inferred.found, str(inferred)
+    assert "causal=top-left" not in inferred.contract.split()
+    assert inferred.rounds[0]["verdict"] in ("pass", "warn")
+
+
+def test_infer_gives_a_function_without_lse_lse_none():
+    inferred = attncheck.infer(attention_no_lse, **OPTIONS)
+    assert inferred.found and "lse=none" in inferred.contract.split(), str(inferred)
+    report = attncheck.check(attention_no_lse, contract=inferred.contract, **OPTIONS)
+    assert report.passed, report.summary()
+
+
+def test_infer_says_no_contract_fits_a_bug():
+    inferred = attncheck.infer(attention_unscaled, **OPTIONS)
+    assert inferred.outcome == "no-fit" and inferred.exit_code == 1, str(inferred)
+    assert inferred.no_fit["property"] in CORE_PROPERTIES
+    assert inferred.no_fit["counterexample"].startswith(inferred.no_fit["property"] + " — f32 B=")
+    assert "no contract value fits" in str(inferred) and "that is a bug" in str(inferred)
+
+
+def test_infer_rejects_bad_input():
+    with pytest.raises(ValueError, match="unknown property"):
+        attncheck.infer(attention, **dict(OPTIONS, properties=["no_such_property"]))
+    with pytest.raises(ValueError, match="unknown profile"):
+        attncheck.infer(attention, **dict(OPTIONS, profile="fast"))
