@@ -104,4 +104,15 @@ Outcome judged(const PrecisionProfile &profile, Judgement judgement);
 /// `o`, or its MPFR confirmation when `o` is a screened pass whose exact worst ratio may be ≥ `threshold`.
 Outcome exact_if_at_least(const Outcome &o, double threshold);
 
+/// How finely the engine ranks passing cases by error ÷ bound (the property's worst case, the targeted phase's
+/// parents and its highest ratio): to this many significant bits. Coarse enough that a screened pass's exact ratio,
+/// known within about 2τ relative plus ratio_slack, almost always has a single rank — its rank needs no MPFR.
+inline constexpr int kRankBits = 11;
+/// `r` rounded to kRankBits significant bits (0, ∞ and NaN as they are); non-decreasing in r.
+double ranked_ratio(double r);
+/// The rank of `o`'s exact worst ratio. For a screened pass it comes from the range that ratio lies in,
+/// [s(1 − 2τ) − (s + 1)(1 + 2τ)·slack, s + slack] (s its worst ratio), when the range has one rank; otherwise `o`
+/// becomes its MPFR confirmation (counted), ranked from that.
+double exact_rank(Outcome &o);
+
 }  // namespace attncheck

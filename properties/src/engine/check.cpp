@@ -229,8 +229,11 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
   pr.cases = st.counts.cases;
   pr.unsupported = st.counts.unsupported;
   pr.undecided = st.counts.undecided;
-  pr.worst_ratio = st.counts.worst_ratio;
-  pr.worst = st.counts.worst;
+  if (st.counts.worst.held) {
+    const Outcome &worst = st.counts.worst.settle();
+    pr.worst_ratio = worst.worst_ratio;
+    pr.worst = st.counts.worst.where + worst.worst;
+  }
   pr.budget_exhausted = st.budget_exhausted;
   pr.interrupted = st.interrupted;
   pr.skipped = st.counts.skipped;

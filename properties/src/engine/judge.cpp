@@ -104,3 +104,25 @@ Outcome exact_if_at_least(const Outcome &o, double threshold) {
 }
 
 }  // namespace attncheck
+
+namespace attncheck {
+
+double ranked_ratio(double r) {
+  if (!(r > 0) || !std::isfinite(r)) return r;
+  int e = 0;
+  const double m = std::frexp(r, &e);
+  return std::ldexp(std::round(std::ldexp(m, kRankBits)), e - kRankBits);
+}
+
+double exact_rank(Outcome &o) {
+  if (o.confirm) {
+    const double s = o.worst_ratio, slack = o.ratio_slack;
+    const double lo = std::max(0.0, s * (1 - 2 * kScreenMargin) - (s + 1) * (1 + 2 * kScreenMargin) * slack);
+    const double rank = ranked_ratio(s + slack);
+    if (ranked_ratio(lo) == rank) return rank;
+    o = exact_if_at_least(o, -std::numeric_limits<double>::infinity());
+  }
+  return ranked_ratio(o.worst_ratio);
+}
+
+}  // namespace attncheck

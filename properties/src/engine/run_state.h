@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,14 +52,29 @@ struct CheckRun {
   std::optional<bool> unequal_head_dims_declined;
 };
 
+/// A passing case that holds a record (the search's worst, the targeted phase's highest): its rank (exact_rank), what
+/// names it, and its outcome — a screened one is confirmed under MPFR only when the record is read (settle).
+struct Record {
+  bool held = false;
+  double rank = 0;
+  std::string where;  ///< "case 12 (f32 B=1 …): "
+  Outcome outcome;
+  /// Takes the case when it ranks above the one held (the earlier among equals stays).
+  void offer(double r, const std::function<std::string()> &name, const Outcome &o) {
+    if (held && !(r > rank)) return;
+    *this = Record{.held = true, .rank = r, .where = name(), .outcome = o};
+  }
+  /// The held outcome made exact (its MPFR confirmation when screened): its worst ratio and where, for the report.
+  const Outcome &settle();
+};
+
 /// What a property's search has counted: cases decided or not, declined, skipped, its worst error ÷ bound, the
 /// corners its decided and declined cases reached (coverage.h); the distinct shapes of the decided cases and of the
 /// declined ones (the minimum evidence of a pass, and why it is missing), and what left the first undecided case
 /// undecided.
 struct SearchCounts {
   int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
-  double worst_ratio = 0;
-  std::string worst;
+  Record worst;
   Coverage coverage;
   std::vector<Shape> decided_shapes, declined_shapes;
   std::string first_undecided;
@@ -89,8 +105,9 @@ struct Failure {
 /// The targeted phase: the cases it climbs from (highest error ÷ bound first), what it did, and the number of the
 /// mutant that failed.
 struct TargetState {
-  std::vector<std::pair<double, Case>> parents;
+  std::vector<std::pair<double, Case>> parents;  ///< (rank, case), highest first
   TargetedSearch counts;
+  Record highest;  ///< the mutant of the highest rank above the search's worst
   int failed = -1;
 };
 
@@ -113,6 +130,7 @@ struct RunState {
   // reproduce and the targeted phase: the last case evaluated (the replayed one) and its outcome.
   std::optional<Case> last;
   Outcome last_outcome;
+  double last_rank = 0;  ///< exact_rank of last_outcome when it passed
   TargetState target;
 };
 
@@ -160,16 +178,13 @@ void confirm_hang(RunState &st, std::vector<std::size_t> &shrink_path, PropertyR
 
 // targeted.cpp
 
-/// `o`, or its MPFR confirmation (judge.h) when `o` is a screened pass whose exact worst ratio could change what the
-/// run records: the property's worst case, the targeted phase's parents and highest ratio, a reproduce's outcome.
-Outcome exact_where_recorded(const RunState &st, const Outcome &o);
-
-/// Keeps `c` among the targeted phase's parents when its error ÷ bound `ratio` is among the kTargetParents highest
-/// (the earlier case first among equals).
-void keep_parent(RunState &st, double ratio, const Case &c);
-/// The targeted phase's record of mutant `c`, judged `o` (`slow`: why a call was too slow for its timeout):
-/// counted apart from the search's cases (the plan's), in the corners too; the phase reads the outcome.
-CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, bool timed_out, const std::string &slow);
+/// Keeps `c` among the targeted phase's parents when the rank of its error ÷ bound is among the kTargetParents
+/// highest (the earlier case first among equals).
+void keep_parent(RunState &st, double rank, const Case &c);
+/// The targeted phase's record of mutant `c`, judged `o` of rank `rank` (`slow`: why a call was too slow for its
+/// timeout): counted apart from the search's cases (the plan's), in the corners too; the phase reads the outcome.
+CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, double rank, bool timed_out,
+                        const std::string &slow);
 /// The targeted phase after a search that found nothing, on cases drawn under `co`. Replaying `replay` (a targeted
 /// counterexample's), it runs up to that mutant again and judges the end of its path in Phase::reproduce. The
 /// Reproduce of the failure it found and shrank, or reached again; nullopt when none.

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <limits>
 #include <exception>
 
 namespace attncheck::engine {
@@ -20,8 +21,9 @@ bool at_or_above(const Shape &s, const Shape &floor) {
          s.D >= floor.D && s.Dv >= floor.Dv;
 }
 
-/// The search's record of case `c`, judged `o` (`slow`: why a call was too slow for its timeout).
-CaseResult judge_searched(RunState &st, const Case &c, const Outcome &o, bool timed_out, const std::string &slow) {
+/// The search's record of case `c`, judged `o` of rank `rank` (`slow`: why a call was too slow for its timeout).
+CaseResult judge_searched(RunState &st, const Case &c, const Outcome &o, double rank, bool timed_out,
+                          const std::string &slow) {
   using T = CaseResult::Type;
   if (o.verdict == Verdict::unsupported) {
     ++st.counts.unsupported;
@@ -50,11 +52,8 @@ CaseResult judge_searched(RunState &st, const Case &c, const Outcome &o, bool ti
   }
   if (o.verdict == Verdict::pass) {
     remember_shape(st.counts.decided_shapes, c.spec.shape);
-    keep_parent(st, o.worst_ratio, c);
-  }
-  if (o.verdict == Verdict::pass && (st.counts.worst.empty() || o.worst_ratio > st.counts.worst_ratio)) {
-    st.counts.worst_ratio = o.worst_ratio;
-    st.counts.worst = in_case() + o.worst;
+    keep_parent(st, rank, c);
+    st.counts.worst.offer(rank, in_case, o);
   }
   return {T::Success, o.detail};
 }
@@ -70,6 +69,11 @@ Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c) {
     o.detail = std::string("the check threw: ") + e.what();
     return o;
   }
+}
+
+const Outcome &Record::settle() {
+  outcome = exact_if_at_least(outcome, -std::numeric_limits<double>::infinity());
+  return outcome;
 }
 
 void remember_shape(std::vector<Shape> &shapes, const Shape &s) {
@@ -122,14 +126,16 @@ CaseResult judge_case(RunState &st, const Case &c) {
   }
   bool timed_out = false;
   std::string slow;
-  const Outcome o = exact_where_recorded(st, evaluate_timed(st, c, &timed_out, searching ? &slow : nullptr));
+  Outcome o = evaluate_timed(st, c, &timed_out, searching ? &slow : nullptr);
   if (cut_short(st)) return {searching ? T::Failure : T::Success, "interrupted or unavailable"};
+  // Records compare ranks; a reproduce reports its outcome's worst ratio: each exact (judge.h).
+  const double rank = o.verdict == Verdict::pass && searching ? exact_rank(o) : 0;
   switch (st.phase) {
-    case Phase::search: return judge_searched(st, c, o, timed_out, slow);
-    case Phase::target: return judge_mutant(st, c, o, timed_out, slow);
+    case Phase::search: return judge_searched(st, c, o, rank, timed_out, slow);
+    case Phase::target: return judge_mutant(st, c, o, rank, timed_out, slow);
     case Phase::reproduce:
       st.last = c;
-      st.last_outcome = o;
+      st.last_outcome = exact_if_at_least(o, -std::numeric_limits<double>::infinity());
       if (o.verdict == Verdict::fail) return {T::Failure, o.detail};
       return {o.verdict == Verdict::unsupported ? T::Discard : T::Success, o.detail};
     case Phase::shrink: break;  // judge_candidate's

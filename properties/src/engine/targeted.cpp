@@ -62,9 +62,10 @@ std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co) {
 /// in Phase::target; one passing higher than the weakest parent replaces it. Stops at the first failure (then
 /// st.target.failed is its number, and the phase is shrink), at mutant `stop_after` (a reproduce: it failed
 /// there), or when the guard binds.
-void run_targeted(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned, int stop_after) {
-  if (st.target.parents.empty() || planned <= 0) return;
-  st.target.counts.from = st.target.counts.to = st.target.parents.front().first;
+/// Record::where of TargetState::highest once a mutant holds it.
+constexpr const char *kByMutant = "a mutant";
+
+void climb(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned, int stop_after) {
   rc::Random random(mix(seed ^ fnv1a("targeted")));
   for (int n = 0; n < planned && n <= stop_after; ++n) {
     if (must_stop(st)) return;
@@ -79,38 +80,40 @@ void run_targeted(RunState &st, const CaseOptions &co, std::uint64_t seed, int p
       return;
     }
     if (st.last_outcome.verdict == Verdict::pass) {
-      st.target.counts.to = std::max(st.target.counts.to, st.last_outcome.worst_ratio);
-      keep_parent(st, st.last_outcome.worst_ratio, mutant);
+      st.target.highest.offer(st.last_rank, [] { return std::string(kByMutant); }, st.last_outcome);
+      keep_parent(st, st.last_rank, mutant);
     }
   }
   st.phase = Phase::search;
 }
+
+/// The targeted phase: climb() from the search's worst cases; `from` is the search's highest error ÷ bound (its
+/// worst case is the first parent), `to` the highest a passing mutant reached — the first of the highest rank above
+/// it — each exact (Record::settle).
+void run_targeted(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned, int stop_after) {
+  if (st.target.parents.empty() || planned <= 0) return;
+  st.target.counts.from = st.target.counts.to = st.counts.worst.settle().worst_ratio;
+  st.target.highest = Record{.held = true, .rank = st.target.parents.front().first, .where = "the search", .outcome = {}};
+  climb(st, co, seed, planned, stop_after);
+  if (st.target.highest.where == kByMutant) st.target.counts.to = st.target.highest.settle().worst_ratio;
+}
 }  // namespace
 
-Outcome exact_where_recorded(const RunState &st, const Outcome &o) {
-  if (!o.confirm) return o;
-  constexpr double kAlways = -std::numeric_limits<double>::infinity();
-  if (st.phase == Phase::reproduce || st.counts.worst.empty()) return exact_if_at_least(o, kAlways);
-  double threshold = st.counts.worst_ratio;
-  const auto &parents = st.target.parents;
-  if (st.def->targeted) threshold = std::min(threshold, parents.size() < kTargetParents ? 0.0 : parents.back().first);
-  if (st.phase == Phase::target) threshold = std::min(threshold, st.target.counts.to);
-  return exact_if_at_least(o, threshold);
-}
-
-void keep_parent(RunState &st, double ratio, const Case &c) {
+void keep_parent(RunState &st, double rank, const Case &c) {
   auto &parents = st.target.parents;
-  if (!st.def->targeted || !(ratio > 0) || !std::isfinite(ratio)) return;
-  if (parents.size() == kTargetParents && ratio <= parents.back().first) return;
-  const auto at = std::find_if(parents.begin(), parents.end(), [&](const auto &p) { return p.first < ratio; });
-  parents.insert(at, {ratio, c});
+  if (!st.def->targeted || !(rank > 0) || !std::isfinite(rank)) return;
+  if (parents.size() == kTargetParents && rank <= parents.back().first) return;
+  const auto at = std::find_if(parents.begin(), parents.end(), [&](const auto &p) { return p.first < rank; });
+  parents.insert(at, {rank, c});
   if (parents.size() > kTargetParents) parents.pop_back();
 }
 
-CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, bool timed_out, const std::string &slow) {
+CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, double rank, bool timed_out,
+                        const std::string &slow) {
   using T = CaseResult::Type;
   st.last = c;
   st.last_outcome = o;
+  st.last_rank = rank;
   if (o.verdict == Verdict::unsupported) {
     ++st.target.counts.declined;
     count_corners(st, c, /*was_decided=*/false);
@@ -127,11 +130,11 @@ CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, bool time
     begin_shrink(st, c, o, timed_out, st.counts.cases + st.target.counts.cases);
     return {T::Failure, o.detail};
   }
-  if (o.verdict == Verdict::pass && o.worst_ratio > st.counts.worst_ratio) {
-    st.counts.worst_ratio = o.worst_ratio;
-    st.counts.worst = "targeted case " + std::to_string(st.target.counts.cases) + " (" + c.spec.describe() +
-                      "): " + o.worst;
-  }
+  if (o.verdict == Verdict::pass)
+    st.counts.worst.offer(
+        rank,
+        [&] { return "targeted case " + std::to_string(st.target.counts.cases) + " (" + c.spec.describe() + "): "; },
+        o);
   return {T::Success, o.detail};
 }
 
