@@ -158,10 +158,13 @@ struct CheckOptions {
 /// grants (a declaration that would pass anything excuses, it does not explain). The candidates, narrowest first,
 /// are the practices of production kernels the contract keys can declare (SPEC.md §3.1: tanh=approx,
 /// causal=top-left, empty-rows=unspecified, …, lse=storage, accumulate-qk=f16, lse=none for an LSE left unwritten).
-/// A failed call or a write outside the outputs is explained by none. A declaration that explains the case must also hold on a few fresh cases of the property drawn
-/// under it (from `co`, the property's case options, and `seed`): minimal cases are small enough to be ambiguous.
+/// A failed call or a write outside the outputs is explained by none. A declaration that explains the case must also
+/// hold on a few fresh cases of the property drawn under it (from `co`, the property's case options, and `seed`):
+/// minimal cases are small enough to be ambiguous. `stop` (the run's guard or a cancellation) ends the search before
+/// the next kernel call: the declarations confirmed by then are kept.
 std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
-                                         std::uint64_t seed, const Case &c, const Outcome &o);
+                                         std::uint64_t seed, const Case &c, const Outcome &o,
+                                         const std::function<bool()> &stop = {});
 
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.

@@ -261,7 +261,8 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
                                          .seed = pr.seed,
                                          .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce),
                                          .explained_by =
-                                             explain_failure(def, env, co, pr.seed, *st.last, st.last_outcome)};
+                                             explain_failure(def, env, co, pr.seed, *st.last, st.last_outcome,
+                                                             [&] { return must_stop(st); })};
       pr.note = "reproduced";
       if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     } else if (st.last) {
@@ -295,7 +296,8 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
                                        .shrinks_tried = f.shrinks_tried,
                                        .seed = pr.seed,
                                        .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce),
-                                       .explained_by = explain_failure(def, env, co, pr.seed, f.best, f.best_outcome)};
+                                       .explained_by = explain_failure(def, env, co, pr.seed, f.best, f.best_outcome,
+                                                                      [&] { return must_stop(st); })};
     if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     if (failure_key != key) {
       pr.targeted.to = std::max(pr.targeted.to, f.first_outcome.worst_ratio);

@@ -89,11 +89,13 @@ CaseOptions options_under(CaseOptions co, const KernelContract &was, const Kerne
 /// No fresh case of the property fails under `judged`, nor accuracy on the same cases (a property about one corner,
 /// such as the rows that see no key, says little about the rest of the kernel; declined and undecided cases say
 /// nothing against it).
-bool holds_on_fresh_cases(const PropertyDef &def, const Env &judged, const CaseOptions &co, std::uint64_t seed) {
+bool holds_on_fresh_cases(const PropertyDef &def, const Env &judged, const CaseOptions &co, std::uint64_t seed,
+                          const std::function<bool()> &stop) {
   const int n = co.stretch ? kConfirmStretchedCases : kConfirmCases;
   const PropertyDef *accuracy = co.stretch ? nullptr : find_property("accuracy");
   rc::Random random(seed);
   for (int i = 0; i < n; ++i) {
+    if (stop && stop()) return false;  // not confirmed
     const CaseSpec spec = draw_spec(random.split(), (i + 1) * rc::kNominalSize / n, co);
     const Case c = draw_case(random.split(), spec, co);
     if (def.run(judged, c).verdict == Verdict::fail) return false;
@@ -105,7 +107,8 @@ bool holds_on_fresh_cases(const PropertyDef &def, const Env &judged, const CaseO
 }  // namespace
 
 std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
-                                         std::uint64_t seed, const Case &c, const Outcome &o) {
+                                         std::uint64_t seed, const Case &c, const Outcome &o,
+                                         const std::function<bool()> &stop) {
   std::vector<Explanation> out;
   if (o.verdict != Verdict::fail || !o.step) return out;
   // A failed call, or a write where the kernel may not write, is what it is under any contract.
@@ -113,6 +116,7 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
                     o.finding->kind == Finding::Kind::wrote_padding))
     return out;
   for (const Candidate &cand : kCandidates) {
+    if (stop && stop()) break;
     if (cand.applies && !cand.applies(o)) continue;
     const KernelContract changed = parse_contract(cand.declaration, env.contract);
     if (changed == env.contract) continue;  // declared already
@@ -132,7 +136,7 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
             exact_if_at_least(again, kMinFit).worst_ratio < kMinFit)
           continue;
       }
-      if (!holds_on_fresh_cases(def, judged, under, seed)) continue;
+      if (!holds_on_fresh_cases(def, judged, under, seed, stop)) continue;
       out.push_back({std::string(cand.declaration), std::string(cand.meaning)});
     } catch (const std::exception &) {
       // The engine's trouble, not evidence for the declaration.
