@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
   register_check_command(app, action);
   register_replay_command(app, action);
   register_merge_command(app, action);
+  register_corpus_command(app, action);
   register_list_command(app, action);
   register_study_command(app, action);
   try {

@@ -124,7 +124,7 @@ def _kernels_and_command(kernel):
 def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default", seed=1, contract=None,
           report_dir=None, junit=None, time_budget=None, framework=None, device="cpu", isolate=False,
           cases=None, strict=False, timeout=10.0, first_call_timeout=60.0, name=None, quiet=None,
-          shape_pool=None) -> Report:
+          shape_pool=None, corpus=None) -> Report:
     """Checks the attention function `fn(q, k, v, *, scale, causal)` — returning `out` or `(out, lse)` — against
     attncheck's arbitrary-precision reference on generated cases, shrinking each failure to a minimal counterexample.
 
@@ -148,6 +148,12 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     or N; by default "auto", and the CLI's pool size for JAX, which compiles every new shape, eager or jitted. `timeout` (seconds per call; `first_call_timeout` for the first call of each shape, when a JIT compiles)
     applies to isolated functions; `profile` sets the cases and time budget
     per dtype (quick, default, thorough), `cases` and `time_budget` (seconds per dtype) override it.
+
+    `corpus` is a counterexample corpus directory (created when missing; the CLI's `check --corpus`): its entries for
+    the function's name and each dtype are replayed before each property's search — a corpus case that fails is that
+    property's counterexample (Counterexample.corpus_entry names it) — and every counterexample and warning of this
+    check is added to it, one file per case named by its content hash (spec/REPORT_SCHEMA.md). `attncheck corpus DIR`
+    lists and prunes it.
 
     Returns a Report; writes report.json, summary.md and report.html to `report_dir` and JUnit XML to `junit` when
     given. The same seed gives the same cases, verdicts and report.
@@ -175,6 +181,7 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
         framework_used = kernel.adapter_framework if isinstance(kernel, _Isolated) else kernel[0][1].adapter.framework
         shape_pool = _core.AUTO_SHAPE_POOL if framework_used == "jax" else "auto"
     rq.shape_pool = str(shape_pool)
+    rq.corpus = os.fspath(corpus) if corpus is not None else ""
     specs, command = _kernels_and_command(kernel)
     try:
         text, exit_code, interrupted = _core.check(specs, command, rq)

@@ -4,6 +4,7 @@
 // its uint16 bits — and stores what it returns into the gate's output tensors. An exec command (isolate=True) runs
 // through ExecKernel instead. Everything else — generation, reference, error model, shrinking, reports — is the
 // same code as `attncheck check`.
+#include "attncheck/corpus.h"
 #include "attncheck/gate.h"
 #include "attncheck/replay.h"
 
@@ -386,6 +387,7 @@ struct CheckRequest {
   double timeout = 10, first_call_timeout = 60;
   std::uint64_t memory_limit_mib = 4096;
   std::string shape_pool = "auto";
+  std::string corpus;  ///< a counterexample corpus directory (gate/include/attncheck/corpus.h); empty: none
 };
 
 /// The report names the call the guard abandoned: on the first property it cut short (else the last one run); the
@@ -447,6 +449,13 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
   } catch (const std::runtime_error &e) {
     throw nb::value_error(e.what());
   }
+  // The corpus: its entries replayed first, the run's counterexamples added (gate::open_corpus, store_corpus).
+  std::optional<gate::Corpus> corpus;
+  try {
+    if (!rq.corpus.empty()) corpus = gate::open_corpus(rq.corpus);
+  } catch (const gate::CorpusError &e) {
+    throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
+  }
   std::vector<KernelRunState> states(kernels->list.size());
   g_cancel.store(false);
   g_interrupted.store(false);
@@ -457,11 +466,22 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
     nb::gil_scoped_release release;
     doc.runs = gate::check_serially(
         kernels->list, dtypes,
-        [&](std::size_t n, Dtype dt) { return gate::run_options(request, dt, contracts[n], states[n], &g_cancel); },
+        [&](std::size_t n, Dtype dt) {
+          CheckOptions opt = gate::run_options(request, dt, contracts[n], states[n], &g_cancel);
+          if (corpus) opt.corpus = gate::corpus_cases(*corpus, kernels->list[n]->name, dt);
+          return opt;
+        },
         kernels->source, request.profile->name, rq.quiet, rq.strict);
   }
   if (guard && !guard->running().empty()) name_the_call_left_running(doc, guard->running());
   if (!rq.report_dir.empty()) reporting::write_reports(doc, rq.report_dir);
+  if (corpus) {
+    try {
+      gate::store_corpus(doc, rq.corpus);
+    } catch (const gate::CorpusError &e) {
+      throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
+    }
+  }
   return {reporting::to_json(doc), gate::exit_code(doc, rq.strict, g_cancel.load()), g_interrupted.load()};
 }
 
@@ -578,7 +598,8 @@ NB_MODULE(_core, m) {
       .def_rw("timeout", &CheckRequest::timeout)
       .def_rw("first_call_timeout", &CheckRequest::first_call_timeout)
       .def_rw("memory_limit_mib", &CheckRequest::memory_limit_mib)
-      .def_rw("shape_pool", &CheckRequest::shape_pool);
+      .def_rw("shape_pool", &CheckRequest::shape_pool)
+      .def_rw("corpus", &CheckRequest::corpus);
 
   m.def("check", &run_check, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
         "Runs the gate; returns (report.json text, exit code, interrupted).");

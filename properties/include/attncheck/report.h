@@ -43,6 +43,10 @@ struct Counterexample {
   std::vector<Explanation> explained_by;
   /// The failing problem's values (add_evidence, check.h), when the check gathered them.
   std::optional<Evidence> evidence;
+  /// The content hash of the corpus entry this counterexample was replayed from (CheckOptions::corpus); empty when
+  /// the search (or the targeted phase) found it. A corpus case is not shrunk again: it is minimal already.
+  std::string corpus_entry;
+  bool from_corpus() const { return !corpus_entry.empty(); }
   /// The problem the failing check judged: outcome.failing_case (a modified copy) when the property recorded one,
   /// else the minimal case; and its scale.
   const Case &judged() const { return outcome.failing_case ? *outcome.failing_case : minimal; }
@@ -68,6 +72,13 @@ struct TargetedSearch {
   friend bool operator==(const TargetedSearch &, const TargetedSearch &) = default;
 };
 
+/// The corpus cases a property replayed before its search (CheckOptions::corpus).
+struct CorpusReplay {
+  int replayed = 0;  ///< corpus cases judged (the one that failed included)
+  int passed = 0;    ///< of them, those that passed
+  friend bool operator==(const CorpusReplay &, const CorpusReplay &) = default;
+};
+
 /// One property's line of the report.
 struct PropertyReport {
   std::string id, formula;
@@ -91,6 +102,7 @@ struct PropertyReport {
   /// The corners (coverage.h) the search's cases reached: decided and declined, per corner.
   Coverage coverage;
   TargetedSearch targeted;  ///< the targeted phase (not run: ran() false)
+  CorpusReplay corpus;      ///< the corpus cases replayed first (none: replayed 0)
   Timing timing;
 
   /// The worst error ÷ bound the property saw: the search's, or its counterexample's when larger (worst_ratio
