@@ -43,28 +43,18 @@ int prune_entries(const CorpusArgs &a, const gate::Corpus &corpus) {
   } catch (const LoaderError &e) {
     return usage_error(e.what());
   }
+  const std::vector<gate::Pruned> pruned = gate::prune_corpus(
+      corpus,
+      [&](const std::string &name) -> const attncheck_kernel * {
+        for (const attncheck_kernel &k : source->kernels())
+          if (k.name && name == k.name) return &k;
+        return nullptr;
+      },
+      a.kernel);
   int dropped = 0, kept = 0;
-  for (const reporting::CorpusEntry &e : corpus.entries) {
-    if (!a.kernel.empty() && e.kernel != a.kernel) continue;
-    const attncheck_kernel *kernel = nullptr;
-    for (const attncheck_kernel &k : source->kernels())
-      if (k.name && e.kernel == k.name) kernel = &k;
-    if (!kernel) {
-      ++kept;
-      fmt::print("kept     {}  (the source has no kernel {})\n", gate::corpus_line(e), e.kernel);
-      continue;
-    }
-    const gate::ReplayResult r = gate::replay_entry(e, *kernel);
-    if (r.tier != Tier::off && r.verdict() == Verdict::pass) {
-      gate::remove_entry(corpus, e);
-      ++dropped;
-      fmt::print("dropped  {}  (passes now)\n", gate::corpus_line(e));
-    } else {
-      ++kept;
-      fmt::print("kept     {}  ({}{})\n", gate::corpus_line(e),
-                 r.tier == Tier::off ? "not run" : std::string(verdict_id(r.verdict())),
-                 r.outcome.detail.empty() ? "" : ": " + r.outcome.detail);
-    }
+  for (const gate::Pruned &p : pruned) {
+    ++(p.dropped ? dropped : kept);
+    fmt::print("{}\n", gate::pruned_line(p));
   }
   source.reset();               // its kernel processes stopped,
   containment::kill_strays();    // and any they left running

@@ -186,4 +186,33 @@ void remove_entry(const Corpus &corpus, const reporting::CorpusEntry &e) {
     throw CorpusError("corpus entry " + file.string() + " cannot be removed" + (ec ? ": " + ec.message() : ""));
 }
 
+std::vector<Pruned> prune_corpus(const Corpus &corpus,
+                                 const std::function<const attncheck_kernel *(const std::string &)> &find,
+                                 const std::string &only) {
+  std::vector<Pruned> out;
+  for (const reporting::CorpusEntry &e : corpus.entries) {
+    if (!only.empty() && e.kernel != only) continue;
+    Pruned p{e, false, {}};
+    if (const attncheck_kernel *kernel = find(e.kernel); !kernel) {
+      p.why = "the source has no kernel " + e.kernel;
+    } else {
+      const ReplayResult r = replay_entry(e, *kernel);
+      p.dropped = r.tier != Tier::off && r.verdict() == Verdict::pass;
+      if (p.dropped) {
+        remove_entry(corpus, e);
+        p.why = "passes now";
+      } else {
+        p.why = (r.tier == Tier::off ? std::string("not run") : std::string(verdict_id(r.verdict()))) +
+                (r.outcome.detail.empty() ? "" : ": " + r.outcome.detail);
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string pruned_line(const Pruned &p) {
+  return fmt::format("{}  {}  ({})", p.dropped ? "dropped" : "kept   ", corpus_line(p.entry), p.why);
+}
+
 }  // namespace attncheck::gate

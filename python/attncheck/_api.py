@@ -208,6 +208,28 @@ def replay(report_json, failure, kernel, timeout=10.0, contract=None, strict=Fal
     return Replay(verdict, step, detail, strict)
 
 
+def corpus_entries(corpus):
+    """The entries of the counterexample corpus `corpus` (a directory check(corpus=...) wrote), one line each as
+    `attncheck corpus DIR` lists them: hash, kernel, dtype, property, verdict, shape. Raises ValueError for a corpus
+    that is missing or corrupt."""
+    return _core.corpus_list(os.fspath(corpus))
+
+
+def prune_corpus(corpus, fn, *, backward=None, framework=None, device="cpu", name=None, contract=None,
+                 isolate=False, timeout=10.0):
+    """`attncheck corpus DIR --prune` for a Python function: replays each entry of the corpus recorded for `fn`'s
+    name (`name`, as check() names it) on `fn`, under the contract the entry was recorded with, and deletes those
+    that pass now. Returns [(line, dropped)] per entry, the line saying "dropped … (passes now)" or "kept … (why)"."""
+    kernel = make_kernel(fn, backward, framework, device, name, contract, isolate)
+    kernel_name = kernel.name if isinstance(kernel, _Isolated) else kernel[0][0]
+    specs, command = _kernels_and_command(kernel)
+    try:
+        return _core.corpus_prune(os.fspath(corpus), specs, command, timeout, kernel_name)
+    finally:
+        if isinstance(kernel, _Isolated):
+            kernel.close()
+
+
 def properties():
     """Every property: (id, formula, summary)."""
     return _core.properties()

@@ -572,6 +572,53 @@ std::tuple<std::string, std::string, std::string> replay(const std::string &json
   return {std::string(verdict_id(r.verdict())), o.step ? std::string(step_id(*o.step)) : "", o.detail};
 }
 
+/// The corpus at `dir`, or ValueError with the one-line reason.
+gate::Corpus read_corpus(const std::string &dir) {
+  try {
+    return gate::read_corpus(dir);
+  } catch (const gate::CorpusError &e) {
+    throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
+  }
+}
+
+/// The corpus's lines, as `attncheck corpus DIR` lists them.
+std::vector<std::string> corpus_list(const std::string &dir) {
+  std::vector<std::string> lines;
+  for (const reporting::CorpusEntry &e : read_corpus(dir).entries) lines.push_back(gate::corpus_line(e));
+  return lines;
+}
+
+/// `attncheck corpus DIR --prune` on the given kernels: (line, dropped) per entry of `kernel` (empty: of every kernel
+/// given), entries of a name no kernel has kept.
+std::vector<std::pair<std::string, bool>> corpus_prune(const std::string &dir, const std::vector<PyKernelSpec> &specs,
+                                                       const std::string &exec_command, double timeout,
+                                                       const std::string &kernel) {
+  const gate::Corpus corpus = read_corpus(dir);
+  std::optional<Kernels> kernels;
+  try {
+    kernels.emplace(specs, exec_command, timeout, timeout, 4096);
+  } catch (const std::runtime_error &e) {
+    throw nb::value_error(e.what());
+  }
+  std::vector<gate::Pruned> pruned;
+  try {
+    nb::gil_scoped_release release;
+    pruned = gate::prune_corpus(
+        corpus,
+        [&](const std::string &name) -> const attncheck_kernel * {
+          for (const attncheck_kernel *k : kernels->list)
+            if (name == k->name) return k;
+          return nullptr;
+        },
+        kernel);
+  } catch (const gate::CorpusError &e) {
+    throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
+  }
+  std::vector<std::pair<std::string, bool>> out;
+  for (const gate::Pruned &p : pruned) out.emplace_back(gate::pruned_line(p), p.dropped);
+  return out;
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -608,6 +655,9 @@ NB_MODULE(_core, m) {
   m.def("replay_off", &replay_off, nb::arg("report_json"), nb::arg("failure"), nb::arg("contract").none(),
         "Why a replay under the contract runs nothing (it turns the property off), else None: no kernel needed.");
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
+  m.def("corpus_list", &corpus_list, nb::arg("dir"));
+  m.def("corpus_prune", &corpus_prune, nb::arg("dir"), nb::arg("kernels"), nb::arg("exec_command"), nb::arg("timeout"),
+        nb::arg("kernel"));
   m.def("inputs", &counterexample_inputs, nb::arg("report_json"), nb::arg("failure"),
         "Counterexample N's inputs: ([(name, shape, values)], scale, causal).");
   // The terminal text (reporting::to_text): the gate's table, or with these options Report.summary().

@@ -16,6 +16,7 @@
 #include "attncheck/report_io.h"
 
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,5 +68,21 @@ ReplayResult replay_entry(const reporting::CorpusEntry &e, const attncheck_kerne
 
 /// Deletes entry `e`'s file from `corpus`. Throws CorpusError when it cannot.
 void remove_entry(const Corpus &corpus, const reporting::CorpusEntry &e);
+
+/// What a prune did with one entry.
+struct Pruned {
+  reporting::CorpusEntry entry;
+  bool dropped = false;  ///< it passes now, and its file is deleted
+  std::string why;       ///< "passes now", or why it is kept ("fail: …", "the source has no kernel …")
+};
+/// `attncheck corpus DIR --prune` (and Python's attncheck.prune_corpus): replays each entry of `corpus` — of kernel
+/// `only`, when not empty — on `find(entry.kernel)` (replay_entry; nullptr: the source has no such kernel, and the
+/// entry is kept), and deletes those that pass now. Entries that fail, warn or stay undecided are kept. Returns
+/// one Pruned per entry considered, in hash order. Throws CorpusError when a file cannot be deleted.
+std::vector<Pruned> prune_corpus(const Corpus &corpus,
+                                 const std::function<const attncheck_kernel *(const std::string &)> &find,
+                                 const std::string &only);
+/// A prune's line for an entry: "dropped  <corpus_line>  (passes now)" or "kept     <corpus_line>  (why)".
+std::string pruned_line(const Pruned &p);
 
 }  // namespace attncheck::gate
