@@ -67,10 +67,11 @@ def test_a_bug_found_with_seed_1_is_caught_by_seed_2_through_the_corpus(tmp_path
 
 
 def test_an_empty_corpus_changes_nothing(tmp_path):
-    (tmp_path / "empty").mkdir()
     for fn in (drops_a_key, fixed):
+        empty = tmp_path / fn.__name__  # a fresh one each: the failing check adds its counterexample to it
+        empty.mkdir()
         plain = attncheck.check(fn, seed=1, **PLAN)
-        with_empty = attncheck.check(fn, seed=1, corpus=tmp_path / "empty", **PLAN)
+        with_empty = attncheck.check(fn, seed=1, corpus=empty, **PLAN)
         assert with_empty.content == plain.content
         assert with_empty.exit_code == plain.exit_code
 
