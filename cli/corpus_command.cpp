@@ -12,6 +12,14 @@
 namespace attncheck::cli {
 
 namespace {
+/// Ends the processes the kernels left running when it goes out of scope (containment.h), on every way out.
+struct EndStrays {
+  EndStrays() = default;
+  EndStrays(const EndStrays &) = delete;
+  EndStrays &operator=(const EndStrays &) = delete;
+  ~EndStrays() { containment::kill_strays(); }
+};
+
 struct CorpusArgs {
   std::string dir, plugin, exec, kernel;
   bool prune = false;
@@ -36,6 +44,7 @@ int prune_entries(const CorpusArgs &a, const gate::Corpus &corpus) {
   LoaderOptions so;
   so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
   containment::adopt_orphans();
+  const EndStrays strays;  // after `source` below has stopped its kernel processes
   std::optional<KernelLoader> source;
   try {
     source.emplace(src, so);
@@ -56,8 +65,6 @@ int prune_entries(const CorpusArgs &a, const gate::Corpus &corpus) {
     ++(p.dropped ? dropped : kept);
     fmt::print("{}\n", gate::pruned_line(p));
   }
-  source.reset();               // its kernel processes stopped,
-  containment::kill_strays();    // and any they left running
   fmt::print("pruned {}: {} dropped, {} kept\n", corpus.dir.string(), dropped, kept);
   return gate::kExitPass;
 }
