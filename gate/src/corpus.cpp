@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <sstream>
 #include <system_error>
