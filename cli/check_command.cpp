@@ -8,6 +8,7 @@
 
 #include "attncheck/check.h"
 #include "attncheck/containment.h"
+#include "attncheck/corpus.h"
 #include "attncheck/hand_over.h"
 #include "attncheck/property.h"
 #include "attncheck/report_io.h"
@@ -72,7 +73,7 @@ struct CancelOnSignal {
 };
 
 struct CheckArgs {
-  std::string plugin, exec, kernel, properties, profile = "default", report_dir, junit;
+  std::string plugin, exec, kernel, properties, profile = "default", report_dir, junit, corpus;
   std::optional<std::string> accumulate, contract;
   std::vector<std::string> dtypes;
   std::optional<int> cases;
@@ -237,7 +238,7 @@ int run_check(const CheckArgs &a) {
     if (a.report_dir.empty() && a.junit.empty())
       return usage_error("--confine-writes keeps kernels out of the reports: give --report-dir or --junit");
     std::vector<std::filesystem::path> reports;
-    for (const std::string &path : {a.report_dir, a.junit})
+    for (const std::string &path : {a.report_dir, a.junit, a.corpus})
       if (!path.empty()) reports.emplace_back(path);
     try {
       containment::confine_writes(reports);
@@ -277,6 +278,15 @@ int run_check(const CheckArgs &a) {
     return usage_error(e.what());
   }
 
+  // The corpus (--corpus): read before any case runs, created when missing; a worker reads what its parent read (the
+  // parent stores the run's counterexamples only once every worker is done).
+  std::optional<gate::Corpus> corpus;
+  try {
+    if (!a.corpus.empty()) corpus = a.worker ? gate::read_corpus(a.corpus) : gate::open_corpus(a.corpus);
+  } catch (const gate::CorpusError &e) {
+    return usage_error("--corpus: " + std::string(e.what()));
+  }
+
   gate::Request request;
   request.properties = ids;
   request.profile = gate::find_profile(a.profile);
@@ -291,6 +301,7 @@ int run_check(const CheckArgs &a) {
   const CancelOnSignal cancel_on_signal;
   auto options_for = [&](std::size_t n, Dtype dt) {
     CheckOptions opt = gate::run_options(request, dt, contracts[n], states[n], &g_cancel);
+    if (corpus) opt.corpus = gate::corpus_cases(*corpus, kernels[n]->name, dt);
     if (shard) {  // this shard's properties of the run, under the run's whole guard (a guard, not a share)
       const std::size_t run = n * dtypes.size() + static_cast<std::size_t>(
                                   std::find(dtypes.begin(), dtypes.end(), dt) - dtypes.begin());
@@ -353,6 +364,12 @@ int run_check(const CheckArgs &a) {
                                a.report_dir);
     }
     if (!a.junit.empty()) reporting::write_file(a.junit, reporting::to_junit(doc));
+    if (corpus) {  // every counterexample and warning of the run, for the next runs to replay first
+      const std::vector<std::string> added = gate::store_corpus(doc, a.corpus);
+      if (!a.quiet)
+        fmt::print(stderr, "corpus {}: {} new entr{} (it held {})\n", a.corpus, added.size(),
+                   added.size() == 1 ? "y" : "ies", corpus->entries.size());
+    }
   } catch (const std::runtime_error &e) {
     return usage_error(e.what());
   }
@@ -411,6 +428,10 @@ void register_check_command(CLI::App &app, Action &action) {
       ->capture_default_str();
   cmd->add_option("--report-dir", args->report_dir, "Write report.json, summary.md and report.html here");
   cmd->add_option("--junit", args->junit, "Write JUnit XML here (one testcase per kernel, dtype and property)");
+  cmd->add_option("--corpus", args->corpus,
+                  "A counterexample corpus (created when missing): its entries for each kernel and dtype are replayed "
+                  "before each property's search, and every counterexample and warning of this run is added to it "
+                  "(`attncheck corpus DIR` lists and prunes it; spec/REPORT_SCHEMA.md)");
   cmd->add_flag("--confine-writes", args->confine_writes,
                 "Kernel processes may not write beneath --report-dir and --junit, nor create or remove entries in "
                 "the directories above them (Landlock, Linux 5.19 or later; spec/SPEC.md §8)");

@@ -26,5 +26,6 @@ void register_replay_command(CLI::App &app, Action &action);
 void register_list_command(CLI::App &app, Action &action);
 void register_merge_command(CLI::App &app, Action &action);
 void register_infer_command(CLI::App &app, Action &action);
+void register_corpus_command(CLI::App &app, Action &action);
 
 }  // namespace attncheck::cli

@@ -32,6 +32,7 @@ int main(int argc, char **argv) {
   register_replay_command(app, action);
   register_merge_command(app, action);
   register_infer_command(app, action);
+  register_corpus_command(app, action);
   register_list_command(app, action);
   register_study_command(app, action);
   try {

@@ -124,7 +124,7 @@ def _kernels_and_command(kernel):
 def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default", seed=1, contract=None,
           report_dir=None, junit=None, time_budget=None, framework=None, device="cpu", isolate=False,
           cases=None, strict=False, timeout=10.0, first_call_timeout=60.0, name=None, quiet=None,
-          shape_pool=None) -> Report:
+          shape_pool=None, corpus=None) -> Report:
     """Checks the attention function `fn(q, k, v, *, scale, causal)` — returning `out` or `(out, lse)` — against
     attncheck's arbitrary-precision reference on generated cases, shrinking each failure to a minimal counterexample.
 
@@ -148,6 +148,12 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     or N; by default "auto", and the CLI's pool size for JAX, which compiles every new shape, eager or jitted. `timeout` (seconds per call; `first_call_timeout` for the first call of each shape, when a JIT compiles)
     applies to isolated functions; `profile` sets the cases and time budget
     per dtype (quick, default, thorough), `cases` and `time_budget` (seconds per dtype) override it.
+
+    `corpus` is a counterexample corpus directory (created when missing; the CLI's `check --corpus`): its entries for
+    the function's name and each dtype are replayed before each property's search — a corpus case that fails is that
+    property's counterexample (Counterexample.corpus_entry names it) — and every counterexample and warning of this
+    check is added to it, one file per case named by its content hash (spec/REPORT_SCHEMA.md). `attncheck corpus DIR`
+    lists and prunes it.
 
     Returns a Report; writes report.json, summary.md and report.html to `report_dir` and JUnit XML to `junit` when
     given. The same seed gives the same cases, verdicts and report.
@@ -175,6 +181,7 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
         framework_used = kernel.adapter_framework if isinstance(kernel, _Isolated) else kernel[0][1].adapter.framework
         shape_pool = _core.AUTO_SHAPE_POOL if framework_used == "jax" else "auto"
     rq.shape_pool = str(shape_pool)
+    rq.corpus = os.fspath(corpus) if corpus is not None else ""
     specs, command = _kernels_and_command(kernel)
     try:
         text, exit_code, interrupted = _core.check(specs, command, rq)
@@ -199,6 +206,28 @@ def replay(report_json, failure, kernel, timeout=10.0, contract=None, strict=Fal
         if isinstance(kernel, _Isolated):
             kernel.close()
     return Replay(verdict, step, detail, strict)
+
+
+def corpus_entries(corpus):
+    """The entries of the counterexample corpus `corpus` (a directory check(corpus=...) wrote), one line each as
+    `attncheck corpus DIR` lists them: hash, kernel, dtype, property, verdict, shape. Raises ValueError for a corpus
+    that is missing or corrupt."""
+    return _core.corpus_list(os.fspath(corpus))
+
+
+def prune_corpus(corpus, fn, *, backward=None, framework=None, device="cpu", name=None, contract=None,
+                 isolate=False, timeout=10.0):
+    """`attncheck corpus DIR --prune` for a Python function: replays each entry of the corpus recorded for `fn`'s
+    name (`name`, as check() names it) on `fn`, under the contract the entry was recorded with, and deletes those
+    that pass now. Returns [(line, dropped)] per entry, the line saying "dropped … (passes now)" or "kept … (why)"."""
+    kernel = make_kernel(fn, backward, framework, device, name, contract, isolate)
+    kernel_name = kernel.name if isinstance(kernel, _Isolated) else kernel[0][0]
+    specs, command = _kernels_and_command(kernel)
+    try:
+        return _core.corpus_prune(os.fspath(corpus), specs, command, timeout, kernel_name)
+    finally:
+        if isinstance(kernel, _Isolated):
+            kernel.close()
 
 
 def properties():

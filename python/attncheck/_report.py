@@ -50,6 +50,9 @@ class Counterexample:
     #: declarations under which the case passes ([{"declaration": "tanh=approx", "meaning": ...}]): a practice the
     #: function may follow, to declare in `contract=` if it does
     explained_by: list = field(default_factory=list)
+    #: the content hash of the corpus entry it was replayed from (check(corpus=...)); None when this run's search
+    #: found it
+    corpus_entry: Optional[str] = None
     _report_json: str = field(default="", repr=False, compare=False)  # the report it is from: describe() renders it
 
     def describe(self):
@@ -75,6 +78,9 @@ class PropertyResult:
     note: str
     formula: str
     counterexample: Optional[Counterexample] = None
+    #: corpus cases replayed before the search (check(corpus=...)) and how many of them passed
+    corpus_replayed: int = 0
+    corpus_passed: int = 0
 
 
 class Report:
@@ -102,7 +108,8 @@ class Report:
                     self.counterexamples.append(cx)
                 self.properties.append(PropertyResult(
                     run["kernel"], run["dtype"], p["id"], p["verdict"], p.get("tier", "required"), p["cases"],
-                    p["unsupported"], p["undecided"], _ratio(p["worst_ratio"]), p.get("note", ""), p["formula"], cx))
+                    p["unsupported"], p["undecided"], _ratio(p["worst_ratio"]), p.get("note", ""), p["formula"], cx,
+                    p.get("corpus", {}).get("replayed", 0), p.get("corpus", {}).get("passed", 0)))
         self.counterexamples.sort(key=lambda c: c.number)
 
     @property
@@ -217,4 +224,4 @@ def _counterexample(report_json, run, p, number):
     return Counterexample(number, run["kernel"], run["dtype"], p["id"], verdict, cx.get("step"),
                           out.get("detail", ""), spec, inputs, scale, causal,
                           cx.get("shrink_steps", 0), cx.get("found_after", 0), cx.get("explained_by", []),
-                          report_json)
+                          cx.get("corpus_entry"), report_json)

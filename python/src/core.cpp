@@ -4,6 +4,7 @@
 // its uint16 bits — and stores what it returns into the gate's output tensors. An exec command (isolate=True) runs
 // through ExecKernel instead. Everything else — generation, reference, error model, shrinking, reports — is the
 // same code as `attncheck check`.
+#include "attncheck/corpus.h"
 #include "attncheck/gate.h"
 #include "attncheck/infer.h"
 #include "attncheck/replay.h"
@@ -387,6 +388,7 @@ struct CheckRequest {
   double timeout = 10, first_call_timeout = 60;
   std::uint64_t memory_limit_mib = 4096;
   std::string shape_pool = "auto";
+  std::string corpus;  ///< a counterexample corpus directory (gate/include/attncheck/corpus.h); empty: none
 };
 
 /// The report names the call the guard abandoned: on the first property it cut short (else the last one run); the
@@ -448,6 +450,13 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
   } catch (const std::runtime_error &e) {
     throw nb::value_error(e.what());
   }
+  // The corpus: its entries replayed first, the run's counterexamples added (gate::open_corpus, store_corpus).
+  std::optional<gate::Corpus> corpus;
+  try {
+    if (!rq.corpus.empty()) corpus = gate::open_corpus(rq.corpus);
+  } catch (const gate::CorpusError &e) {
+    throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
+  }
   std::vector<KernelRunState> states(kernels->list.size());
   g_cancel.store(false);
   g_interrupted.store(false);
@@ -458,11 +467,22 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
     nb::gil_scoped_release release;
     doc.runs = gate::check_serially(
         kernels->list, dtypes,
-        [&](std::size_t n, Dtype dt) { return gate::run_options(request, dt, contracts[n], states[n], &g_cancel); },
+        [&](std::size_t n, Dtype dt) {
+          CheckOptions opt = gate::run_options(request, dt, contracts[n], states[n], &g_cancel);
+          if (corpus) opt.corpus = gate::corpus_cases(*corpus, kernels->list[n]->name, dt);
+          return opt;
+        },
         kernels->source, request.profile->name, rq.quiet, rq.strict);
   }
   if (guard && !guard->running().empty()) name_the_call_left_running(doc, guard->running());
   if (!rq.report_dir.empty()) reporting::write_reports(doc, rq.report_dir);
+  if (corpus) {
+    try {
+      gate::store_corpus(doc, rq.corpus);
+    } catch (const gate::CorpusError &e) {
+      throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
+    }
+  }
   return {reporting::to_json(doc), gate::exit_code(doc, rq.strict, g_cancel.load()), g_interrupted.load()};
 }
 
@@ -606,6 +626,53 @@ std::tuple<std::string, std::string, std::string> replay(const std::string &json
   return {std::string(verdict_id(r.verdict())), o.step ? std::string(step_id(*o.step)) : "", o.detail};
 }
 
+/// The corpus at `dir`, or ValueError with the one-line reason.
+gate::Corpus read_corpus(const std::string &dir) {
+  try {
+    return gate::read_corpus(dir);
+  } catch (const gate::CorpusError &e) {
+    throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
+  }
+}
+
+/// The corpus's lines, as `attncheck corpus DIR` lists them.
+std::vector<std::string> corpus_list(const std::string &dir) {
+  std::vector<std::string> lines;
+  for (const reporting::CorpusEntry &e : read_corpus(dir).entries) lines.push_back(gate::corpus_line(e));
+  return lines;
+}
+
+/// `attncheck corpus DIR --prune` on the given kernels: (line, dropped) per entry of `kernel` (empty: of every kernel
+/// given), entries of a name no kernel has kept.
+std::vector<std::pair<std::string, bool>> corpus_prune(const std::string &dir, const std::vector<PyKernelSpec> &specs,
+                                                       const std::string &exec_command, double timeout,
+                                                       const std::string &kernel) {
+  const gate::Corpus corpus = read_corpus(dir);
+  std::optional<Kernels> kernels;
+  try {
+    kernels.emplace(specs, exec_command, timeout, timeout, 4096);
+  } catch (const std::runtime_error &e) {
+    throw nb::value_error(e.what());
+  }
+  std::vector<gate::Pruned> pruned;
+  try {
+    nb::gil_scoped_release release;
+    pruned = gate::prune_corpus(
+        corpus,
+        [&](const std::string &name) -> const attncheck_kernel * {
+          for (const attncheck_kernel *k : kernels->list)
+            if (name == k->name) return k;
+          return nullptr;
+        },
+        kernel);
+  } catch (const gate::CorpusError &e) {
+    throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
+  }
+  std::vector<std::pair<std::string, bool>> out;
+  for (const gate::Pruned &p : pruned) out.emplace_back(gate::pruned_line(p), p.dropped);
+  return out;
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -632,7 +699,8 @@ NB_MODULE(_core, m) {
       .def_rw("timeout", &CheckRequest::timeout)
       .def_rw("first_call_timeout", &CheckRequest::first_call_timeout)
       .def_rw("memory_limit_mib", &CheckRequest::memory_limit_mib)
-      .def_rw("shape_pool", &CheckRequest::shape_pool);
+      .def_rw("shape_pool", &CheckRequest::shape_pool)
+      .def_rw("corpus", &CheckRequest::corpus);
 
   m.def("check", &run_check, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
         "Runs the gate; returns (report.json text, exit code, interrupted).");
@@ -643,6 +711,9 @@ NB_MODULE(_core, m) {
   m.def("replay_off", &replay_off, nb::arg("report_json"), nb::arg("failure"), nb::arg("contract").none(),
         "Why a replay under the contract runs nothing (it turns the property off), else None: no kernel needed.");
   m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
+  m.def("corpus_list", &corpus_list, nb::arg("dir"));
+  m.def("corpus_prune", &corpus_prune, nb::arg("dir"), nb::arg("kernels"), nb::arg("exec_command"), nb::arg("timeout"),
+        nb::arg("kernel"));
   m.def("inputs", &counterexample_inputs, nb::arg("report_json"), nb::arg("failure"),
         "Counterexample N's inputs: ([(name, shape, values)], scale, causal).");
   // The terminal text (reporting::to_text): the gate's table, or with these options Report.summary().

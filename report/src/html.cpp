@@ -482,6 +482,9 @@ std::string failure_section(const Run &run, const PropertyReport &p, const Evide
   if (c.outcome.failing_case)
     s += "<dt>failing problem</dt><dd>" + esc(c.outcome.failing_what) + ": <code>" + esc(judged.spec.describe()) +
          "</code>, scale <code>" + hex_dec(c.judged_scale()) + "</code></dd>\n";
+  if (c.from_corpus())
+    s += "<dt>corpus</dt><dd>from the corpus: entry <code>" + esc(c.corpus_entry) +
+         "</code>, recorded by an earlier run, fails again</dd>\n";
   if (c.found_after > 0)
     s += "<dt>search</dt><dd>found after " + std::to_string(c.found_after) + " cases; shrunk in " +
          std::to_string(c.shrink_steps) + " steps (" + std::to_string(c.shrinks_tried) + " tried) from <code>" +

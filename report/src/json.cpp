@@ -47,6 +47,15 @@ static_assert(static_cast<int>(Tanh::approx_bf16) == kApprox - 1 && static_cast<
 
 // ---- writer ----
 
+/// 32 lowercase hex digits of a 128-bit value.
+std::string fmt_hex128(unsigned __int128 h) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  constexpr int kNibbles = 32, kNibbleBits = 4;
+  std::string out(kNibbles, '0');
+  for (int n = kNibbles - 1; n >= 0; --n, h >>= kNibbleBits) out[static_cast<std::size_t>(n)] = kDigits[h & 0xfu];
+  return out;
+}
+
 ojson hex_array(const std::vector<double> &v) {
   ojson a = ojson::array();
   for (const double x : v) a.push_back(hex(x));
@@ -191,6 +200,7 @@ ojson counterexample_json(const Counterexample &c, std::size_t number) {
   j["shrinks_tried"] = c.shrinks_tried;
   j["seed"] = std::to_string(c.seed);
   j["reproduce"] = c.reproduce;
+  if (c.from_corpus()) j["corpus_entry"] = c.corpus_entry;  // only then: reports without a corpus stay as they were
   if (!c.explained_by.empty()) {  // only then: reports of failures no declaration explains stay as they were
     ojson ex = ojson::array();
     for (const Explanation &e : c.explained_by) ex.push_back({{"declaration", e.declaration}, {"meaning", e.meaning}});
@@ -245,29 +255,32 @@ ojson run_coverage_json(const RunCoverage &rc) {
 }
 
 ojson property_json(const PropertyReport &p) {
-  return ojson{{"id", p.id},
-               {"verdict", verdict_id(p.verdict)},
-               {"tier", tier_name(p.tier)},
-               {"cases", p.cases},
-               {"unsupported", p.unsupported},
-               {"undecided", p.undecided},
-               {"worst_ratio", ratio_json(p.worst_ratio)},
-               {"worst", p.worst},
-               {"budget_exhausted", p.budget_exhausted},
-               {"skipped", p.skipped},
-               {"interrupted", p.interrupted},
-               {"coverage", coverage_json(p.coverage)},
-               {"targeted", ojson{{"cases", p.targeted.cases},
-                                  {"declined", p.targeted.declined},
-                                  {"from", ratio_json(p.targeted.from)},
-                                  {"to", ratio_json(p.targeted.to)}}},
-               {"reference", ojson{{"fast_elements", p.reference.fast_elements},
-                                   {"mpfr_elements", p.reference.mpfr_elements},
-                                   {"confirmations", p.reference.confirmations}}},
-               {"seed", std::to_string(p.seed)},
-               {"note", p.note},
-               {"formula", p.formula},
-               {"summary", p.summary}};
+  ojson j{{"id", p.id},
+          {"verdict", verdict_id(p.verdict)},
+          {"tier", tier_name(p.tier)},
+          {"cases", p.cases},
+          {"unsupported", p.unsupported},
+          {"undecided", p.undecided},
+          {"worst_ratio", ratio_json(p.worst_ratio)},
+          {"worst", p.worst},
+          {"budget_exhausted", p.budget_exhausted},
+          {"skipped", p.skipped},
+          {"interrupted", p.interrupted},
+          {"coverage", coverage_json(p.coverage)},
+          {"targeted", ojson{{"cases", p.targeted.cases},
+                             {"declined", p.targeted.declined},
+                             {"from", ratio_json(p.targeted.from)},
+                             {"to", ratio_json(p.targeted.to)}}},
+          {"reference", ojson{{"fast_elements", p.reference.fast_elements},
+                              {"mpfr_elements", p.reference.mpfr_elements},
+                              {"confirmations", p.reference.confirmations}}},
+          {"seed", std::to_string(p.seed)},
+          {"note", p.note},
+          {"formula", p.formula},
+          {"summary", p.summary}};
+  // Only when the check replayed a corpus: reports of runs without one stay as they were.
+  if (p.corpus.replayed > 0) j["corpus"] = ojson{{"replayed", p.corpus.replayed}, {"passed", p.corpus.passed}};
+  return j;
 }
 
 // ---- reader: every error names where it is, in one line ----
@@ -580,6 +593,18 @@ Finding read_finding(const Obj &o) {
   return f;
 }
 
+/// outcome_json read back (without the failing case, which the counterexample holds beside it).
+Outcome read_outcome(const Obj &out) {
+  Outcome r;
+  r.verdict = out.name<Verdict, kVerdicts>("verdict", verdict_id);
+  r.step = read_step(out, "step");
+  r.detail = out.str("detail");
+  if (out.has("finding")) r.finding = read_finding(out.obj("finding"));
+  r.worst_ratio = out.ratio("worst_ratio");
+  r.worst = out.str("worst");
+  return r;
+}
+
 Counterexample read_counterexample(const Obj &o, std::size_t number) {
   const std::string failure = "failure " + std::to_string(number);
   Counterexample c;
@@ -590,13 +615,7 @@ Counterexample read_counterexample(const Obj &o, std::size_t number) {
   if (!c.minimal.broadcast_consistent())
     fail(o.obj("inputs").where() + "a broadcast input's values differ along its broadcast dimension (each slice "
          "must repeat slice 0)");
-  const Obj out = o.obj("outcome");
-  c.outcome.verdict = out.name<Verdict, kVerdicts>("verdict", verdict_id);
-  c.outcome.step = read_step(out, "step");
-  c.outcome.detail = out.str("detail");
-  if (out.has("finding")) c.outcome.finding = read_finding(out.obj("finding"));
-  c.outcome.worst_ratio = out.ratio("worst_ratio");
-  c.outcome.worst = out.str("worst");
+  c.outcome = read_outcome(o.obj("outcome"));
   if (o.has("failing_case")) {
     c.outcome.failing_case = read_case(o.obj("failing_case"), failure + " has an incomplete failing_case");
     c.outcome.failing_scale = o.value("failing_scale");
@@ -608,6 +627,7 @@ Counterexample read_counterexample(const Obj &o, std::size_t number) {
   c.shrinks_tried = o.count("shrinks_tried");
   c.seed = o.seed("seed");
   c.reproduce = o.str("reproduce");
+  if (o.has("corpus_entry")) c.corpus_entry = o.str("corpus_entry");
   const json &explained = o.array("explained_by");
   for (std::size_t n = 0; n < explained.size(); ++n) {
     const Obj e(explained[n], o.path() + ".explained_by[" + std::to_string(n) + "]");
@@ -718,6 +738,11 @@ Run read_run(const Obj &o, std::int64_t version, std::size_t *failures) {
       pr.reference = {.fast_elements = f.integer("fast_elements", 0, kMost),
                       .mpfr_elements = f.integer("mpfr_elements", 0, kMost),
                       .confirmations = f.integer("confirmations", 0, kMost)};
+    }
+    if (p.has("corpus")) {  // a run that replayed a corpus (check --corpus)
+      const Obj c = p.obj("corpus");
+      pr.corpus = {.replayed = c.count("replayed"), .passed = c.count("passed")};
+      if (pr.corpus.passed > pr.corpus.replayed) fail(c.where() + "\"passed\" is more than \"replayed\"");
     }
     pr.seed = p.seed("seed");
     pr.note = p.str("note");
@@ -881,6 +906,107 @@ Document from_json(std::string_view text) {
     doc.runs.push_back(read_run(Obj(runs[n], "runs[" + std::to_string(n) + "]"), version, &failures));
   read_timing(top, doc);
   return doc;
+}
+
+// ---- corpus entries (spec/REPORT_SCHEMA.md, "Corpus entries") ----
+
+namespace {
+constexpr std::string_view kCorpusFormat = "attncheck-corpus-entry";
+constexpr int kCorpusVersion = 1;
+constexpr std::string_view kReportPrefix = "report.json: ";
+
+/// The canonical case an entry's hash is taken of: kernel, dtype, property and the exact inputs, compact.
+std::string canonical_case(std::string_view kernel, Dtype dtype, std::string_view property, const Case &minimal) {
+  const ojson j{{"kernel", kernel},
+                {"dtype", dtype_name(dtype)},
+                {"property", property},
+                {"inputs", case_json(minimal, minimal.spec.scale())}};
+  return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+/// 128-bit FNV-1a of `s`, as 32 lowercase hex digits.
+std::string fnv1a_128(std::string_view s) {
+  using u128 = unsigned __int128;
+  constexpr u128 kOffset = (u128{0x6c62272e07bb0142ull} << 64) | 0x62b821756295c58dull;
+  constexpr u128 kPrime = (u128{1} << 88) | 0x13bu;
+  u128 h = kOffset;
+  for (const char ch : s) h = (h ^ static_cast<unsigned char>(ch)) * kPrime;
+  return fmt_hex128(h);
+}
+}  // namespace
+
+std::string corpus_hash(std::string_view kernel, Dtype dtype, std::string_view property, const Case &minimal) {
+  return fnv1a_128(canonical_case(kernel, dtype, property, minimal));
+}
+
+std::string to_corpus_json(const CorpusEntry &e) {
+  ojson j{{"format", kCorpusFormat},
+          {"version", kCorpusVersion},
+          {"hash", corpus_hash(e.kernel, e.dtype, e.property, e.minimal)},
+          {"kernel", e.kernel},
+          {"dtype", dtype_name(e.dtype)},
+          {"property", e.property},
+          {"verdict", verdict_id(e.verdict)},
+          {"tier", tier_name(e.tier)},
+          {"contract", e.contract.describe()},
+          {"source", ojson{{"kind", kind_name(e.source.kind)}, {"location", e.source.location}}},
+          {"seed", std::to_string(e.seed)},
+          {"reproduce", e.reproduce},
+          {"outcome", outcome_json(e.outcome)},
+          {"inputs", case_json(e.minimal, e.minimal.spec.scale())}};
+  return j.dump(kIndent, ' ', false, ojson::error_handler_t::replace) + "\n";
+}
+
+CorpusEntry corpus_entry_from_json(std::string_view text) {
+  try {
+    json j;
+    try {
+      j = json::parse(text.begin(), text.end());
+    } catch (const json::parse_error &e) {
+      fail("truncated or malformed JSON at byte " + std::to_string(e.byte));
+    } catch (const json::exception &) {
+      fail("a number out of range (a JSON number no double holds)");
+    }
+    if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
+        j["format"].get<std::string>() != kCorpusFormat)
+      fail("not an attncheck corpus entry (no \"format\": \"attncheck-corpus-entry\")");
+    const Obj top(j, "");
+    const std::int64_t version = top.integer("version", 1, std::numeric_limits<int>::max());
+    if (version > kCorpusVersion)
+      fail("version " + std::to_string(version) + " is newer than this attncheck reads (" +
+           std::to_string(kCorpusVersion) + "); update attncheck");
+    CorpusEntry e;
+    e.kernel = top.str("kernel");
+    e.dtype = top.name<Dtype, kDtypes>("dtype", dtype_name);
+    e.property = top.str("property");
+    e.verdict = top.name<Verdict, kVerdicts>("verdict", verdict_id);
+    e.tier = top.name<Tier, kTiers>("tier", tier_name);
+    try {
+      e.contract = parse_contract(top.str("contract"));
+    } catch (const ContractError &err) {
+      fail("\"contract\" does not parse: " + detail::first_line(err.what()));
+    }
+    const Obj src = top.obj("source");
+    e.source.kind = src.name<KernelSource::Kind, kKinds>("kind", kind_name);
+    e.source.location = src.str("location");
+    e.seed = top.seed("seed");
+    e.reproduce = top.str("reproduce");
+    e.outcome = read_outcome(top.obj("outcome"));
+    e.minimal = read_case(top.obj("inputs"), "the entry has no inputs");
+    if (e.minimal.spec.dtype != e.dtype)
+      fail("inputs.spec: dtype " + std::string(dtype_name(e.minimal.spec.dtype)) + " is not the entry's " +
+           std::string(dtype_name(e.dtype)));
+    if (!e.minimal.broadcast_consistent())
+      fail("inputs: a broadcast input's values differ along its broadcast dimension");
+    e.hash = corpus_hash(e.kernel, e.dtype, e.property, e.minimal);
+    if (top.str("hash") != e.hash)
+      fail("\"hash\" is not the content hash of its case (" + e.hash + "): the file was edited");
+    return e;
+  } catch (const ReportError &err) {
+    std::string_view what = err.what();
+    if (what.starts_with(kReportPrefix)) what.remove_prefix(kReportPrefix.size());
+    throw ReportError("corpus entry: " + std::string(what));
+  }
 }
 
 }  // namespace attncheck::reporting

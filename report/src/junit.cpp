@@ -31,6 +31,7 @@ std::string failure_text(const PropertyReport &p, std::size_t number, const Evid
   if (ev && ev->original) t += comparison_text(*ev, c.outcome.failing_what) + "\n";
   if (ev && c.explained_by.empty())  // what the evidence shows about the defect (verified, Evidence::hints)
     for (const Hint &h : ev->hints) t += "hint: " + h.text + "\n";
+  if (c.from_corpus()) t += "from the corpus: entry " + c.corpus_entry + ", recorded by an earlier run, fails again\n";
   if (c.found_after > 0)
     t += "found after " + std::to_string(c.found_after) + " cases; shrunk in " + std::to_string(c.shrink_steps) +
          " steps from " + c.original.describe() + "\n";
@@ -67,7 +68,13 @@ std::string to_junit(const Document &doc) {
       cases += "    <testcase classname=\"" + cls + "\" name=\"" + xml_escape(p.id) + "\"";
       const bool warning = p.verdict == Verdict::warn;
       const std::string text = p.counterexample ? failure_text(p, number, ev) : p.note;
-      const std::string message = p.counterexample ? first_line(p.counterexample->outcome.detail) : first_line(p.note);
+      // A counterexample from the corpus says so first: an earlier run recorded it (check --corpus).
+      const std::string message =
+          p.counterexample ? (p.counterexample->from_corpus()
+                                  ? "from the corpus (entry " + p.counterexample->corpus_entry + "): "
+                                  : std::string()) +
+                                 first_line(p.counterexample->outcome.detail)
+                           : first_line(p.note);
       const std::string type =
           p.counterexample && p.counterexample->outcome.step ? std::string(step_id(*p.counterexample->outcome.step))
                                                              : "fail";

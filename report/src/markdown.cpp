@@ -100,6 +100,8 @@ std::string counterexample_md(const Run &run, std::size_t pi, std::size_t number
   if (ev && !ev->call_error.empty()) out += "- the call failed: " + md_escape(first_line(ev->call_error)) + "\n";
   if (const auto x = ev ? telling_worst(*ev) : std::nullopt) out += "- worst element: " + worst_element(*ev, *x) + "\n";
   if (ev && ev->original) out += "- " + md_escape(comparison_text(*ev, c.outcome.failing_what)) + "\n";
+  if (c.from_corpus())
+    out += "- from the corpus: entry `" + md_escape(c.corpus_entry) + "`, recorded by an earlier run, fails again\n";
   if (c.found_after > 0)
     out += "- found after " + std::to_string(c.found_after) + " case" + (c.found_after == 1 ? "" : "s") +
            ", shrunk in " + std::to_string(c.shrink_steps) + " step" + (c.shrink_steps == 1 ? "" : "s") + "\n";

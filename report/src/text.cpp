@@ -80,6 +80,18 @@ std::string runs_section(const Document &doc) {
     if (rc.count(CornerStatus::reached) > 0)
       out += fmt::format("coverage of {} {}: {}\n", run.report.kernel, dtype_name(run.report.dtype), rc.describe());
   }
+  for (const Run &run : doc.runs) {  // a run that replayed a corpus (check --corpus): its recorded cases, passed or not
+    int replayed = 0, passed = 0, failed = 0;
+    for (const PropertyReport &p : run.report.properties) {
+      replayed += p.corpus.replayed;
+      passed += p.corpus.passed;
+      failed += p.counterexample && p.counterexample->from_corpus() ? 1 : 0;
+    }
+    if (replayed > 0)
+      out += fmt::format("corpus of {} {}: {} recorded case{} replayed first, {} passed, {} failed again\n",
+                         run.report.kernel, dtype_name(run.report.dtype), replayed, replayed == 1 ? "" : "s", passed,
+                         failed);
+  }
   for (const Run &run : doc.runs) {
     double seconds = 0, kernel = 0;
     std::vector<const PropertyReport *> by_time;
@@ -139,16 +151,20 @@ std::string small_inputs(const Case &c) {
   return out;
 }
 
-/// One member of a group: "  counterexample N: id — shape (step s, found after n cases, k shrinks)" and its detail;
+/// One member of a group: "  counterexample N: id — shape (step s, found after n cases, k shrinks)" — or "(step s,
+/// from the corpus: entry <hash>)" for a case an earlier run recorded (check --corpus) — and its detail;
 /// under TextOptions::inputs the declarations that explain it (those the group's caption does not name) and its
 /// small inputs.
 std::string member_text(const Document &doc, const FailureGroup &g, std::pair<std::size_t, std::size_t> member,
                         std::size_t number, const TextOptions &opt) {
   const PropertyReport &p = doc.runs[member.first].report.properties[member.second];
   const Counterexample &cx = *p.counterexample;
-  std::string out = fmt::format("  counterexample {}: {} — {} (step {}, found after {} cases, {} shrinks)\n    {}\n",
-                                number, p.id, cx.minimal.spec.describe(),
-                                cx.outcome.step ? step_id(*cx.outcome.step) : "?", cx.found_after, cx.shrink_steps,
+  // A corpus case was found by an earlier run: it names its entry instead of this run's search.
+  const std::string found = cx.from_corpus()
+                                ? fmt::format("from the corpus: entry {}", cx.corpus_entry)
+                                : fmt::format("found after {} cases, {} shrinks", cx.found_after, cx.shrink_steps);
+  std::string out = fmt::format("  counterexample {}: {} — {} (step {}, {})\n    {}\n", number, p.id,
+                                cx.minimal.spec.describe(), cx.outcome.step ? step_id(*cx.outcome.step) : "?", found,
                                 cx.outcome.detail);
   if (!opt.inputs) return out;
   // A member its group's caption does not explain names its own narrowest explanation.

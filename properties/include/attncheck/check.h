@@ -75,6 +75,15 @@ struct KernelRunState {
   std::optional<bool> compiles;
 };
 
+/// A case of the counterexample corpus (`check --corpus DIR`, gate/include/attncheck/corpus.h): a minimal
+/// counterexample an earlier run recorded for this kernel and dtype, replayed before the search of its property.
+struct CorpusCase {
+  std::string hash;      ///< the entry's content hash (its file name under the corpus directory, less ".json")
+  std::string property;  ///< the property it failed: only that property's run replays it
+  Case minimal;          ///< its exact inputs (the minimal case as recorded)
+  std::string reproduce; ///< the reproduce string it was recorded with (kept on the counterexample it becomes)
+};
+
 /// What a check asks for (the plan, the guard — `end` included, a value fixed per call —, the contract, what to
 /// gather), then the pointers to what it shares with its caller (cancel, shared).
 struct CheckOptions {
@@ -134,6 +143,12 @@ struct CheckOptions {
   std::optional<int> targeted_cases;
   static constexpr int kTargetedDivisor = 4;
   int targeted_plan() const { return targeted_cases.value_or(cases / kTargetedDivisor); }
+  /// The corpus cases of this kernel and dtype, in the order they are replayed (the gate sorts them by hash): before
+  /// each property's search, its cases are judged like any other case under this check's contract. The first that
+  /// fails is the property's counterexample (Counterexample::corpus_entry names it; the search does not run); when
+  /// all pass, the search runs exactly as without them (its RapidCheck seed and stream are the property's own).
+  /// PropertyReport::corpus counts them. Not replayed by a reproduce run.
+  std::vector<CorpusCase> corpus;
   /// Called after every case of the search and every shrink candidate (progress bars, ETA); may be empty.
   std::function<void(const CheckProgress &)> on_progress;
 

@@ -44,6 +44,10 @@ struct Counterexample {
   std::vector<Explanation> explained_by;
   /// The failing problem's values (add_evidence, check.h), when the check gathered them.
   std::optional<Evidence> evidence;
+  /// The content hash of the corpus entry this counterexample was replayed from (CheckOptions::corpus); empty when
+  /// the search (or the targeted phase) found it. A corpus case is not shrunk again: it is minimal already.
+  std::string corpus_entry;
+  bool from_corpus() const { return !corpus_entry.empty(); }
   /// The problem the failing check judged: outcome.failing_case (a modified copy) when the property recorded one,
   /// else the minimal case; and its scale.
   const Case &judged() const { return outcome.failing_case ? *outcome.failing_case : minimal; }
@@ -67,6 +71,13 @@ struct TargetedSearch {
   double from = 0, to = 0;
   bool ran() const { return cases + declined > 0; }
   friend bool operator==(const TargetedSearch &, const TargetedSearch &) = default;
+};
+
+/// The corpus cases a property replayed before its search (CheckOptions::corpus).
+struct CorpusReplay {
+  int replayed = 0;  ///< corpus cases judged (the one that failed included)
+  int passed = 0;    ///< of them, those that passed
+  friend bool operator==(const CorpusReplay &, const CorpusReplay &) = default;
 };
 
 /// One property's line of the report.
@@ -95,6 +106,7 @@ struct PropertyReport {
   /// Where the property's exact values came from (judge.h): elements the fast reference decided, elements MPFR
   /// judged, screened passes confirmed under MPFR for the report's worst values. Deterministic, like the cases.
   ReferenceCounts reference;
+  CorpusReplay corpus;      ///< the corpus cases replayed first (none: replayed 0)
   Timing timing;
 
   /// The worst error ÷ bound the property saw: the search's, or its counterexample's when larger (worst_ratio

@@ -146,6 +146,41 @@ void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env 
   add_note(pr, std::string(judge->id) + " fails this case: NaN or ±Inf where the exact value and its bound are finite");
 }
 
+/// The corpus phase (CheckOptions::corpus): `def`'s corpus cases judged in order, before its search, counted in
+/// pr.corpus. The first that fails becomes pr's counterexample (not shrunk again: it is a recorded minimal case), and
+/// true is returned: the property's run ends there, as a search ends at its first failure. Calls no RapidCheck and
+/// draws nothing, so the search that follows a corpus that passes is the one a run without a corpus makes.
+bool replay_corpus(const PropertyDef &def, const CheckRun &run, const CaseOptions &co, PropertyReport &pr) {
+  const CheckOptions &opt = run.opt;
+  for (const CorpusCase &cc : opt.corpus) {
+    if (cc.property != def.id) continue;
+    if ((opt.cancel && opt.cancel->load()) || (run.guard && Clock::now() > *run.guard)) break;
+    ++pr.corpus.replayed;
+    const Outcome o = evaluate(def, run.env, cc.minimal);
+    if (o.verdict != Verdict::fail) {
+      pr.corpus.passed += o.verdict == Verdict::pass ? 1 : 0;
+      continue;
+    }
+    pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
+    pr.counterexample = Counterexample{.minimal = cc.minimal,
+                                       .outcome = o,
+                                       .original = cc.minimal.spec,
+                                       .found_after = 0,
+                                       .shrink_steps = 0,
+                                       .shrinks_tried = 0,
+                                       .seed = pr.seed,
+                                       .reproduce = cc.reproduce,
+                                       .explained_by = explain_failure(def, run.env, co, pr.seed, cc.minimal, o),
+                                       .evidence = std::nullopt,
+                                       .corpus_entry = cc.hash};
+    add_note(pr, fmt::format("from the corpus: entry {} fails again (corpus case {} of this property)", cc.hash,
+                             pr.corpus.replayed));
+    if (pr.tier == Tier::advisory) escalate_if_required(pr, def, run.env);
+    return true;
+  }
+  return false;
+}
+
 /// Checks property `def`, the index-th of the selected ones, in `run`.
 PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun &run) {
   const CheckOptions &opt = run.opt;
@@ -185,6 +220,8 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
       co.stretch && opt.huge_cases ? allow_huge_case(opt, co) : std::optional<std::string>{};
   if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
   const rc::Gen<Case> gen = gen_case(co);
+  // The corpus first (not in a reproduce run, which replays its one case).
+  if (!reproduce && replay_corpus(def, run, co, pr)) return pr;
 
   RunState st;
   st.def = &def;
@@ -411,6 +448,9 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
     ReferenceCounts::of_this_thread() = {};
     PropertyReport pr = run_property(*selected[n], n, run);
     pr.reference = ReferenceCounts::of_this_thread();
+    if (pr.corpus.replayed > 0 && !(pr.counterexample && pr.counterexample->from_corpus()))
+      add_note(pr, fmt::format("corpus: {} recorded case{} replayed first, {} passed", pr.corpus.replayed,
+                               pr.corpus.replayed == 1 ? "" : "s", pr.corpus.passed));
     pr.timing = {.seconds = std::chrono::duration<double>(Clock::now() - started).count(),
                  .kernel_seconds = std::chrono::duration<double>(CallRecord::kernel_time() - kernel_before).count()};
     rep.properties.push_back(std::move(pr));

@@ -116,6 +116,33 @@ std::string content_of(std::string_view report_json);
 /// Reads and parses the report.json at `path`; a ReportError names the file, and when it cannot be opened says
 /// `what_to_do`.
 Document read_report(const std::filesystem::path &path, std::string_view what_to_do);
+/// One entry of a counterexample corpus (`attncheck check --corpus DIR`; the format: spec/REPORT_SCHEMA.md, "Corpus
+/// entries"): a minimal counterexample or warning a run recorded, replayable on its own — the kernel it failed, the
+/// property, its exact inputs, and the contract and verdict it was judged with. The gate keeps the files
+/// (gate/include/attncheck/corpus.h); this is their content.
+struct CorpusEntry {
+  std::string hash;  ///< corpus_hash of the entry: the file's name, less ".json"
+  std::string kernel;
+  Dtype dtype = Dtype::f32;
+  std::string property;
+  Verdict verdict = Verdict::fail;  ///< as the run that recorded it judged it: fail, or warn (an advisory property)
+  Tier tier = Tier::required;
+  KernelContract contract;          ///< the contract it was judged under
+  KernelSource source;              ///< how that run reached the kernel
+  std::uint64_t seed = 0;           ///< the property's RapidCheck seed in that run
+  std::string reproduce;            ///< its reproduce string in that run
+  Outcome outcome;                  ///< the outcome recorded (without a failing case)
+  Case minimal;                     ///< the exact inputs
+};
+/// The content hash of a corpus entry: 128-bit FNV-1a, 32 lowercase hex digits, of the canonical case — kernel,
+/// dtype, property and the exact inputs as report.json writes them, compact. The same counterexample gives the same
+/// hash, whatever the run, seed or contract that found it.
+std::string corpus_hash(std::string_view kernel, Dtype dtype, std::string_view property, const Case &minimal);
+/// A corpus entry's file text (deterministic, like report.json; "hash" written as corpus_hash computes it).
+std::string to_corpus_json(const CorpusEntry &e);
+/// Parses a corpus entry's text, its hash recomputed and compared (throws ReportError, one line: "corpus entry: …").
+CorpusEntry corpus_entry_from_json(std::string_view text);
+
 /// summary.md: verdict table per kernel and dtype (with its contract and warning count), then the failures and,
 /// in their own section, the warnings — each grouped by root cause (group_failures): the group's headline and
 /// caption, then each member counterexample (shape, step, worst element in hex and decimal, the replay command; for
