@@ -53,7 +53,7 @@ std::vector<std::filesystem::path> entry_files(const std::string &dir) {
 
 }  // namespace
 
-TEST_CASE("a bug found with seed 1 is caught by seed 2 through the corpus; once fixed it passes and prune drops it") {
+TEST_CASE("a bug found with seed 1 is caught by seed 2 through the corpus, and once fixed it passes and prune drops it") {
   TempDir dir;
   const std::string corpus = dir / "corpus";
   // Seed 2 alone misses the bug under this plan, seed 1 finds it: the precondition of the whole story.
