@@ -173,7 +173,6 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     rq.time_budget = time_budget
     rq.strict = strict
     rq.report_dir = os.fspath(report_dir) if report_dir is not None else ""
-    rq.evidence = junit is not None
     rq.quiet = (not _core.stderr_is_terminal()) if quiet is None else quiet
     rq.timeout = timeout
     rq.first_call_timeout = first_call_timeout
