@@ -36,7 +36,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace nb = nanobind;
@@ -405,9 +407,8 @@ void name_the_call_left_running(reporting::Document &doc, const std::string &run
   if (at) at->note += (at->note.empty() ? "" : "; ") + std::string("a call was left running: ") + running;
 }
 
-/// Runs the check; returns (report.json text, exit code, interrupted). Raises ValueError for a bad request.
-std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &specs, const std::string &exec_command,
-                                             const CheckRequest &rq) {
+/// The plan of `rq` as the gate's request, and its dtypes; ValueError for an unknown property, profile or dtype.
+std::pair<gate::Request, std::vector<Dtype>> plan_of(const CheckRequest &rq) {
   gate::Request request;
   request.properties = rq.properties;
   for (const std::string &id : rq.properties)
@@ -426,22 +427,36 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
       throw nb::value_error(("unknown dtype '" + d + "': f32, f16 or bf16").c_str());
     dtypes.push_back(parse_dtype(d));
   }
-  // An in-process function is guarded by the whole check's budget (each dtype's, one after another); an exec
-  // command's calls have their own timeouts.
-  std::optional<Guard> guard;
+  return {std::move(request), std::move(dtypes)};
+}
+
+/// Loads the kernels of `specs` (or of the exec command) into `kernels`; an in-process function is guarded by `runs`
+/// of the plan's budget, one after another (`guard`); an exec command's calls have their own timeouts. ValueError
+/// when they do not load.
+void load_kernels(const std::vector<PyKernelSpec> &specs, const std::string &exec_command, const CheckRequest &rq,
+                  const gate::Request &request, double runs, std::optional<Guard> &guard,
+                  std::optional<Kernels> &kernels) {
   if (exec_command.empty()) {
     const double per_run = request.time_budget.value_or(static_cast<double>(request.profile->budget.count()));
-    const auto total = std::chrono::duration<double>(per_run * static_cast<double>(dtypes.size() * specs.size()));
+    const auto total = std::chrono::duration<double>(per_run * runs);
     guard.emplace(std::chrono::steady_clock::now() +
                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(total) + Guard::kGrace);
   }
-  std::optional<Kernels> kernels;
   try {
     kernels.emplace(specs, exec_command, rq.timeout, rq.first_call_timeout, rq.memory_limit_mib,
                     guard ? &*guard : nullptr);
   } catch (const std::runtime_error &e) {
     throw nb::value_error(e.what());
   }
+}
+
+/// Runs the check; returns (report.json text, exit code, interrupted). Raises ValueError for a bad request.
+std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &specs, const std::string &exec_command,
+                                             const CheckRequest &rq) {
+  const auto [request, dtypes] = plan_of(rq);
+  std::optional<Guard> guard;
+  std::optional<Kernels> kernels;
+  load_kernels(specs, exec_command, rq, request, static_cast<double>(dtypes.size() * specs.size()), guard, kernels);
   std::vector<KernelContract> contracts;
   for (const std::string &declared : kernels->declared) contracts.push_back(contract_of(declared, rq.contract));
   try {
@@ -491,37 +506,13 @@ std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &sp
 std::tuple<std::string, std::string, int, bool> run_infer(const std::vector<PyKernelSpec> &specs,
                                                           const std::string &exec_command, const CheckRequest &rq) {
   gate::InferRequest ir;
-  for (const std::string &id : rq.properties)
-    if (!find_property(id)) throw nb::value_error(("unknown property '" + id + "' (attncheck.properties() lists them)").c_str());
-  ir.check.properties = rq.properties;
-  ir.check.profile = gate::find_profile(rq.profile);
-  if (!ir.check.profile) throw nb::value_error(("unknown profile '" + rq.profile + "': quick, default or thorough").c_str());
-  ir.check.cases = rq.cases;
-  ir.check.seed = rq.seed;
-  ir.check.time_budget = rq.time_budget;
-  ir.check.shape_pool = rq.shape_pool;
-  ir.check.memory_limit_mib = rq.memory_limit_mib;
-  for (const std::string &d : rq.dtypes) {
-    if (d != "f32" && d != "f16" && d != "bf16")
-      throw nb::value_error(("unknown dtype '" + d + "': f32, f16 or bf16").c_str());
-    ir.dtypes.push_back(parse_dtype(d));
-  }
-  // An in-process function is guarded by every check's budget: infer runs at most kMaxRounds of them.
+  std::tie(ir.check, ir.dtypes) = plan_of(rq);
+  ir.check.evidence = false;  // infer reads verdicts and explanations, as the CLI's does
+  // infer runs at most kMaxRounds checks, each of every dtype.
   std::optional<Guard> guard;
-  if (exec_command.empty()) {
-    const double per_run = ir.check.time_budget.value_or(static_cast<double>(ir.check.profile->budget.count()));
-    const auto total = std::chrono::duration<double>(per_run * static_cast<double>(ir.dtypes.size()) *
-                                                     gate::kMaxRounds);
-    guard.emplace(std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(total) + Guard::kGrace);
-  }
   std::optional<Kernels> kernels;
-  try {
-    kernels.emplace(specs, exec_command, rq.timeout, rq.first_call_timeout, rq.memory_limit_mib,
-                    guard ? &*guard : nullptr);
-  } catch (const std::runtime_error &e) {
-    throw nb::value_error(e.what());
-  }
+  load_kernels(specs, exec_command, rq, ir.check, static_cast<double>(ir.dtypes.size()) * gate::kMaxRounds, guard,
+               kernels);
   if (kernels->list.size() != 1)
     throw nb::value_error(("infer takes one kernel; this source has " + std::to_string(kernels->list.size())).c_str());
   ir.declared = contract_of(kernels->declared.front(), rq.contract);
