@@ -9,8 +9,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <limits>
 #include <exception>
+#include <limits>
 
 namespace attncheck::engine {
 

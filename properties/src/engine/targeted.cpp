@@ -58,13 +58,13 @@ std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co) {
   return path;
 }
 
+/// Record::where of TargetState::highest once a mutant holds it.
+constexpr const char *kByMutant = "a mutant";
+
 /// The targeted phase: up to `planned` mutants, each of a parent — mostly the highest (kTargetExploreEvery) — judged
 /// in Phase::target; one passing higher than the weakest parent replaces it. Stops at the first failure (then
 /// st.target.failed is its number, and the phase is shrink), at mutant `stop_after` (a reproduce: it failed
 /// there), or when the guard binds.
-/// Record::where of TargetState::highest once a mutant holds it.
-constexpr const char *kByMutant = "a mutant";
-
 void climb(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned, int stop_after) {
   rc::Random random(mix(seed ^ fnv1a("targeted")));
   for (int n = 0; n < planned && n <= stop_after; ++n) {
@@ -93,7 +93,8 @@ void climb(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned,
 void run_targeted(RunState &st, const CaseOptions &co, std::uint64_t seed, int planned, int stop_after) {
   if (st.target.parents.empty() || planned <= 0) return;
   st.target.counts.from = st.target.counts.to = st.counts.worst.settle().worst_ratio;
-  st.target.highest = Record{.held = true, .rank = st.target.parents.front().first, .where = "the search", .outcome = {}};
+  st.target.highest =
+      Record{.held = true, .rank = st.target.parents.front().first, .where = "the search", .outcome = {}};
   climb(st, co, seed, planned, stop_after);
   if (st.target.highest.where == kByMutant) st.target.counts.to = st.target.highest.settle().worst_ratio;
 }
