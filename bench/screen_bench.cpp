@@ -6,23 +6,20 @@
 #include "attncheck/check.h"
 #include "attncheck/contract.h"
 #include "attncheck/kernel_abi.h"
+#include "attncheck/property.h"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <stdexcept>
 #include <string_view>
+#include <vector>
 
 namespace {
 
 using namespace attncheck;
 
-/// The properties that judge through the screen (judged(), judged_runs()), in the registry's order.
-constexpr std::array<std::string_view, 10> kScreened{"accuracy", "lse",   "scale_parameter", "gradient_accuracy",
-                                                     "window",   "softcap", "alibi",         "sinks",
-                                                     "varlen",   "paged"};
 constexpr int kCases = 30;
 constexpr std::uint64_t kSeed = 21;
 
@@ -42,8 +39,21 @@ KernelContract flash_contract() {
   return {};
 }
 
+/// The properties that judge through the screen (PropertyDef::screened) and that flash's contract turns on, in the
+/// registry's order.
+const std::vector<std::string_view> &screened() {
+  static const std::vector<std::string_view> ids = [] {
+    std::vector<std::string_view> v;
+    const KernelContract contract = flash_contract();
+    for (const PropertyDef *def : all_properties())
+      if (def->screened && tier_of(*def, contract) != Tier::off) v.push_back(def->id);
+    return v;
+  }();
+  return ids;
+}
+
 void check_property(benchmark::State &st) {
-  const std::string_view id = kScreened[static_cast<std::size_t>(st.range(0))];
+  const std::string_view id = screened()[static_cast<std::size_t>(st.range(0))];
   CheckOptions o;
   o.dtype = Dtype::f32;
   o.seed = kSeed;
@@ -67,7 +77,7 @@ void check_property(benchmark::State &st) {
 
 void screened_properties(benchmark::internal::Benchmark *b) {
   b->ArgNames({"property", "screen"});
-  for (std::int64_t p = 0; p < static_cast<std::int64_t>(kScreened.size()); ++p)
+  for (std::int64_t p = 0; p < static_cast<std::int64_t>(screened().size()); ++p)
     for (std::int64_t screen : {1, 0}) b->Args({p, screen});
 }
 

@@ -10,14 +10,18 @@
 namespace attncheck {
 
 namespace {
-thread_local std::optional<std::chrono::milliseconds> t_call_timeout;
+thread_local std::optional<std::chrono::milliseconds> t_call_timeout, t_call_allowance;
 }  // namespace
 
 CallTimeout::CallTimeout(std::chrono::milliseconds limit) : previous_(t_call_timeout) { t_call_timeout = limit; }
 CallTimeout::~CallTimeout() { t_call_timeout = previous_; }
 std::chrono::milliseconds CallTimeout::current(std::chrono::milliseconds own) {
+  if (t_call_allowance) own = std::max(own, *t_call_allowance);
   return t_call_timeout ? std::min(*t_call_timeout, own) : own;
 }
+
+CallAllowance::CallAllowance(std::chrono::milliseconds floor) : previous_(t_call_allowance) { t_call_allowance = floor; }
+CallAllowance::~CallAllowance() { t_call_allowance = previous_; }
 
 CallRecord &CallRecord::of_this_thread() {
   thread_local CallRecord record;

@@ -2,7 +2,8 @@
 // processes per core, which it owns and stops), the gate gives the same report.json content as without it — one job
 // or two, whole or as shards merged — for the bundled flash kernel and a NumPy exec kernel; a correct kernel too slow
 // for the loaded machine is never failed as a hang. Nothing here asserts what a time limit must let through: the
-// guard (--time-budget) is the profile's, and only a kernel's own answers decide.
+// guard (--time-budget) is the profile's, and only a kernel's own answers decide. The whole default profile's variants
+// ([.load]) take about 40 minutes: ctest runs them under the label `load` (scripts/run load-test), not by default.
 #include "cli_support.h"
 
 #include <signal.h>
@@ -103,14 +104,44 @@ TEST_CASE("under 3 busy loops per core a NumPy exec kernel gives the idle report
   CHECK(content(numpy, " --jobs 2", dir / "loaded", kExitPass) == idle);
 }
 
-TEST_CASE("under 3 busy loops per core a correct kernel 10 times slower than flash has no counterexample") {
-  // slow_flash_f16 (tests/sandbox/misbehaving_plugin.c): scalar float16 online softmax. Whatever its calls take
-  // here, a call that outlasts the default 10 s timeout is the kernel's slowness (its own speed says so), not a hang.
+TEST_CASE("under 3 busy loops per core a correct kernel 10 times slower than flash passes the default profile") {
+  // slow_flash_f16 (tests/sandbox/misbehaving_plugin.c): scalar float16 online softmax, forward only. Whatever its
+  // calls take here, each may take what its own speed predicts (KernelSpeed::kAllowanceMargin): the loaded run passes
+  // with the idle run's report.
   TempDir dir;
+  const std::string slow = "check --plugin " MISBEHAVING_PLUGIN " --kernel slow_flash_f16 --dtype f16 --profile default "
+                           "--quiet";
+  const std::string idle = content(slow, " --jobs 2", dir / "idle", kExitPass);
   const BusyLoad load;
-  const Run r = run(attncheck("check --plugin " MISBEHAVING_PLUGIN " --kernel slow_flash_f16 --dtype f16 --profile quick "
-                              "--properties accuracy,long_rows,causal --quiet --report-dir " + dir.path.string()));
-  INFO(r.out << r.err);
-  CHECK(r.status != kExitCounterexample);
-  CHECK(r.out.find("counterexample") == std::string::npos);
+  CHECK(content(slow, " --jobs 2", dir / "loaded", kExitPass) == idle);
+}
+
+// The whole default profile, as the README's first command runs it, and a NumPy exec kernel's: each variant under
+// the load gives the idle report. Each run is 4× oversubscribed (it competes with 3 busy loops per core), so the
+// variants run one after another: about 40 minutes on 2 cores. Hidden from the default run ([.load]); ctest runs
+// it under the label `load` (scripts/run load-test).
+TEST_CASE("under 3 busy loops per core the whole default profile gives the idle report: 1 or 2 jobs, 3 or 7 shards",
+          "[.load]") {
+  TempDir dir;
+  const std::string builtin = "check --plugin builtin --profile default --quiet";
+  const std::string idle = content(builtin, " --jobs 2", dir / "idle", kExitPass);
+  const BusyLoad load;
+  CHECK(content(builtin, " --jobs 1", dir / "loaded1", kExitPass) == idle);
+  CHECK(content(builtin, " --jobs 2", dir / "loaded2", kExitPass) == idle);
+  CHECK(sharded(builtin, 3, dir, kExitPass) == idle);
+  CHECK(sharded(builtin, 7, dir, kExitPass) == idle);
+}
+
+TEST_CASE("under 3 busy loops per core a NumPy exec kernel's whole default profile gives the idle report",
+          "[.load]") {
+  if (std::string(NUMPY_PYTHON).empty()) {
+    WARN("no python3 with NumPy found (ATTNCHECK_NUMPY_PYTHON): not run");
+    return;
+  }
+  TempDir dir;
+  const std::string numpy = "check --exec '" NUMPY_PYTHON " " NUMPY_KERNEL "' --dtype f32 --profile default --quiet";
+  const std::string idle = content(numpy, " --jobs 2", dir / "idle", kExitPass);
+  const BusyLoad load;
+  CHECK(content(numpy, " --jobs 1", dir / "loaded1", kExitPass) == idle);
+  CHECK(content(numpy, " --jobs 2", dir / "loaded2", kExitPass) == idle);
 }

@@ -16,9 +16,13 @@ using support::Bug;
 using test::bug;
 using test::options;
 
-/// The properties that judge through the screen (judged(), judged_runs()).
-const std::vector<std::string> kScreened{"accuracy", "lse",   "scale_parameter", "gradient_accuracy", "window",
-                                         "softcap",  "alibi", "sinks",           "varlen",            "paged"};
+/// The properties that judge through the screen (PropertyDef::screened).
+std::vector<std::string> screened_properties() {
+  std::vector<std::string> ids;
+  for (const PropertyDef *def : all_properties())
+    if (def->screened) ids.emplace_back(def->id);
+  return ids;
+}
 
 /// A screened bound never exceeds the exact one: β' ≤ β, and 0 exactly where β is 0. `loose` counts the finite
 /// ones that give up more than 4τ (a large ε of their own: extreme values).
@@ -112,7 +116,7 @@ TEST_CASE("a check with the screen reports what a check without it reports, on c
   for (const Run &run : runs) {
     CheckOptions o = options(run.dtype, 3);
     o.cases = 12;
-    o.properties = kScreened;
+    o.properties = screened_properties();
     o.contract = test::declared_contract(run.kernel->name);
     const RunReport with = check(*run.kernel, o);
     o.screen = false;

@@ -50,6 +50,10 @@ struct KernelSpeed {
   CallRecord::Timed forward, backward;
   std::optional<std::chrono::nanoseconds> quickest;  ///< of any call: the cost of a call whatever its work
   static constexpr int kHangMargin = 4;
+  /// A call may take this many times what the kernel's speed predicts for it, whatever the runner's own timeout
+  /// (CallAllowance): room for a machine that gets that much busier between the call a prediction rests on and
+  /// this one, so that a correct kernel, slow or slowed down, is judged on its answers, not cut by the load.
+  static constexpr int kAllowanceMargin = 16;
   /// Seconds a call of `work` should take (forward, or backward): the quickest call's time, plus the rest of the
   /// largest call's of that entry point that returned (of the other one when none did) scaled by work; nullopt
   /// when no call has returned.

@@ -72,7 +72,6 @@ class ExactSource {
   enum class Mode { screen, mpfr };
   ExactSource(Mode mode, const PrecisionProfile &profile) : mode_(mode), profile_(profile) {}
 
-  Mode mode() const { return mode_; }
   /// O and LSE of p and their bounds: reference_forward and forward_bounds, or the screen's r̃ and β'.
   std::pair<ExactForward, ForwardBounds> forward(const Problem &p);
   /// dQ, dK, dV of p (p.dout required) and their bounds; `fwd` is forward(p).first.

@@ -147,6 +147,9 @@ struct PropertyDef {
   /// set where the verdict is a per-element bound that holds on any input the generators draw — never for a
   /// statistical test (more cases would raise its false alarms) nor one that needs a fixed value family.
   bool targeted = false;
+  /// Judges its comparisons through the screen (judge.h: judged(), judged_runs()): report.json counts the elements
+  /// the fast reference decided and those sent to MPFR.
+  bool screened = false;
   Outcome (*run)(const Env &env, const Case &c) = nullptr;
 };
 

@@ -9,6 +9,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <exception>
 #include <limits>
 
@@ -80,9 +82,28 @@ void remember_shape(std::vector<Shape> &shapes, const Shape &s) {
   if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
 }
 
+namespace {
+/// The time a call of case `c` may take whatever the runner's own timeout: kAllowanceMargin × what the kernel's
+/// measured speed predicts for the case's work (on its slower entry point), at most what is left before the run's
+/// guard; nullopt before any call returned. A correct kernel that is slow, or slowed down by the machine's load,
+/// then finishes and is judged on its answers, so the report does not depend on the load; a call stopped past it
+/// is a hang (or, where the guard capped it, the kernel's slowness).
+std::optional<std::chrono::milliseconds> call_allowance(const RunState &st, const Case &c) {
+  const KernelSpeed &speed = st.run->shared.speed;
+  const std::optional<double> forward = speed.predict(c.spec.work(), false), backward = speed.predict(c.spec.work(), true);
+  if (!forward && !backward) return std::nullopt;
+  double seconds = std::max(forward.value_or(0), backward.value_or(0)) * KernelSpeed::kAllowanceMargin;
+  if (st.run->guard)
+    seconds = std::min(seconds, std::max(std::chrono::duration<double>(*st.run->guard - Clock::now()).count(), 0.0));
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1e3)));
+}
+}  // namespace
+
 Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string *slow) {
   CallRecord &record = CallRecord::of_this_thread();
   record.reset();
+  std::optional<CallAllowance> allowance;
+  if (const auto floor = call_allowance(st, c)) allowance.emplace(*floor);
   std::optional<CallTimeout> limit;
   if (st.phase == Phase::shrink && st.failure.hang) limit.emplace(hang_shrink_timeout(st));
   Outcome o = evaluate(*st.def, st.run->env, c);

@@ -14,6 +14,7 @@ const PropertyDef &accuracy_property() {
       .formula = "|Ô_ic − O_ic| ≤ β_O,ic and |L̂SE_i − LSE_i| ≤ β_LSE,i for every element (SPEC §4.2–4.3)",
       .summary = "the forward's O or LSE is farther from the exact value than any correct kernel can be",
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

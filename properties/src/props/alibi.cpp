@@ -39,6 +39,7 @@ const PropertyDef &alibi_property() {
       .tier = &feature_tier<ATTNCHECK_FEATURE_ALIBI>,
       .feature = ATTNCHECK_FEATURE_ALIBI,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

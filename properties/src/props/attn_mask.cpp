@@ -39,6 +39,7 @@ const PropertyDef &attn_mask_property() {
       .tier = &feature_tier<ATTNCHECK_FEATURE_MASK>,
       .feature = ATTNCHECK_FEATURE_MASK,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

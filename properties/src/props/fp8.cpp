@@ -37,6 +37,7 @@ const PropertyDef &fp8_property() {
       .tier = &feature_tier<ATTNCHECK_FEATURE_FP8>,
       .feature = ATTNCHECK_FEATURE_FP8,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

@@ -46,6 +46,7 @@ const PropertyDef &gradient_accuracy_property() {
       .summary = "a gradient is farther from the exact value than any correct backward can be",
       .needs_backward = true,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

@@ -30,6 +30,7 @@ const PropertyDef &lse_property() {
       // A kernel that declares lse=none returns none.
       .tier = [](const KernelContract &c) { return c.lse == LseOutput::none ? Tier::off : Tier::required; },
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

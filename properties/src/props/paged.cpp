@@ -53,6 +53,7 @@ const PropertyDef &paged_property() {
       .tier = &feature_tier<ATTNCHECK_FEATURE_PAGED>,
       .feature = ATTNCHECK_FEATURE_PAGED,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

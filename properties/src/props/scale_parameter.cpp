@@ -44,6 +44,7 @@ const PropertyDef &scale_parameter_property() {
       .formula = "with params.scale = c ∈ {1, 1/D, 2/√D, 1/(4√D)}: |Ô − O_c| ≤ β_O and |L̂SE − LSE_c| ≤ β_LSE",
       .summary = "the kernel ignores the scale it is passed (hard-coded 1/√D, or the scale applied twice)",
       .require = &require,
+      .screened = true,
       .run = &run,
   };
   return def;

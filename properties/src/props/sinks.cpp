@@ -47,6 +47,7 @@ const PropertyDef &sinks_property() {
       .tier = &feature_tier<ATTNCHECK_FEATURE_SINKS>,
       .feature = ATTNCHECK_FEATURE_SINKS,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

@@ -41,6 +41,7 @@ const PropertyDef &softcap_property() {
       .tier = &feature_tier<ATTNCHECK_FEATURE_SOFTCAP>,
       .feature = ATTNCHECK_FEATURE_SOFTCAP,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

@@ -81,6 +81,7 @@ const PropertyDef &varlen_property() {
       .tier = &feature_tier<ATTNCHECK_FEATURE_VARLEN>,
       .feature = ATTNCHECK_FEATURE_VARLEN,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

@@ -46,6 +46,7 @@ const PropertyDef &window_property() {
       .tier = &feature_tier<ATTNCHECK_FEATURE_WINDOW>,
       .feature = ATTNCHECK_FEATURE_WINDOW,
       .targeted = true,
+      .screened = true,
       .run = &run,
   };
   return def;

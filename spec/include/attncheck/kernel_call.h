@@ -34,8 +34,25 @@ class CallTimeout {
   ~CallTimeout();
   CallTimeout(const CallTimeout &) = delete;
   CallTimeout &operator=(const CallTimeout &) = delete;
-  /// The runner's own timeout `own`, capped by the innermost live scope of this thread.
+  /// The runner's own timeout `own`, raised to the innermost live CallAllowance of this thread, then capped by the
+  /// innermost live CallTimeout.
   static std::chrono::milliseconds current(std::chrono::milliseconds own);
+
+ private:
+  std::optional<std::chrono::milliseconds> previous_;
+};
+
+/// A floor under the isolating runners' own timeout for the calls this thread makes while it lives: the property
+/// engine sets it to a margin over what the kernel's own measured speed predicts for the case, so that a correct
+/// kernel slower than the timeout assumes, or one slowed down by a loaded machine, gets the time its speed needs
+/// and is judged on its answers (a slow kernel is not a hanging one). A CallTimeout cap still wins; innermost scope
+/// wins.
+class CallAllowance {
+ public:
+  explicit CallAllowance(std::chrono::milliseconds floor);
+  ~CallAllowance();
+  CallAllowance(const CallAllowance &) = delete;
+  CallAllowance &operator=(const CallAllowance &) = delete;
 
  private:
   std::optional<std::chrono::milliseconds> previous_;
