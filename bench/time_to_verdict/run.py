@@ -5,7 +5,7 @@ user meets them — wall-clock time of the CLI, its exit code, and the verdicts 
     python3 bench/time_to_verdict/run.py [--attncheck build/attncheck] [--only NAME,...] [--cap 900] [--out FILE]
 
 Scenarios (--only takes their names, comma-separated or repeated):
-  hang_quick    a correct float32 plugin that hangs above 100 keys (hang_above_100_keys of tests/sandbox/misbehaving_plugin.c), --profile quick    target <= 60 s
+  hang_quick    a correct float32 plugin that hangs above 100 keys (hang_above_100_keys of tests/sandbox/misbehaving_plugin.c), --profile quick    target <= 140 s
   hang_default  the same, --profile default                                                             target <= 120 s
   jit           numpy_kernel.py --compile-seconds 3 (a JIT stand-in) --profile default --dtype f32     every property decided
   jit_bug       the same with --bug missing_scale                                       a counterexample, found and shrunk
@@ -453,7 +453,9 @@ def main():
     for s in only:
         try:
             if s == "hang_quick":
-                b.hang("quick", 60)
+                # The quick guard is 120 s (issue 22: 4x its plan on the slowest bundled run; 20 s when issue 10
+                # set 60 s): a hang may cost the guard plus a call timeout and the shrunk hang's confirmation.
+                b.hang("quick", 140)
             elif s == "hang_default":
                 b.hang("default", 120)
             elif s in ("jit", "jit_bug"):

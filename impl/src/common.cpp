@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -416,8 +417,10 @@ int fail(int status, std::string msg) {
 
 const char *last_error() { return t_last_error.c_str(); }
 
+int requested_threads() { return std::max(g_threads.load(std::memory_order_relaxed), 0); }
+
 int thread_count() {
-  if (const int n = g_threads.load(std::memory_order_relaxed); n >= 1) return n;
+  if (const int n = requested_threads(); n >= 1) return n;
   if (const char *env = std::getenv("ATTNCHECK_THREADS")) {
     char *end = nullptr;
     const long n = std::strtol(env, &end, 10);

@@ -25,6 +25,9 @@ const char *last_error();
 /// Threads a parallel kernel uses now: attncheck_builtin_set_threads's value when ≥ 1, else ATTNCHECK_THREADS
 /// when it is a positive integer, else omp_get_max_threads().
 int thread_count();
+/// attncheck_builtin_set_threads's value when ≥ 1 (threads asked for, on every call), else 0 (the kernel may use
+/// fewer than thread_count() on a small call).
+int requested_threads();
 /// Sets the count thread_count() returns; n ≤ 0 restores the default.
 void set_threads(int n);
 /// Largest ATTNCHECK_THREADS value taken (a sanity bound; larger values are ignored).

@@ -266,13 +266,20 @@ std::vector<Task> tasks_of(const std::vector<Seq> &seqs, std::int64_t heads, Blo
   return tasks;
 }
 
-/// Runs f(task, arena) for every task on up to thread_count() threads, each with its scratch slice of the size
-/// `layout(Arena&)` takes.
+/// Below this many multiply-adds in a call (B·Hq·Lq·Lk·(D + Dv), tens of microseconds on one core) its tasks run on
+/// the calling thread unless the caller asked for threads (requested_threads): starting a team costs about as much
+/// there, and the team's idle threads spin afterwards, taking a core from whatever runs beside the kernel. The
+/// results are the same either way (tasks are independent).
+constexpr std::int64_t kMinParallelWork = std::int64_t{1} << 18;
+
+/// Runs f(task, arena) for every task on up to thread_count() threads (one on a small call: kMinParallelWork), each
+/// with its scratch slice of the size `layout(Arena&)` takes.
 template <class Layout, class F>
-void run_tasks(const std::vector<Task> &tasks, Layout &&layout, F &&f) {
+void run_tasks(const std::vector<Task> &tasks, std::int64_t work, Layout &&layout, F &&f) {
   const std::int64_t n = static_cast<std::int64_t>(tasks.size());
   if (n == 0) return;
-  const int threads = static_cast<int>(std::min<std::int64_t>(thread_count(), n));
+  const bool small = work < kMinParallelWork && requested_threads() == 0;
+  const int threads = small ? 1 : static_cast<int>(std::min<std::int64_t>(thread_count(), n));
   const Scratch scratch(threads, layout);
   parallel_tasks(n, threads, [&](std::int64_t task, int thread) {
     Arena a(scratch.slice(thread));
@@ -673,7 +680,7 @@ int flash_forward(const attncheck_params *params, const DLTensor *q, const DLTen
   // Causal: later query blocks see more keys; hand them out first for a better balance.
   const std::vector<Task> tasks = tasks_of(
       seqs, s.Hq, [](const Seq &sq) { return ceil_div(ceil_div(sq.shape.Lq, kBlockQ), kForwardQBlocks); }, true);
-  run_tasks(tasks, [&](Arena &a) { ForwardTiles(a, s, ld); }, [&](const Task &task, Arena &a) {
+  run_tasks(tasks, s.work(), [&](Arena &a) { ForwardTiles(a, s, ld); }, [&](const Task &task, Arena &a) {
     const ForwardTiles t(a, s, ld);
     forward_task(seqs[static_cast<std::size_t>(task.seq)], ld, t, task.head, task.block * kForwardQBlocks);
   });
@@ -693,14 +700,14 @@ int flash_backward(const attncheck_params *params, const DLTensor *q, const DLTe
   const std::vector<Seq> seqs = sequences(o, delta.data());
   const std::vector<Task> q_tasks =
       tasks_of(seqs, s.Hq, [](const Seq &sq) { return ceil_div(sq.shape.Lq, kBlockQ); }, true);
-  run_tasks(q_tasks, [&](Arena &a) { DqTiles(a, s, ld); }, [&](const Task &task, Arena &a) {
+  run_tasks(q_tasks, s.work(), [&](Arena &a) { DqTiles(a, s, ld); }, [&](const Task &task, Arena &a) {
     const DqTiles t(a, s, ld);
     dq_task(seqs[static_cast<std::size_t>(task.seq)], ld, t, task.head, task.block);
   });
   // Causal: early key blocks are seen by more queries; hand them out first.
   const std::vector<Task> k_tasks =
       tasks_of(seqs, s.Hkv, [](const Seq &sq) { return ceil_div(sq.shape.Lk, kBlockK); }, false);
-  run_tasks(k_tasks, [&](Arena &a) { DkvTiles(a, s, ld); }, [&](const Task &task, Arena &a) {
+  run_tasks(k_tasks, s.work(), [&](Arena &a) { DkvTiles(a, s, ld); }, [&](const Task &task, Arena &a) {
     const DkvTiles t(a, s, ld);
     dkv_task(seqs[static_cast<std::size_t>(task.seq)], ld, t, task.head, task.block);
   });

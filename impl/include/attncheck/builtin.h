@@ -27,9 +27,10 @@
 extern "C" {
 #endif
 
-/** Threads "flash" uses from the next call on. n ≥ 1 fixes the count; n ≤ 0 restores the default: the
- *  environment variable ATTNCHECK_THREADS when it holds a positive integer, else OpenMP's default
- *  (omp_get_max_threads(), i.e. OMP_NUM_THREADS or the number of cores). Thread-safe. */
+/** Threads "flash" uses from the next call on. n ≥ 1 fixes the count, on every call; n ≤ 0 restores the default:
+ *  the environment variable ATTNCHECK_THREADS when it holds a positive integer, else OpenMP's default
+ *  (omp_get_max_threads(), i.e. OMP_NUM_THREADS or the number of cores), and one thread on a call of fewer than
+ *  2^18 multiply-adds B·Hq·Lq·Lk·(D + Dv), where a team costs more than it saves. Thread-safe. */
 void attncheck_builtin_set_threads(int n);
 
 #ifdef __cplusplus

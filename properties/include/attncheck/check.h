@@ -43,9 +43,10 @@ struct CheckProgress {
 };
 
 /// What a check measured of a kernel's speed: per entry point, the call with the most work that returned
-/// (CallRecord::Timed). A call stopped at its timeout is a hang only when the kernel's speed there predicts that it
-/// should have returned within 1/kHangMargin of the limit; otherwise the kernel is slow on that size, and the case
-/// is undecided (a slow kernel is not a hanging one).
+/// (CallRecord::Timed). Each call may take kAllowanceMargin × its prediction whatever the runner's timeout (at most
+/// what is left of the guard); a call stopped past that is a hang only when the kernel's speed there predicts that
+/// it should have returned within 1/kHangMargin of the limit; otherwise (the guard capped it) the kernel is slow on
+/// that size, and the case is undecided (a slow kernel is not a hanging one).
 struct KernelSpeed {
   CallRecord::Timed forward, backward;
   std::optional<std::chrono::nanoseconds> quickest;  ///< of any call: the cost of a call whatever its work
