@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Cases per second per property (issue 21): what `attncheck check` judges per second of its own wall time, and the
+row lengths and head dims of the cases it judged. Standard library only.
+
+    python3 bench/cases_per_second.py [--attncheck build/attncheck] [--baseline OLD/attncheck] [-- CHECK ARGS...]
+    python3 bench/cases_per_second.py --report report.json [--baseline-report old/report.json]
+
+Runs `check --plugin builtin --profile default --jobs 1 --seed 1` (or the CHECK ARGS given after `--`) with each
+binary, one after the other in this run, and prints per (kernel, dtype, property): cases judged (search and targeted
+mutants), seconds, cases per second, and with a baseline the ratio after ÷ before. Then, per (kernel, dtype), how the
+decided cases spread over row lengths (Lk) and head dims (D): the coverage corners of report.json (SPEC.md §7),
+summed over the properties. With --report, reads saved reports instead of running anything.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# Coverage corners (properties/src/coverage.cpp) that bucket Lk and D, in order.
+LK_CORNERS = ["lk0", "lk1", "lk-short", "lk-tile", "lk-multi", "lk-long", "lk-16k"]
+D_CORNERS = ["d-small", "d64", "d80", "d96", "d128", "d192", "d256", "d-odd"]
+DEFAULT_CHECK = ["check", "--plugin", "builtin", "--profile", "default", "--jobs", "1", "--seed", "1", "--quiet"]
+
+
+def run_check(binary, args):
+    """report.json of `binary args --report-dir TMP`, parsed."""
+    with tempfile.TemporaryDirectory(prefix="attncheck-cps-") as d:
+        proc = subprocess.run([binary] + args + ["--report-dir", d], capture_output=True, text=True)
+        if proc.returncode not in (0, 1, 3):
+            sys.exit(f"cases_per_second: {binary} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        with open(os.path.join(d, "report.json")) as f:
+            return json.load(f)
+
+
+def rates(report):
+    """{(kernel, dtype, property): (cases, seconds)} from a report's runs and its timing object."""
+    seconds = {}
+    for run in report.get("timing", {}).get("runs", []):
+        for p in run["properties"]:
+            seconds[(run["kernel"], run["dtype"], p["property"])] = p["seconds"]
+    out = {}
+    for run in report["runs"]:
+        for p in run["properties"]:
+            key = (run["kernel"], run["dtype"], p["id"])
+            cases = p.get("cases", 0) + p.get("targeted", {}).get("cases", 0)
+            if cases and seconds.get(key):
+                out[key] = (cases, seconds[key])
+    return out
+
+
+def spread(report):
+    """{(kernel, dtype): {corner: decided cases}} summed over properties."""
+    out = {}
+    for run in report["runs"]:
+        total = out.setdefault((run["kernel"], run["dtype"]), {})
+        for p in run["properties"]:
+            for corner, n in p.get("coverage", {}).get("decided", {}).items():
+                total[corner] = total.get(corner, 0) + n
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--attncheck", default="build/attncheck")
+    ap.add_argument("--baseline", help="an older attncheck binary to run first, for the ratio")
+    ap.add_argument("--report", help="read this report.json instead of running")
+    ap.add_argument("--baseline-report", help="read this report.json as the baseline")
+    ap.add_argument("check_args", nargs="*", help="after --: the check's arguments")
+    a = ap.parse_args()
+    args = a.check_args or DEFAULT_CHECK
+    before = None
+    if a.baseline_report:
+        with open(a.baseline_report) as f:
+            before = json.load(f)
+    elif a.baseline:
+        before = run_check(a.baseline, args)
+    if a.report:
+        with open(a.report) as f:
+            after = json.load(f)
+    else:
+        after = run_check(a.attncheck, args)
+
+    now, then = rates(after), rates(before) if before else {}
+    print("| kernel | dtype | property | cases | seconds | cases/s | before cases/s | after ÷ before |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for key in sorted(now, key=lambda k: (k[0], k[1])):
+        cases, s = now[key]
+        line = f"| {key[0]} | {key[1]} | {key[2]} | {cases} | {s:.3f} | {cases / s:.0f} |"
+        if key in then:
+            bc, bs = then[key]
+            line += f" {bc / bs:.0f} | {(cases / s) / (bc / bs):.2f} |"
+        else:
+            line += " | |"
+        print(line)
+    print()
+    for (kernel, dtype), corners in sorted(spread(after).items()):
+        for name, wanted in (("Lk", LK_CORNERS), ("D", D_CORNERS)):
+            counts = ", ".join(f"{c} {corners.get(c, 0)}" for c in wanted)
+            print(f"{kernel} {dtype} decided cases by {name}: {counts}")
+
+
+if __name__ == "__main__":
+    main()
