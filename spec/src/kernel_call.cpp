@@ -46,7 +46,7 @@ CallResult finish(const attncheck_kernel &kernel, int status) {
 }
 
 /// Runs one call of the kernel's entry point (`backward` or forward) on a problem of shape `s`, recording in
-/// CallRecord its time, and its work when the isolating runner stopped it at its timeout.
+/// CallRecord its time, and its shape when the isolating runner stopped it at its timeout.
 template <class Call>
 int timed_call(const Shape &s, bool backward, Call &&call) {
   CallRecord &record = CallRecord::of_this_thread();
@@ -55,15 +55,14 @@ int timed_call(const Shape &s, bool backward, Call &&call) {
   const int status = call();
   const auto took = std::chrono::steady_clock::now() - started;
   CallRecord::kernel_time() += took;
-  const std::int64_t work = s.work();
   if (record.timeouts > timeouts) {
-    if (record.timed_out_work == 0) {
-      record.timed_out_work = std::max<std::int64_t>(work, 1);
+    if (!record.timed_out) {
+      record.timed_out = s;
       record.timed_out_backward = backward;
     }
   } else if (status == ATTNCHECK_OK) {  // a declined call says nothing of its speed
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(took);
-    (backward ? record.backward : record.forward).keep_larger({work, ns, s});
+    (backward ? record.backward : record.forward).keep_larger({s.work(), ns, s});
     record.quickest = std::min(record.quickest.value_or(ns), ns);
   }
   return status;

@@ -227,3 +227,27 @@ TEST_CASE("ATTNCHECK_REQUIRE_PROPERTY passes a correct kernel and its message ca
   CHECK(bad.message.find("counterexample for accuracy") != std::string::npos);
   CHECK(bad.message.find("reproduce: ") != std::string::npos);
 }
+
+TEST_CASE("a kernel's speed predicts a long call of small head dims from its scores, not only its work", "[engine]") {
+  // Measured: a forward on 1024 × 1024 scores at D = Dv = 128 in 1 s (and a 1 ms call). A call on 8192 × 8192 scores
+  // at D = Dv = 1 has half that work but 64 times the scores: a kernel that materializes or exponentiates every score
+  // needs about 64 s there, and a prediction from the work alone (0.5 s) would call it a hang at a few seconds.
+  KernelSpeed speed;
+  CallRecord r;
+  r.forward = {Shape{.Lq = 1024, .Lk = 1024, .D = 128, .Dv = 128}.work(), std::chrono::seconds(1),
+               Shape{.Lq = 1024, .Lk = 1024, .D = 128, .Dv = 128}};
+  r.quickest = std::chrono::milliseconds(1);
+  speed.record(r);
+  const auto long_thin = speed.predict(Shape{.Lq = 8192, .Lk = 8192, .D = 1, .Dv = 1}, false);
+  REQUIRE(long_thin);
+  CHECK(*long_thin == Approx(0.001 + 0.999 * 64));
+  // A call with more work per score than the measured one scales by its work.
+  const auto wide = speed.predict(Shape{.Lq = 1024, .Lk = 1024, .D = 256, .Dv = 256}, false);
+  REQUIRE(wide);
+  CHECK(*wide == Approx(0.001 + 0.999 * 2));
+  // The backward, never measured, is predicted from the forward; nothing is predicted before a call returned.
+  const auto backward = speed.predict(Shape{.Lq = 1024, .Lk = 1024, .D = 128, .Dv = 128}, true);
+  REQUIRE(backward);
+  CHECK(*backward == Approx(1.0));
+  CHECK_FALSE(KernelSpeed{}.predict(Shape{}, false));
+}

@@ -55,10 +55,12 @@ struct KernelSpeed {
   /// (CallAllowance): room for a machine that gets that much busier between the call a prediction rests on and
   /// this one, so that a correct kernel, slow or slowed down, is judged on its answers, not cut by the load.
   static constexpr int kAllowanceMargin = 16;
-  /// Seconds a call of `work` should take (forward, or backward): the quickest call's time, plus the rest of the
-  /// largest call's of that entry point that returned (of the other one when none did) scaled by work; nullopt
-  /// when no call has returned.
-  std::optional<double> predict(std::int64_t work, bool backward) const;
+  /// Seconds a call on a problem of shape `s` should take (forward, or backward): the quickest call's time, plus the
+  /// rest of the largest call's of that entry point that returned (of the other one when none did) scaled by the
+  /// larger of two ratios, of work B·Hq·Lq·Lk·(D + Dv) and of scores B·Hq·Lq·Lk — so that a kernel whose cost is
+  /// any a·scores + b·work (exp and the score matrix, beside the products) is not predicted short on a long
+  /// problem of small head dims; nullopt when no call has returned.
+  std::optional<double> predict(const Shape &s, bool backward) const;
   /// The speed a prediction rests on, for messages: "0.9 GFLOP/s on a forward call of B=1 … in 0.31 s".
   std::string describe(bool backward) const;
   void record(const CallRecord &r);

@@ -90,7 +90,8 @@ namespace {
 /// is a hang (or, where the guard capped it, the kernel's slowness).
 std::optional<std::chrono::milliseconds> call_allowance(const RunState &st, const Case &c) {
   const KernelSpeed &speed = st.run->shared.speed;
-  const std::optional<double> forward = speed.predict(c.spec.work(), false), backward = speed.predict(c.spec.work(), true);
+  const Shape s = c.spec.problem_shape();
+  const std::optional<double> forward = speed.predict(s, false), backward = speed.predict(s, true);
   if (!forward && !backward) return std::nullopt;
   double seconds = std::max(forward.value_or(0), backward.value_or(0)) * KernelSpeed::kAllowanceMargin;
   if (st.run->guard)
@@ -109,9 +110,9 @@ Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string
   Outcome o = evaluate(*st.def, st.run->env, c);
   st.ran.longest_ok = std::max(st.ran.longest_ok, record.longest_ok);
   *timed_out = record.timeouts > 0 || record.memory_faults > 0;
-  if (slow && record.timed_out_work > 0) {
+  if (slow && record.timed_out) {
     const KernelSpeed &speed = st.run->shared.speed;
-    const std::optional<double> need = speed.predict(record.timed_out_work, record.timed_out_backward);
+    const std::optional<double> need = speed.predict(*record.timed_out, record.timed_out_backward);
     const double limit_s = std::chrono::duration<double>(record.timeout_limit).count();
     if (need && *need * KernelSpeed::kHangMargin > limit_s)
       *slow = fmt::format("{} call of {} needs about {:.3g} s at the kernel's speed ({}), more than 1/{} of its "
@@ -184,12 +185,15 @@ const CallRecord::Timed &KernelSpeed::basis(bool on_backward) const {
   return own.work > 0 ? own : other;
 }
 
-std::optional<double> KernelSpeed::predict(std::int64_t work, bool on_backward) const {
+std::optional<double> KernelSpeed::predict(const Shape &s, bool on_backward) const {
   const CallRecord::Timed &basis = this->basis(on_backward);
   if (basis.work == 0) return std::nullopt;
   const double fixed = std::chrono::duration<double>(quickest.value_or(std::chrono::nanoseconds{0})).count();
   const double scaled = std::max(std::chrono::duration<double>(basis.time).count() - fixed, 0.0);
-  return fixed + scaled * static_cast<double>(work) / static_cast<double>(basis.work);
+  const auto scores = [](const Shape &x) { return static_cast<double>(std::max<std::int64_t>(x.B * x.Hq * x.Lq * x.Lk, 1)); };
+  const double ratio = std::max(static_cast<double>(s.work()) / static_cast<double>(basis.work),
+                                scores(s) / scores(basis.shape));
+  return fixed + scaled * ratio;
 }
 
 std::string KernelSpeed::describe(bool on_backward) const {

@@ -79,8 +79,9 @@ struct CallRecord {
   Timed forward, backward;
   /// The quickest call that returned: what a call costs whatever its work (the runner's transfer, the dispatch).
   std::optional<std::chrono::nanoseconds> quickest;
-  /// The first call that hit its timeout: its work (0: none), entry point, and the limit it had (set by the runner).
-  std::int64_t timed_out_work = 0;
+  /// The first call that hit its timeout: its problem's shape (nullopt: none), entry point, and the limit it had (set
+  /// by the runner).
+  std::optional<Shape> timed_out;
   bool timed_out_backward = false;
   std::chrono::milliseconds timeout_limit{0};
   /// A runner stopped a call at its timeout `limit`.
