@@ -33,6 +33,7 @@
 #include <functional>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace attncheck {
 
@@ -74,12 +75,28 @@ class ExactSource {
 
   /// O and LSE of p and their bounds: reference_forward and forward_bounds, or the screen's r̃ and β'.
   std::pair<ExactForward, ForwardBounds> forward(const Problem &p);
+  /// A rearrangement of a forward's per-element arrays (O: [B,Hq,Lq,Dv], LSE: [B,Hq,Lq]) into another problem's.
+  struct Rearrange {
+    using Map = std::function<std::vector<double>(const std::vector<double> &)>;
+    static std::vector<double> same(const std::vector<double> &x) { return x; }
+    Map out = &same, lse = &same;  ///< default: the same arrays (q computes p's values in another way)
+  };
+  /// forward(q) for a problem q whose exact O and LSE are those of the last forward(p) rearranged by `map` (q's
+  /// inputs are p's, permuted or repeated exactly): the reference runs once, the bounds are q's own. Requires a
+  /// forward(p) before.
+  std::pair<ExactForward, ForwardBounds> forward_rearranged(const Problem &q, const Rearrange &map);
   /// dQ, dK, dV of p (p.dout required) and their bounds; `fwd` is forward(p).first.
   std::pair<ExactBackward, BackwardBounds> backward(const Problem &p, const ExactForward &fwd);
   /// Elements this source has given out.
   std::int64_t elements() const { return elements_; }
   /// max ε/β' over the screened elements (0 under MPFR).
   double ratio_slack() const { return slack_; }
+  /// Declares that no comparison of this judgement measures a kernel result's distance to an exact value this source
+  /// gave (kernel against kernel, or against values the math fixes; the exact values feed only the finite and mask
+  /// steps and the bounds): a screened pass's exact worst ratio is then at most its screened one, and ranking it
+  /// needs no MPFR even where it is 0.
+  void values_not_compared() { values_compared_ = false; }
+  bool values_compared() const { return values_compared_; }
 
  private:
   /// β' from β̃ and ε, element by element; throws ScreenEscalates where it cannot be certain.
@@ -87,8 +104,12 @@ class ExactSource {
 
   Mode mode_;
   PrecisionProfile profile_;
+  /// The last forward's values and (screen) their own error bounds, for forward_rearranged.
+  ExactForward last_;
+  std::vector<double> last_out_err_, last_lse_err_;
   std::int64_t elements_ = 0;
   double slack_ = 0;
+  bool values_compared_ = true;
 };
 
 /// A check of kernel results that are already in hand, as a function of where the exact values come from. It must
@@ -110,8 +131,8 @@ inline constexpr int kRankBits = 11;
 /// `r` rounded to kRankBits significant bits (0, ∞ and NaN as they are); non-decreasing in r.
 double ranked_ratio(double r);
 /// The rank of `o`'s exact worst ratio. For a screened pass it comes from the range that ratio lies in,
-/// [s(1 − 2τ) − (s + 1)(1 + 2τ)·slack, s + slack] (s its worst ratio), when the range has one rank; otherwise `o`
-/// becomes its MPFR confirmation (counted), ranked from that.
+/// [s(1 − 2τ) − (1 + 2τ)(s·bound_slack + ratio_slack), s + ratio_slack] (s its worst ratio), when the range has
+/// one rank; otherwise `o` becomes its MPFR confirmation (counted), ranked from that.
 double exact_rank(Outcome &o);
 
 }  // namespace attncheck

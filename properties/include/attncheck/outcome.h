@@ -105,6 +105,9 @@ struct Outcome {
   /// ratio is at most worst_ratio + ratio_slack; (*confirm)() judges the same kernel results under MPFR.
   std::shared_ptr<const std::function<Outcome()>> confirm;
   double ratio_slack = 0;
+  /// The screened bounds' own uncertainty, max ε/β' (judge.h): the exact bounds are at most (1 + 2τ)(1 + bound_slack)
+  /// times the screened ones. Equal to ratio_slack unless the check compared no kernel result with an exact value.
+  double bound_slack = 0;
 };
 
 /// Runs a property's checks in ladder order and accumulates an Outcome. Every check returns false once the case

@@ -41,6 +41,7 @@ std::pair<ExactForward, ForwardBounds> ExactSource::forward(const Problem &p) {
     ExactForward exact = reference_forward(p);
     ForwardBounds bound = forward_bounds(p, exact, profile_);
     elements_ += static_cast<std::int64_t>(exact.out.size() + exact.lse.size());
+    last_ = exact;
     return {std::move(exact), std::move(bound)};
   }
   std::optional<FastForward> fast = fast_forward(p);
@@ -49,6 +50,23 @@ std::pair<ExactForward, ForwardBounds> ExactSource::forward(const Problem &p) {
   ForwardBounds bound = forward_bounds(p, values, profile_, BoundsFrom::approximate);
   certain(bound.out, values.out, fast->out_err);
   certain(bound.lse, values.lse, fast->lse_err);
+  elements_ += static_cast<std::int64_t>(values.out.size() + values.lse.size());
+  last_ = values;
+  last_out_err_ = std::move(fast->out_err);
+  last_lse_err_ = std::move(fast->lse_err);
+  return {std::move(values), std::move(bound)};
+}
+
+std::pair<ExactForward, ForwardBounds> ExactSource::forward_rearranged(const Problem &q, const Rearrange &map) {
+  ExactForward values{.out = map.out(last_.out), .lse = map.lse(last_.lse)};
+  if (mode_ == Mode::mpfr) {
+    ForwardBounds bound = forward_bounds(q, values, profile_);
+    elements_ += static_cast<std::int64_t>(values.out.size() + values.lse.size());
+    return {std::move(values), std::move(bound)};
+  }
+  ForwardBounds bound = forward_bounds(q, values, profile_, BoundsFrom::approximate);
+  certain(bound.out, values.out, map.out(last_out_err_));
+  certain(bound.lse, values.lse, map.lse(last_lse_err_));
   elements_ += static_cast<std::int64_t>(values.out.size() + values.lse.size());
   return {std::move(values), std::move(bound)};
 }
@@ -80,7 +98,8 @@ Outcome judged(const PrecisionProfile &profile, Judgement judgement) {
       Outcome o = (*shared)(screen);
       if (o.verdict == Verdict::pass) {
         counts.fast_elements += screen.elements();
-        o.ratio_slack = screen.ratio_slack();
+        o.bound_slack = screen.ratio_slack();
+        o.ratio_slack = screen.values_compared() ? o.bound_slack : 0;
         o.confirm = std::make_shared<const std::function<Outcome()>>([shared, profile] {
           ExactSource exact(ExactSource::Mode::mpfr, profile);
           return (*shared)(exact);
@@ -117,7 +136,8 @@ double ranked_ratio(double r) {
 double exact_rank(Outcome &o) {
   if (o.confirm) {
     const double s = o.worst_ratio, slack = o.ratio_slack;
-    const double lo = std::max(0.0, s * (1 - 2 * kScreenMargin) - (s + 1) * (1 + 2 * kScreenMargin) * slack);
+    const double lo =
+        std::max(0.0, s * (1 - 2 * kScreenMargin) - (1 + 2 * kScreenMargin) * (s * o.bound_slack + slack));
     const double rank = ranked_ratio(s + slack);
     if (ranked_ratio(lo) == rank) return rank;
     o = exact_if_at_least(o, -std::numeric_limits<double>::infinity());

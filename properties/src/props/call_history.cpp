@@ -9,10 +9,12 @@
 // Every judged call must be within its error bound of the exact value (steps finite → mask → sums → values over
 // all calls, each naming its history); the exact values are computed once, the relations being exact.
 #include "attncheck/gen.h"
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,11 +60,41 @@ std::optional<double> exact_factor(const Case &c, const Problem &p) {
   return std::nullopt;
 }
 
+/// The judged calls, which returned intact outputs, against the exact values of `moved` (the case's problem) from
+/// `src`: the relations of the histories to it are exact (the same logits, O → −O).
+Outcome compare(const Case &c, const Problem &moved, const std::vector<Judged> &calls, ExactSource &src) {
+  const auto [exact, bound] = src.forward(moved);
+  std::vector<double> negated_out = exact.out;
+  for (double &x : negated_out) x = -x;
+  Ladder L;
+  auto judge = [&](const Judged &j) {
+    if (j.copy) L.judging(*j.copy, j.history, j.scale);
+    else L.judging(c, j.history);
+    return j.negated ? negated_out : exact.out;
+  };
+  for (const Judged &j : calls) {
+    const std::vector<double> out = judge(j);
+    L.finite("O", j.fr.out, out, bound.out);
+    if (j.fr.has_lse) L.finite("LSE", j.fr.lse, exact.lse, bound.lse);
+  }
+  for (const Judged &j : calls) {
+    const std::vector<double> out = judge(j);
+    L.masked("O", j.fr.out, out, bound.out);
+    if (j.fr.has_lse) L.masked("LSE", j.fr.lse, exact.lse, bound.lse);
+  }
+  for (const Judged &j : calls) {
+    judge(j);
+    if (j.fr.has_lse) L.within(Step::sums, "LSE", j.fr.lse, exact.lse, bound.lse);
+  }
+  for (const Judged &j : calls) L.within(Step::values, "O", j.fr.out, judge(j), bound.out);
+  return L.outcome();
+}
+
 Outcome run(const Env &env, const Case &c) {
   Problem p = c.problem();
   const double scale = p.params.scale;
   Ladder L;
-  std::vector<Judged> judged;
+  std::vector<Judged> calls;
   // Runs `problem` and, when `history` is set, keeps it for judging; false once a judged call failed or declined.
   auto call = [&](const Problem &problem, std::optional<Judged> j) {
     ForwardRun fr = run_forward(env, problem);
@@ -70,7 +102,7 @@ Outcome run(const Env &env, const Case &c) {
     if (!L.call(fr.call, "forward " + j->history) || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE"))
       return false;
     j->fr = std::move(fr);
-    judged.push_back(std::move(*j));
+    calls.push_back(std::move(*j));
     return true;
   };
   if (!call(p, Judged{"(a first call)"})) return L.outcome();
@@ -103,31 +135,8 @@ Outcome run(const Env &env, const Case &c) {
   const Problem moved = c.problem();  // new storage: the inputs at new addresses
   if (!call(moved, Judged{"on the inputs copied to new addresses"})) return L.outcome();
 
-  const ExactForward exact = reference_forward(moved);
-  const ForwardBounds bound = forward_bounds(moved, exact, env.precision);
-  std::vector<double> negated_out = exact.out;
-  for (double &x : negated_out) x = -x;
-  auto judge = [&](const Judged &j) {
-    if (j.copy) L.judging(*j.copy, j.history, j.scale);
-    else L.judging(c, j.history);
-    return j.negated ? negated_out : exact.out;
-  };
-  for (const Judged &j : judged) {
-    const std::vector<double> out = judge(j);
-    L.finite("O", j.fr.out, out, bound.out);
-    if (j.fr.has_lse) L.finite("LSE", j.fr.lse, exact.lse, bound.lse);
-  }
-  for (const Judged &j : judged) {
-    const std::vector<double> out = judge(j);
-    L.masked("O", j.fr.out, out, bound.out);
-    if (j.fr.has_lse) L.masked("LSE", j.fr.lse, exact.lse, bound.lse);
-  }
-  for (const Judged &j : judged) {
-    judge(j);
-    if (j.fr.has_lse) L.within(Step::sums, "LSE", j.fr.lse, exact.lse, bound.lse);
-  }
-  for (const Judged &j : judged) L.within(Step::values, "O", j.fr.out, judge(j), bound.out);
-  return L.outcome();
+  auto judged_calls = std::make_shared<const std::vector<Judged>>(std::move(calls));
+  return judged(env.precision, [c, moved, judged_calls](ExactSource &src) { return compare(c, moved, *judged_calls, src); });
 }
 }  // namespace
 
@@ -138,6 +147,7 @@ const PropertyDef &call_history_property() {
                  "(q·f, scale/f), on the same buffers refilled (v → −v, O → −O), at new addresses",
       .summary = "the kernel's result depends on earlier calls: a plan, a scale or a result cached by shape or by "
                  "address",
+      .screened = true,
       .run = &run,
   };
   return def;

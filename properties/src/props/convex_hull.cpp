@@ -2,11 +2,13 @@
 // sum to 1), so O[i, c] lies in [min_j v_jc, max_j v_jc] over the visible keys j — up to the element's error bound
 // β_O (SPEC.md §4.2). A check of the values step that compares with no reference value, only the hull and the
 // bound; rows that see no key must be exactly 0.
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace attncheck::props {
@@ -38,20 +40,24 @@ std::vector<double> nearest_hull_point(const Problem &p, const std::vector<doubl
 
 Outcome run(const Env &env, const Case &c) {
   const Problem p = c.problem();
-  const ForwardRun fr = run_forward(env, p);
+  ForwardRun fr = run_forward(env, p);
   Ladder L;
   if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O")) return L.outcome();
-  const ExactForward exact = reference_forward(p);  // for the bounds (and the finite step) only
-  const ForwardBounds bound = forward_bounds(p, exact, env.precision);
-  std::vector<double> got = fr.out.to_vector();
-  for (std::size_t x = 0; x < got.size(); ++x)  // a legitimate overflow (SPEC.md §4.5) counts as its exact value
-    if (overflow_within_bound(got[x], exact.out[x], bound.out[x], p.dtype())) got[x] = exact.out[x];
-  // Each check is a no-op once one has failed: the outcome names the first failing step.
-  L.finite("O", fr.out, exact.out, bound.out);
-  L.masked("O", fr.out, exact.out, bound.out);
-  L.within(Step::values, "O vs its nearest point of [min_j v_jc, max_j v_jc]", got, nearest_hull_point(p, got),
-           bound.out, fr.out.shape());
-  return L.outcome();
+  auto run = std::make_shared<const ForwardRun>(std::move(fr));
+  return judged(env.precision, [p, run](ExactSource &src) {
+    src.values_not_compared();  // against the hull of the values
+    const auto [exact, bound] = src.forward(p);  // for the bounds (and the finite step) only
+    std::vector<double> got = run->out.to_vector();
+    for (std::size_t x = 0; x < got.size(); ++x)  // a legitimate overflow (SPEC.md §4.5) counts as its exact value
+      if (overflow_within_bound(got[x], exact.out[x], bound.out[x], p.dtype())) got[x] = exact.out[x];
+    Ladder L;
+    // Each check is a no-op once one has failed: the outcome names the first failing step.
+    L.finite("O", run->out, exact.out, bound.out);
+    L.masked("O", run->out, exact.out, bound.out);
+    L.within(Step::values, "O vs its nearest point of [min_j v_jc, max_j v_jc]", got, nearest_hull_point(p, got),
+             bound.out, run->out.shape());
+    return L.outcome();
+  });
 }
 }  // namespace
 
@@ -62,6 +68,7 @@ const PropertyDef &convex_hull_property() {
       .summary =
           "an output leaves the range of the values its query sees (weights that do not sum to 1 or go "
           "negative, a key the query must not see)",
+      .screened = true,
       .run = &run,
   };
   return def;

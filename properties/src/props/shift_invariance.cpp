@@ -4,12 +4,15 @@
 // kernel: the kernel's O on the shifted problem against its own O on the original, within the sum of the two
 // problems' error bounds (SPEC.md §4.2) — plus the exact change of O when storing k + u or v + w rounds (0 when
 // the sums are exact, as with small integers).
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -58,45 +61,59 @@ bool related(Ladder &L, std::string_view name, const ForwardSide &a, const Forwa
   return within_each_other(L, name, shifted_got, shifted_exact, a.bound.out, b, extra);
 }
 
+/// The case, its two shifted copies and the kernel's answers on the three.
+struct Shifted {
+  Case keys, values;
+  ForwardSide base, key_side, value_side;
+  /// The Ladder's judging for `side`: the shifted copy it ran, or the case itself.
+  void judge(Ladder &L, const ForwardSide &side) const {
+    if (&side == &key_side) L.judging(keys, "k + 1 on every key");
+    else if (&side == &value_side) L.judging(values, "v + 1 on every value");
+    else L.judging_original();
+  }
+};
+
+/// The comparisons of three forwards that returned intact outputs, exact values and bounds from `src`.
+Outcome compare(const Shifted &sh, ExactSource &src) {
+  ForwardSide base = sh.base, key_side = sh.key_side, value_side = sh.value_side;
+  for (ForwardSide *side : {&base, &key_side, &value_side}) std::tie(side->exact, side->bound) = src.forward(side->p);
+  Ladder L;
+  // Each check is a no-op once one has failed: the outcome names the first failing step.
+  sh.judge(L, sh.base);
+  L.finite("O", base.fr.out, base.exact.out, base.bound.out);
+  sh.judge(L, sh.key_side);
+  L.finite("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
+  sh.judge(L, sh.value_side);
+  L.finite("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
+  sh.judge(L, sh.base);
+  L.masked("O", base.fr.out, base.exact.out, base.bound.out);
+  sh.judge(L, sh.key_side);
+  L.masked("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
+  sh.judge(L, sh.value_side);
+  L.masked("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
+  sh.judge(L, sh.key_side);
+  related(L, "O(k+u) vs O", base, key_side, row_offsets(base.p, 0));
+  sh.judge(L, sh.value_side);
+  related(L, "O(v+w) vs O + w", base, value_side, row_offsets(base.p, kValueShift));
+  return L.outcome();
+}
+
 Outcome run(const Env &env, const Case &c) {
   Case keys = c, values = c;
   keys.k = shifted(c.k, kKeyShift, c.spec.dtype);
   values.v = shifted(c.v, kValueShift, c.spec.dtype);
-  ForwardSide base(c.problem()), key_side(keys.problem()), value_side(values.problem());
+  const Problem pk = keys.problem(), pv = values.problem();
+  auto sh = std::make_shared<Shifted>(
+      Shifted{std::move(keys), std::move(values), ForwardSide(c.problem()), ForwardSide(pk), ForwardSide(pv)});
   Ladder L;
-  // The checks that follow judge the shifted copy `copy` (nullptr: the case itself); a failure records it.
-  const auto judge = [&](const Case *copy) {
-    if (copy == &keys) L.judging(keys, "k + 1 on every key");
-    else if (copy == &values) L.judging(values, "v + 1 on every value");
-    else L.judging_original();
-  };
-  for (auto [side, what] : {std::pair{&base, "O"}, std::pair{&key_side, "O(k+u)"}, std::pair{&value_side, "O(v+w)"}}) {
-    judge(side == &key_side ? &keys : side == &value_side ? &values : nullptr);
+  for (auto [side, what] : {std::pair{&sh->base, "O"}, std::pair{&sh->key_side, "O(k+u)"},
+                            std::pair{&sh->value_side, "O(v+w)"}}) {
+    sh->judge(L, *side);
     side->fr = run_forward(env, side->p);
     if (!L.call(side->fr.call, "forward") || !L.intact(side->fr.out, what)) return L.outcome();
   }
-  for (ForwardSide *side : {&base, &key_side, &value_side}) {
-    side->exact = reference_forward(side->p);
-    side->bound = forward_bounds(side->p, side->exact, env.precision);
-  }
-  // Each check is a no-op once one has failed: the outcome names the first failing step.
-  judge(nullptr);
-  L.finite("O", base.fr.out, base.exact.out, base.bound.out);
-  judge(&keys);
-  L.finite("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
-  judge(&values);
-  L.finite("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
-  judge(nullptr);
-  L.masked("O", base.fr.out, base.exact.out, base.bound.out);
-  judge(&keys);
-  L.masked("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
-  judge(&values);
-  L.masked("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
-  judge(&keys);
-  related(L, "O(k+u) vs O", base, key_side, row_offsets(base.p, 0));
-  judge(&values);
-  related(L, "O(v+w) vs O + w", base, value_side, row_offsets(base.p, kValueShift));
-  return L.outcome();
+  std::shared_ptr<const Shifted> runs = std::move(sh);
+  return judged(env.precision, [runs](ExactSource &src) { return compare(*runs, src); });
 }
 }  // namespace
 
@@ -109,6 +126,7 @@ const PropertyDef &shift_invariance_property() {
       .summary =
           "the output moves when every logit of a row moves by the same amount, or does not follow a shift "
           "of every value (weights that do not sum to 1, a key that is not the row's own)",
+      .screened = true,
       .run = &run,
   };
   return def;

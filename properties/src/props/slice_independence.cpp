@@ -7,11 +7,13 @@
 // operations whatever the other slices hold: the untouched outputs must keep their exact bits. The repeated
 // problem is a different shape, which a kernel may tile differently, hence bounds there.
 #include "attncheck/compare.h"
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace attncheck::props {
@@ -76,6 +78,8 @@ Case perturbed(const Case &c, const Slice &sl) {
   return out;
 }
 
+constexpr const char *kRepeatedWhat = "kv heads repeated per query head (Hkv = Hq)";
+
 /// The case with each query head given its own copy of its kv head: Hkv' = Hq, k'[b, h] = k[b, h / G].
 Case repeated_kv(const Case &c) {
   const Shape &s = c.spec.shape;
@@ -97,45 +101,32 @@ Case repeated_kv(const Case &c) {
   return out;
 }
 
-Outcome run(const Env &env, const Case &c) {
-  const Shape &s = c.spec.shape;
-  const Problem p = c.problem();
-  const ForwardRun base = run_forward(env, p);
-  Ladder L;
-  if (!L.call(base.call, "forward") || !L.intact(base.out, "O") || !L.intact(base.lse, "LSE")) return L.outcome();
-
+/// The kernel's answers: on the case, on each slice's perturbation, and (GQA) on the case with its kv heads repeated.
+struct Runs {
+  Case c;
+  Problem p, rp;  // rp: the repeated problem (GQA only)
+  ForwardRun base, rep;
   std::vector<Slice> slices;
-  if (s.B > 1)
-    for (std::int64_t b = 0; b < s.B; ++b) slices.push_back({Slice::Kind::batch, b});
-  if (s.Hq > 1)
-    for (std::int64_t h = 0; h < s.Hq; ++h) slices.push_back({Slice::Kind::query_head, h});
-  if (s.Hkv > 1)
-    for (std::int64_t g = 0; g < s.Hkv; ++g) slices.push_back({Slice::Kind::kv_head, g});
-  std::vector<ForwardRun> runs;
-  // Checks of a perturbed or repeated run judge that case; a failure records it.
+  std::vector<ForwardRun> perturbed;
+  bool gqa() const { return c.spec.shape.Hkv < c.spec.shape.Hq; }
+};
+
+/// The comparisons of runs whose calls returned intact outputs; `src` gives the exact values and bounds the GQA
+/// comparison needs (null without GQA: the slices' comparisons are bit for bit).
+Outcome compare_runs(const Runs &r, ExactSource *src) {
+  const Case &c = r.c;
+  const Shape &s = c.spec.shape;
+  const ForwardRun &base = r.base, &rep = r.rep;
+  const std::vector<Slice> &slices = r.slices;
+  Ladder L;
   const auto judge = [&](const Slice &sl) { L.judging(perturbed(c, sl), "the " + sl.describe() + " changed"); };
-  for (const Slice &sl : slices) {
-    judge(sl);
-    runs.push_back(run_forward(env, perturbed(c, sl).problem()));
-    const ForwardRun &r = runs.back();
-    if (!L.call(r.call, "forward (" + sl.describe() + " changed)") || !L.intact(r.out, "O") ||
-        !L.intact(r.lse, "LSE"))
-      return L.outcome();
-  }
-  const bool gqa = s.Hkv < s.Hq;
-  const auto judge_repeated = [&] { L.judging(repeated_kv(c), "kv heads repeated per query head (Hkv = Hq)"); };
-  if (gqa) judge_repeated();
-  const Problem rp = gqa ? repeated_kv(c).problem() : Problem{};
-  const ForwardRun rep = gqa ? run_forward(env, rp) : ForwardRun{};
-  if (gqa && (!L.call(rep.call, "forward (kv heads repeated)") || !L.intact(rep.out, "O (kv heads repeated)") ||
-              !L.intact(rep.lse, "LSE (kv heads repeated)")))
-    return L.outcome();
+  const auto judge_repeated = [&] { L.judging(repeated_kv(c), kRepeatedWhat); };
 
   // Compares the outputs (b, h) that slice `sl` does not read; `step_finite` only flags a finite base value turned
   // non-finite, else any bit change.
   const std::vector<double> o = base.out.to_vector(), lse = base.lse.to_vector();
-  auto compare = [&](const Slice &sl, const ForwardRun &r, bool step_finite) {
-    const std::vector<double> po = r.out.to_vector(), pl = r.lse.to_vector();
+  auto compare = [&](const Slice &sl, const ForwardRun &run, bool step_finite) {
+    const std::vector<double> po = run.out.to_vector(), pl = run.lse.to_vector();
     auto differs = [&](double was, double now) {
       return step_finite ? std::isfinite(was) && !std::isfinite(now) : !same_bits(was, now);
     };
@@ -165,11 +156,13 @@ Outcome run(const Env &env, const Case &c) {
   // Each check is a no-op once one has failed: the outcome names the first failing step.
   for (std::size_t n = 0; n < slices.size(); ++n) {
     judge(slices[n]);
-    compare(slices[n], runs[n], true);
+    compare(slices[n], r.perturbed[n], true);
   }
-  if (gqa) {
-    const ExactForward exact = reference_forward(p);
-    const ForwardBounds b1 = forward_bounds(p, exact, env.precision), b2 = forward_bounds(rp, exact, env.precision);
+  if (src) {
+    // The repeated problem computes the same exact values; its bounds are its own (another shape).
+    src->values_not_compared();  // kernel against kernel
+    const auto [exact, b1] = src->forward(r.p);
+    const ForwardBounds b2 = src->forward_rearranged(r.rp, {}).second;
     L.judging_original();
     L.finite("O", base.out, exact.out, b1.out);
     if (base.has_lse) L.finite("LSE", base.lse, exact.lse, b1.lse);
@@ -178,7 +171,7 @@ Outcome run(const Env &env, const Case &c) {
     if (base.has_lse) L.finite("LSE (kv heads repeated)", rep.lse, exact.lse, b2.lse);
     for (std::size_t n = 0; n < slices.size(); ++n) {
       judge(slices[n]);
-      compare(slices[n], runs[n], false);
+      compare(slices[n], r.perturbed[n], false);
     }
     L.judging_original();  // the GQA problem is the one under test; the repeated one is its reference
     // |Ô − Ô_rep| ≤ β + β_rep: each is within its own bound of the same exact value.
@@ -194,10 +187,48 @@ Outcome run(const Env &env, const Case &c) {
   } else {
     for (std::size_t n = 0; n < slices.size(); ++n) {
       judge(slices[n]);
-      compare(slices[n], runs[n], false);
+      compare(slices[n], r.perturbed[n], false);
     }
   }
   return L.outcome();
+}
+
+Outcome run(const Env &env, const Case &c) {
+  const Shape &s = c.spec.shape;
+  auto r = std::make_shared<Runs>();
+  r->c = c;
+  r->p = c.problem();
+  r->base = run_forward(env, r->p);
+  Ladder L;
+  if (!L.call(r->base.call, "forward") || !L.intact(r->base.out, "O") || !L.intact(r->base.lse, "LSE"))
+    return L.outcome();
+
+  if (s.B > 1)
+    for (std::int64_t b = 0; b < s.B; ++b) r->slices.push_back({Slice::Kind::batch, b});
+  if (s.Hq > 1)
+    for (std::int64_t h = 0; h < s.Hq; ++h) r->slices.push_back({Slice::Kind::query_head, h});
+  if (s.Hkv > 1)
+    for (std::int64_t g = 0; g < s.Hkv; ++g) r->slices.push_back({Slice::Kind::kv_head, g});
+  // Checks of a perturbed or repeated run judge that case; a failure records it.
+  for (const Slice &sl : r->slices) {
+    const Case changed_case = perturbed(c, sl);
+    L.judging(changed_case, "the " + sl.describe() + " changed");
+    r->perturbed.push_back(run_forward(env, changed_case.problem()));
+    const ForwardRun &run = r->perturbed.back();
+    if (!L.call(run.call, "forward (" + sl.describe() + " changed)") || !L.intact(run.out, "O") ||
+        !L.intact(run.lse, "LSE"))
+      return L.outcome();
+  }
+  if (!r->gqa()) return compare_runs(*r, nullptr);
+  const Case repeated = repeated_kv(c);
+  L.judging(repeated, kRepeatedWhat);
+  r->rp = repeated.problem();
+  r->rep = run_forward(env, r->rp);
+  if (!L.call(r->rep.call, "forward (kv heads repeated)") || !L.intact(r->rep.out, "O (kv heads repeated)") ||
+      !L.intact(r->rep.lse, "LSE (kv heads repeated)"))
+    return L.outcome();
+  std::shared_ptr<const Runs> runs = std::move(r);
+  return judged(env.precision, [runs](ExactSource &src) { return compare_runs(*runs, &src); });
 }
 }  // namespace
 
@@ -207,6 +238,7 @@ const PropertyDef &slice_independence_property() {
       .formula = "O[b,h], LSE[b,h] bit-identical when q[b',·], q[·,h'], k/v[·,g] (b' ≠ b, h' ≠ h, g ≠ h/G) change; "
                  "|O(k, v) − O(k, v repeated to Hq heads)| ≤ β + β_rep",
       .summary = "one batch or head leaks into another's output, or query heads read the wrong kv head",
+      .screened = true,
       .run = &run,
   };
   return def;
