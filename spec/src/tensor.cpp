@@ -160,17 +160,48 @@ void Tensor::set_storage(std::int64_t s, double x) {
   }
 }
 
+namespace {
+/// f(storage index) for every element of a tensor of `shape` and `strides` at `offset`, in row-major order of the
+/// shape: the innermost dimension a strided loop, the others an odometer (no index vector per element).
+template <class F>
+void for_each_storage_index(const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,
+                            std::int64_t offset, F &&f) {
+  for (auto n : shape)
+    if (n <= 0) return;
+  if (shape.empty()) {
+    f(offset);
+    return;
+  }
+  const std::size_t last = shape.size() - 1;
+  const std::int64_t inner = shape[last], step = strides[last];
+  std::vector<std::int64_t> idx(last, 0);
+  std::int64_t base = offset;
+  while (true) {
+    for (std::int64_t x = 0, at = base; x < inner; ++x, at += step) f(at);
+    int d = static_cast<int>(last) - 1;
+    for (; d >= 0; --d) {
+      const auto u = static_cast<std::size_t>(d);
+      base += strides[u];
+      if (++idx[u] < shape[u]) break;
+      base -= strides[u] * shape[u];
+      idx[u] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+}  // namespace
+
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out;
   out.reserve(static_cast<std::size_t>(numel()));
-  for_each_index(shape_, [&](std::span<const std::int64_t> idx) { out.push_back(get(idx)); });
+  for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { out.push_back(get_storage(at)); });
   return out;
 }
 
 void Tensor::assign(std::span<const double> values) {
   if (static_cast<std::int64_t>(values.size()) != numel()) throw std::invalid_argument("tensor: assign size");
   std::size_t k = 0;
-  for_each_index(shape_, [&](std::span<const std::int64_t> idx) { set(idx, values[k++]); });
+  for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { set_storage(at, values[k++]); });
 }
 
 void Tensor::fill_storage(double x) {
@@ -187,7 +218,7 @@ void Tensor::fill_storage(double x) {
 
 std::vector<bool> Tensor::element_mask() const {
   std::vector<bool> m(static_cast<std::size_t>(storage_elems_), false);
-  for_each_index(shape_, [&](std::span<const std::int64_t> idx) { m[static_cast<std::size_t>(index(idx))] = true; });
+  for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { m[static_cast<std::size_t>(at)] = true; });
   return m;
 }
 
