@@ -86,6 +86,8 @@ struct Ctx {
   double tanh_arg_u;             // unit roundoff of tanh's argument dtype (0: the accumulation arithmetic)
 
   double limit;                  // overflow thresholds as a fraction of the dtype's largest value (BoundsFrom)
+  // q, k, v as dense row-major [B, H, L, X] doubles, read once: the rows below read each element many times.
+  std::vector<double> q, k, v;
 
   Ctx(const Problem &p_, const PrecisionProfile &prof_, BoundsFrom from = BoundsFrom::exact)
       : p(p_), sh(p_.shape), prof(prof_), ua(unit_roundoff(prof_.accumulate)), us(unit_roundoff(prof_.storage)),
@@ -99,7 +101,18 @@ struct Ctx {
         exp_extra(-std::log1p(-exp_approx.rel)),
         exp_arg_u(exp_approx.argument ? unit_roundoff(*exp_approx.argument) : 0.0),
         exp_tiny(std::max(tiny_a, exp_approx.flush)),
-        tanh_arg_u(tanh_approx.argument ? unit_roundoff(*tanh_approx.argument) : 0.0), limit(limit_fraction(from)) {}
+        tanh_arg_u(tanh_approx.argument ? unit_roundoff(*tanh_approx.argument) : 0.0), limit(limit_fraction(from)),
+        q(p_.q.to_vector()), k(p_.k.to_vector()), v(p_.v.to_vector()) {}
+
+  double q_at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) const {
+    return q[static_cast<std::size_t>(((b * sh.Hq + h) * sh.Lq + i) * sh.D + d)];
+  }
+  double k_at(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t d) const {
+    return k[static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.D + d)];
+  }
+  double v_at(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t col) const {
+    return v[static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.Dv + col)];
+  }
 
   bool overflows(double magnitude) const { return !(magnitude < acc_max); }
   bool overflows_qk(double magnitude) const { return !(magnitude < qk_max); }
@@ -153,7 +166,7 @@ struct Ctx {
       if (!sees(f, p.params.mask, fr, sh.Lq, sh.Lk, b, h, i, j)) continue;
       long double dot = 0, adot = 0;
       for (std::int64_t d = 0; d < sh.D; ++d) {
-        const long double x = static_cast<long double>(p.q.get({b, h, i, d})) * p.k.get({b, hk, j, d});
+        const long double x = static_cast<long double>(q_at(b, h, i, d)) * k_at(b, hk, j, d);
         dot += x;
         adot += std::fabs(x);
       }
@@ -347,7 +360,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
             // A sink has no value (0); a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7).
             const double v = fill                      ? f->max_abs_v
                              : r.keys[t] == kSinkKey   ? 0.0
-                                                       : r.z[t] * c.dv * p.v.get({b, hk, r.keys[t], col});
+                                                       : r.z[t] * c.dv * c.v_at(b, hk, r.keys[t], col);
             const double dv = fill ? f->max_abs_v + std::fabs(O) : std::fabs(v - O);
             arg += r.P[t] * r.rho[t] * dv;
             hull = std::max(hull, dv);
@@ -411,7 +424,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
                                BoundsFrom from) {
   if (!p.dout) throw std::invalid_argument("backward_bounds: the problem has no dout");
   const Shape &sh = p.shape;
-  const Tensor &dO = *p.dout;
+  const std::vector<double> dout = p.dout->to_vector();  // dO, dense [B, Hq, Lq, Dv]
   const Ctx c(p, prof, from);
   const ForwardBounds fb = forward_bounds(p, exact, prof, from);
   const double scale = std::fabs(p.params.scale);
@@ -460,8 +473,8 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         double D = 0, eD_from_o = 0, D_mag = 0;
         for (std::int64_t col = 0; col < sh.Dv; ++col) {
           const auto o = static_cast<std::size_t>(out_offset(sh, b, h, i, col));
-          const double g = std::fabs(dO.get({b, h, i, col}));
-          D += dO.get({b, h, i, col}) * exact.out[o];
+          const double g = std::fabs(dout[o]);
+          D += dout[o] * exact.out[o];
           eD_from_o += g * fb.out[o];
           D_mag += g * (std::fabs(exact.out[o]) + fb.out[o]);
         }
@@ -477,7 +490,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           const std::int64_t j = r.keys[t];
           double dp = 0, dp_mag = 0;
           for (std::int64_t col = 0; j >= 0 && col < sh.Dv; ++col) {  // a sink has no value: dP = 0
-            const double x = dO.get({b, h, i, col}) * p.v.get({b, hk, j, col});
+            const double x = dout[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] * c.v_at(b, hk, j, col);
             dp += x;
             dp_mag += std::fabs(x);
           }
@@ -534,7 +547,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           const double z = r.z[t];
           const double ads = std::fabs(dS[t]) + e_dS[t];
           for (std::int64_t d = 0; d < sh.D; ++d) {
-            const double kv = p.k.get({b, hk, j, d}), qv = p.q.get({b, h, i, d});
+            const double kv = c.k_at(b, hk, j, d), qv = c.q_at(b, h, i, d);
             const std::size_t iq = qidx(b, h, i, d), ik = kidx(b, hk, j, d);
             dq_err[iq] += scale * e_dS[t] * std::fabs(kv) + flush;
             dq_mag[iq] += scale * ads * std::fabs(kv);
@@ -544,7 +557,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
             dk_val[ik] += scale * dS[t] * qv;
           }
           for (std::int64_t col = 0; col < sh.Dv; ++col) {
-            const double g = dO.get({b, h, i, col});
+            const double g = dout[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
             const std::size_t iv = vidx(b, hk, j, col);
             const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
             dv_err[iv] += (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * std::fabs(g) + flush;
