@@ -84,8 +84,8 @@ void remember_shape(std::vector<Shape> &shapes, const Shape &s) {
 
 namespace {
 /// The time a call of case `c` may take whatever the runner's own timeout: kAllowanceMargin × what the kernel's
-/// measured speed predicts for the case's work (on its slower entry point), at most what is left before the run's
-/// guard; nullopt before any call returned. A correct kernel that is slow, or slowed down by the machine's load,
+/// measured speed predicts for the case's shape (its work and scores, on its slower entry point), at most what is
+/// left before the run's guard; nullopt before any call returned. A correct kernel that is slow, or slowed down by the machine's load,
 /// then finishes and is judged on its answers, so the report does not depend on the load; a call stopped past it
 /// is a hang (or, where the guard capped it, the kernel's slowness).
 std::optional<std::chrono::milliseconds> call_allowance(const RunState &st, const Case &c) {
