@@ -1,5 +1,7 @@
 #include "attncheck/npy.h"
 
+#include "attncheck/tensor.h"
+
 #include <bit>
 #include <cctype>
 #include <cstdio>
@@ -56,22 +58,7 @@ void for_each_offset(const DLTensor &t, F &&f) {
     strides[ud] = t.strides ? t.strides[d] : compact;
     compact *= shape[ud];
   }
-  for (auto n : shape)
-    if (n <= 0) return;
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
-  std::int64_t off = 0;
-  while (true) {
-    f(off);
-    int d = rank - 1;
-    for (; d >= 0; --d) {
-      const auto ud = static_cast<std::size_t>(d);
-      off += strides[ud];
-      if (++idx[ud] < shape[ud]) break;
-      off -= strides[ud] * shape[ud];
-      idx[ud] = 0;
-    }
-    if (d < 0) return;
-  }
+  for_each_storage_index(shape, strides, 0, f);
 }
 
 struct FileCloser {

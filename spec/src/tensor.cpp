@@ -160,37 +160,6 @@ void Tensor::set_storage(std::int64_t s, double x) {
   }
 }
 
-namespace {
-/// f(storage index) for every element of a tensor of `shape` and `strides` at `offset`, in row-major order of the
-/// shape: the innermost dimension a strided loop, the others an odometer (no index vector per element).
-template <class F>
-void for_each_storage_index(const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,
-                            std::int64_t offset, F &&f) {
-  for (auto n : shape)
-    if (n <= 0) return;
-  if (shape.empty()) {
-    f(offset);
-    return;
-  }
-  const std::size_t last = shape.size() - 1;
-  const std::int64_t inner = shape[last], step = strides[last];
-  std::vector<std::int64_t> idx(last, 0);
-  std::int64_t base = offset;
-  while (true) {
-    for (std::int64_t x = 0, at = base; x < inner; ++x, at += step) f(at);
-    int d = static_cast<int>(last) - 1;
-    for (; d >= 0; --d) {
-      const auto u = static_cast<std::size_t>(d);
-      base += strides[u];
-      if (++idx[u] < shape[u]) break;
-      base -= strides[u] * shape[u];
-      idx[u] = 0;
-    }
-    if (d < 0) return;
-  }
-}
-}  // namespace
-
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out;
   out.reserve(static_cast<std::size_t>(numel()));

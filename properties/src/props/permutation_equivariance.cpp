@@ -3,13 +3,13 @@
 // the rows of O. Both are checked kernel against kernel: the kernel's O on the permuted problem against its own O
 // on the original (rows permuted), within the sum of the two problems' error bounds (SPEC.md §4.2) — a correct
 // kernel may sum the keys in another order. Reversal is fixed by the shape, so a failure replays exactly.
-#include "attncheck/judge.h"
+#include "case_copies.h"
+
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
 #include <algorithm>
 #include <limits>
-#include <memory>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -42,22 +42,11 @@ bool related(Ladder &L, std::string_view name, const ForwardSide &a, const Forwa
   return within_each_other(L, name, permute(a.fr.out.to_vector()), permute(a.exact.out), permute(a.bound.out), b);
 }
 
-/// The case, its two permuted copies and the kernel's answers on the three.
-struct Permuted {
-  Case keys, queries;
-  ForwardSide base, key_side, query_side;
-  /// The Ladder's judging for `side`: the permuted copy it ran, or the case itself.
-  void judge(Ladder &L, const ForwardSide &side) const {
-    if (&side == &key_side) L.judging(keys, "keys and values reversed (π k, π v)");
-    else if (&side == &query_side) L.judging(queries, "queries reversed (π q)");
-    else L.judging_original();
-  }
-};
-
-/// The comparisons of three forwards that returned intact outputs, exact values and bounds from `src`.
-Outcome compare(const Permuted &pm, ExactSource &src) {
-  const Shape &s = pm.base.p.shape;
-  ForwardSide base = pm.base, key_side = pm.key_side, query_side = pm.query_side;
+/// The comparisons of the case (side 0) and its permuted copies (keys and values reversed: 1, queries reversed: 2),
+/// whose forwards returned intact outputs; exact values and bounds from `src`.
+Outcome compare(const CaseCopies &cc, ExactSource &src) {
+  ForwardSide base = cc.sides[0], key_side = cc.sides[1], query_side = cc.sides[2];
+  const Shape &s = base.p.shape;
   // Permuting inputs is exact, so the permuted problems' exact values are the base's, permuted: one reference.
   std::tie(base.exact, base.bound) = src.forward(base.p);
   std::tie(key_side.exact, key_side.bound) = src.forward_rearranged(key_side.p, {});
@@ -66,15 +55,15 @@ Outcome compare(const Permuted &pm, ExactSource &src) {
                      .lse = [&s](const std::vector<double> &x) { return reversed_rows(x, s.Lq, 1); }});
   Ladder L;
   // Each check is a no-op once one has failed: the outcome names the first failing step.
-  pm.judge(L, pm.base);
+  cc.judge(L, 0);
   L.finite("O", base.fr.out, base.exact.out, base.bound.out);
-  pm.judge(L, pm.key_side);
+  cc.judge(L, 1);
   L.finite("O(π k, π v)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
-  pm.judge(L, pm.query_side);
+  cc.judge(L, 2);
   L.finite("O(π q)", query_side.fr.out, query_side.exact.out, query_side.bound.out);
-  pm.judge(L, pm.key_side);
+  cc.judge(L, 1);
   related(L, "O(π k, π v) vs O", base, key_side, /*rows_reversed=*/false);
-  pm.judge(L, pm.query_side);
+  cc.judge(L, 2);
   related(L, "O(π q) vs π O", base, query_side, /*rows_reversed=*/true);
   return L.outcome();
 }
@@ -85,18 +74,9 @@ Outcome run(const Env &env, const Case &c) {
   keys.k = reversed_rows(c.k, s.Lk, s.D);
   keys.v = reversed_rows(c.v, s.Lk, s.Dv);
   queries.q = reversed_rows(c.q, s.Lq, s.D);
-  const Problem pk = keys.problem(), pq = queries.problem();
-  auto pm = std::make_shared<Permuted>(
-      Permuted{std::move(keys), std::move(queries), ForwardSide(c.problem()), ForwardSide(pk), ForwardSide(pq)});
-  Ladder L;
-  for (auto [side, what] : {std::pair{&pm->base, "O"}, std::pair{&pm->key_side, "O(π k, π v)"},
-                            std::pair{&pm->query_side, "O(π q)"}}) {
-    pm->judge(L, *side);
-    side->fr = run_forward(env, side->p);
-    if (!L.call(side->fr.call, "forward") || !L.intact(side->fr.out, what)) return L.outcome();
-  }
-  std::shared_ptr<const Permuted> runs = std::move(pm);
-  return judged(env.precision, [runs](ExactSource &src) { return compare(*runs, src); });
+  return run_copies(env, c, {std::move(keys), std::move(queries)},
+                    {"keys and values reversed (π k, π v)", "queries reversed (π q)"}, {"O", "O(π k, π v)", "O(π q)"},
+                    &compare);
 }
 }  // namespace
 

@@ -4,13 +4,13 @@
 // kernel: the kernel's O on the shifted problem against its own O on the original, within the sum of the two
 // problems' error bounds (SPEC.md §4.2) — plus the exact change of O when storing k + u or v + w rounds (0 when
 // the sums are exact, as with small integers).
-#include "attncheck/judge.h"
+#include "case_copies.h"
+
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -61,39 +61,28 @@ bool related(Ladder &L, std::string_view name, const ForwardSide &a, const Forwa
   return within_each_other(L, name, shifted_got, shifted_exact, a.bound.out, b, extra);
 }
 
-/// The case, its two shifted copies and the kernel's answers on the three.
-struct Shifted {
-  Case keys, values;
-  ForwardSide base, key_side, value_side;
-  /// The Ladder's judging for `side`: the shifted copy it ran, or the case itself.
-  void judge(Ladder &L, const ForwardSide &side) const {
-    if (&side == &key_side) L.judging(keys, "k + 1 on every key");
-    else if (&side == &value_side) L.judging(values, "v + 1 on every value");
-    else L.judging_original();
-  }
-};
-
-/// The comparisons of three forwards that returned intact outputs, exact values and bounds from `src`.
-Outcome compare(const Shifted &sh, ExactSource &src) {
-  ForwardSide base = sh.base, key_side = sh.key_side, value_side = sh.value_side;
+/// The comparisons of the case (side 0) and its shifted copies (k + u: 1, v + w: 2), whose forwards returned
+/// intact outputs; exact values and bounds from `src`.
+Outcome compare(const CaseCopies &cc, ExactSource &src) {
+  ForwardSide base = cc.sides[0], key_side = cc.sides[1], value_side = cc.sides[2];
   for (ForwardSide *side : {&base, &key_side, &value_side}) std::tie(side->exact, side->bound) = src.forward(side->p);
   Ladder L;
   // Each check is a no-op once one has failed: the outcome names the first failing step.
-  sh.judge(L, sh.base);
+  cc.judge(L, 0);
   L.finite("O", base.fr.out, base.exact.out, base.bound.out);
-  sh.judge(L, sh.key_side);
+  cc.judge(L, 1);
   L.finite("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
-  sh.judge(L, sh.value_side);
+  cc.judge(L, 2);
   L.finite("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
-  sh.judge(L, sh.base);
+  cc.judge(L, 0);
   L.masked("O", base.fr.out, base.exact.out, base.bound.out);
-  sh.judge(L, sh.key_side);
+  cc.judge(L, 1);
   L.masked("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
-  sh.judge(L, sh.value_side);
+  cc.judge(L, 2);
   L.masked("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
-  sh.judge(L, sh.key_side);
+  cc.judge(L, 1);
   related(L, "O(k+u) vs O", base, key_side, row_offsets(base.p, 0));
-  sh.judge(L, sh.value_side);
+  cc.judge(L, 2);
   related(L, "O(v+w) vs O + w", base, value_side, row_offsets(base.p, kValueShift));
   return L.outcome();
 }
@@ -102,18 +91,8 @@ Outcome run(const Env &env, const Case &c) {
   Case keys = c, values = c;
   keys.k = shifted(c.k, kKeyShift, c.spec.dtype);
   values.v = shifted(c.v, kValueShift, c.spec.dtype);
-  const Problem pk = keys.problem(), pv = values.problem();
-  auto sh = std::make_shared<Shifted>(
-      Shifted{std::move(keys), std::move(values), ForwardSide(c.problem()), ForwardSide(pk), ForwardSide(pv)});
-  Ladder L;
-  for (auto [side, what] : {std::pair{&sh->base, "O"}, std::pair{&sh->key_side, "O(k+u)"},
-                            std::pair{&sh->value_side, "O(v+w)"}}) {
-    sh->judge(L, *side);
-    side->fr = run_forward(env, side->p);
-    if (!L.call(side->fr.call, "forward") || !L.intact(side->fr.out, what)) return L.outcome();
-  }
-  std::shared_ptr<const Shifted> runs = std::move(sh);
-  return judged(env.precision, [runs](ExactSource &src) { return compare(*runs, src); });
+  return run_copies(env, c, {std::move(keys), std::move(values)}, {"k + 1 on every key", "v + 1 on every value"},
+                    {"O", "O(k+u)", "O(v+w)"}, &compare);
 }
 }  // namespace
 

@@ -146,4 +146,34 @@ void for_each_index(const std::vector<std::int64_t> &shape, F &&f) {
   }
 }
 
+/// f(offset) for every element of a strided tensor of `shape` and `strides` (in elements) starting at `offset`, in
+/// row-major order of the shape: the innermost dimension a strided loop, the others an odometer (no index vector per
+/// element). Nothing for an empty tensor; f(offset) once for rank 0.
+template <class F>
+void for_each_storage_index(const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,
+                            std::int64_t offset, F &&f) {
+  for (auto n : shape)
+    if (n <= 0) return;
+  if (shape.empty()) {
+    f(offset);
+    return;
+  }
+  const std::size_t last = shape.size() - 1;
+  const std::int64_t inner = shape[last], step = strides[last];
+  std::vector<std::int64_t> idx(last, 0);
+  std::int64_t base = offset;
+  while (true) {
+    for (std::int64_t x = 0, at = base; x < inner; ++x, at += step) f(at);
+    int d = static_cast<int>(last) - 1;
+    for (; d >= 0; --d) {
+      const auto u = static_cast<std::size_t>(d);
+      base += strides[u];
+      if (++idx[u] < shape[u]) break;
+      base -= strides[u] * shape[u];
+      idx[u] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
 }  // namespace attncheck
