@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attncheck::props {
@@ -63,7 +64,9 @@ std::optional<double> exact_factor(const Case &c, const Problem &p) {
 /// The judged calls, which returned intact outputs, against the exact values of `moved` (the case's problem) from
 /// `src`: the relations of the histories to it are exact (the same logits, O → −O).
 Outcome compare(const Case &c, const Problem &moved, const std::vector<Judged> &calls, ExactSource &src) {
-  const auto [exact, bound] = src.forward(moved);
+  const std::pair<ExactForward, ForwardBounds> reference = src.forward(moved);
+  const ExactForward &exact = reference.first;
+  const ForwardBounds &bound = reference.second;
   std::vector<double> negated_out = exact.out;
   for (double &x : negated_out) x = -x;
   Ladder L;
