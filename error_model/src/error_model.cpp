@@ -104,15 +104,19 @@ struct Ctx {
         tanh_arg_u(tanh_approx.argument ? unit_roundoff(*tanh_approx.argument) : 0.0), limit(limit_fraction(from)),
         q(p_.q.to_vector()), k(p_.k.to_vector()), v(p_.v.to_vector()) {}
 
-  double q_at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) const {
-    return q[static_cast<std::size_t>(((b * sh.Hq + h) * sh.Lq + i) * sh.D + d)];
+  /// Row-major offsets of q [B, Hq, Lq, D], k [B, Hkv, Lk, D] and v [B, Hkv, Lk, Dv] (and of their gradients).
+  std::size_t q_index(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) const {
+    return static_cast<std::size_t>(((b * sh.Hq + h) * sh.Lq + i) * sh.D + d);
   }
-  double k_at(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t d) const {
-    return k[static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.D + d)];
+  std::size_t k_index(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t d) const {
+    return static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.D + d);
   }
-  double v_at(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t col) const {
-    return v[static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.Dv + col)];
+  std::size_t v_index(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t col) const {
+    return static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.Dv + col);
   }
+  double q_at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) const { return q[q_index(b, h, i, d)]; }
+  double k_at(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t d) const { return k[k_index(b, hk, j, d)]; }
+  double v_at(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t c) const { return v[v_index(b, hk, j, c)]; }
 
   bool overflows(double magnitude) const { return !(magnitude < acc_max); }
   bool overflows_qk(double magnitude) const { return !(magnitude < qk_max); }
@@ -443,15 +447,6 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const auto nv = static_cast<std::size_t>(sh.B * sh.Hkv * sh.Lk * sh.Dv);
   std::vector<double> dq_err(nq), dq_mag(nq), dq_val(nq), dk_err(nk), dk_mag(nk), dk_val(nk), dv_err(nv),
       dv_mag(nv), dv_val(nv);
-  auto kidx = [&](std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t d) {
-    return static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.D + d);
-  };
-  auto vidx = [&](std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t col) {
-    return static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.Dv + col);
-  };
-  auto qidx = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) {
-    return static_cast<std::size_t>(((b * sh.Hq + h) * sh.Lq + i) * sh.D + d);
-  };
 
   RowModel r;
   const double cap = p.features.softcap;
@@ -548,7 +543,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           const double ads = std::fabs(dS[t]) + e_dS[t];
           for (std::int64_t d = 0; d < sh.D; ++d) {
             const double kv = c.k_at(b, hk, j, d), qv = c.q_at(b, h, i, d);
-            const std::size_t iq = qidx(b, h, i, d), ik = kidx(b, hk, j, d);
+            const std::size_t iq = c.q_index(b, h, i, d), ik = c.k_index(b, hk, j, d);
             dq_err[iq] += scale * e_dS[t] * std::fabs(kv) + flush;
             dq_mag[iq] += scale * ads * std::fabs(kv);
             dq_val[iq] += scale * dS[t] * kv;
@@ -558,7 +553,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           }
           for (std::int64_t col = 0; col < sh.Dv; ++col) {
             const double g = dout[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
-            const std::size_t iv = vidx(b, hk, j, col);
+            const std::size_t iv = c.v_index(b, hk, j, col);
             const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
             dv_err[iv] += (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * std::fabs(g) + flush;
             dv_mag[iv] += (r.P[t] + e_Pv[t]) * (z + e_z) * std::fabs(g);

@@ -85,9 +85,9 @@ void remember_shape(std::vector<Shape> &shapes, const Shape &s) {
 namespace {
 /// The time a call of case `c` may take whatever the runner's own timeout: kAllowanceMargin × what the kernel's
 /// measured speed predicts for the case's shape (its work and scores, on its slower entry point), at most what is
-/// left before the run's guard; nullopt before any call returned. A correct kernel that is slow, or slowed down by the machine's load,
-/// then finishes and is judged on its answers, so the report does not depend on the load; a call stopped past it
-/// is a hang (or, where the guard capped it, the kernel's slowness).
+/// left before the run's guard; nullopt before any call returned. A correct kernel that is slow, or slowed down by
+/// the machine's load, then finishes and is judged on its answers, so the report does not depend on the load; a call
+/// stopped past it is a hang (or, where the guard capped it, the kernel's slowness).
 std::optional<std::chrono::milliseconds> call_allowance(const RunState &st, const Case &c) {
   const KernelSpeed &speed = st.run->shared.speed;
   const Shape s = c.spec.problem_shape();
@@ -190,7 +190,9 @@ std::optional<double> KernelSpeed::predict(const Shape &s, bool on_backward) con
   if (basis.work == 0) return std::nullopt;
   const double fixed = std::chrono::duration<double>(quickest.value_or(std::chrono::nanoseconds{0})).count();
   const double scaled = std::max(std::chrono::duration<double>(basis.time).count() - fixed, 0.0);
-  const auto scores = [](const Shape &x) { return static_cast<double>(std::max<std::int64_t>(x.B * x.Hq * x.Lq * x.Lk, 1)); };
+  const auto scores = [](const Shape &x) {
+    return static_cast<double>(std::max<std::int64_t>(x.B * x.Hq * x.Lq * x.Lk, 1));
+  };
   const double ratio = std::max(static_cast<double>(s.work()) / static_cast<double>(basis.work),
                                 scores(s) / scores(basis.shape));
   return fixed + scaled * ratio;

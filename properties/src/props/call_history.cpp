@@ -139,7 +139,8 @@ Outcome run(const Env &env, const Case &c) {
   if (!call(moved, Judged{"on the inputs copied to new addresses"})) return L.outcome();
 
   auto judged_calls = std::make_shared<const std::vector<Judged>>(std::move(calls));
-  return judged(env.precision, [c, moved, judged_calls](ExactSource &src) { return compare(c, moved, *judged_calls, src); });
+  return judged(env.precision,
+                [c, moved, judged_calls](ExactSource &src) { return compare(c, moved, *judged_calls, src); });
 }
 }  // namespace
 
