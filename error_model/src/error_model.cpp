@@ -326,6 +326,9 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
   out.lse.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq), 0.0);
   RowModel r;
   const double u32 = unit_roundoff(Dtype::f32);
+  // Per column of a row: Σ P̂ρ|v − O|, max |v − O|, Σ P̂(1 + ρ)|v|, max |v|, the weights' rounding against |v| and
+  // against |v − O|.
+  std::vector<double> fb_arg, fb_hull, fb_abs, fb_vmax, fb_round, fb_centered;
   for (std::int64_t b = 0; b < sh.B; ++b)
     for (std::int64_t h = 0; h < sh.Hq; ++h)
       for (std::int64_t i = 0; i < sh.Lq; ++i) {
@@ -356,25 +359,36 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         const double e_rowsum = c.rowsum_p ? c.us + n_own * c.eta_s / 2 + filler_round : 0.0;
         const std::int64_t hk = sh.kv_head(h);
         const bool dropout = p.features.dropout_p > 0;
-        for (std::int64_t col = 0; col < sh.Dv; ++col) {
-          const double O = exact.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
-          double arg = 0, hull = 0, abs_sum = 0, vmax = 0, p_round = 0, p_centered = 0;
-          for (std::size_t t = 0; t < r.keys.size(); ++t) {
-            const bool fill = r.keys[t] == kFillerKey;
-            // A sink has no value (0); a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7).
-            const double v = fill                      ? f->max_abs_v
-                             : r.keys[t] == kSinkKey   ? 0.0
-                                                       : r.z[t] * c.dv * c.v_at(b, hk, r.keys[t], col);
+        // The sums over the row's keys, for every column at once: key by key, v's row read in storage order (each
+        // column's sum in the same key order as one column at a time, so the same bits).
+        const std::size_t cols = static_cast<std::size_t>(sh.Dv);
+        const double *Orow = exact.out.data() + out_offset(sh, b, h, i, 0);
+        for (std::vector<double> *acc : {&fb_arg, &fb_hull, &fb_abs, &fb_vmax, &fb_round, &fb_centered})
+          acc->assign(cols, 0.0);
+        for (std::size_t t = 0; t < r.keys.size(); ++t) {
+          const bool fill = r.keys[t] == kFillerKey, sink = r.keys[t] == kSinkKey;
+          // A sink has no value (0); a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7).
+          const double zdv = fill || sink ? 0.0 : r.z[t] * c.dv;
+          const double *vrow = fill || sink ? nullptr : c.v.data() + c.v_index(b, hk, r.keys[t], 0);
+          const double w_arg = r.P[t] * r.rho[t], w_abs = r.P[t] * (1 + r.rho[t]);
+          // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight.
+          const double a = fill ? filler_round : c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2;
+          for (std::size_t col = 0; col < cols; ++col) {
+            const double O = Orow[col];
+            const double v = fill ? f->max_abs_v : vrow ? zdv * vrow[col] : 0.0;
             const double dv = fill ? f->max_abs_v + std::fabs(O) : std::fabs(v - O);
-            arg += r.P[t] * r.rho[t] * dv;
-            hull = std::max(hull, dv);
-            abs_sum += r.P[t] * (1 + r.rho[t]) * std::fabs(v);
-            vmax = std::max(vmax, std::fabs(v));
-            // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight.
-            const double a = fill ? filler_round : c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2;
-            if (prof.round_p) p_round += a * std::fabs(v);
-            if (c.rowsum_p) p_centered += a * dv;
+            fb_arg[col] += w_arg * dv;
+            fb_hull[col] = std::max(fb_hull[col], dv);
+            fb_abs[col] += w_abs * std::fabs(v);
+            fb_vmax[col] = std::max(fb_vmax[col], std::fabs(v));
+            if (prof.round_p) fb_round[col] += a * std::fabs(v);
+            if (c.rowsum_p) fb_centered[col] += a * dv;
           }
+        }
+        for (std::size_t col = 0; col < cols; ++col) {
+          const double O = Orow[col], arg = fb_arg[col], hull = fb_hull[col], vmax = fb_vmax[col],
+                       p_centered = fb_centered[col];
+          double abs_sum = fb_abs[col], p_round = fb_round[col];
           // Σ_j P̂_ij = 1, so Σ_j P̂_ij|v_jc| ≤ max_j |v_jc|: caps the terms when some θ is out of exp's range
           // (0·∞ there is NaN, and the cap is the right bound).
           const double b_arg = std::isnan(arg) ? hull : std::min(arg, hull);
@@ -404,7 +418,8 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
           e = c.overflows_storage(std::fabs(O) + e) ? kInf : c.store(std::fabs(O), e);
           // The exact answer given is the row's without the filler: O_long − O = w(Ō_filler − O)/(1 + w), w ≤ δ.
           if (f) e += delta * (f->max_abs_v + std::fabs(O)) / (1 - delta);
-          out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = unbounded_if_nan(e * (1 + kDoubleSlack));
+          out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, static_cast<std::int64_t>(col)))] =
+              unbounded_if_nan(e * (1 + kDoubleSlack));
         }
         // LSE = m + ln l: log-space errors of the terms, the row sum, the log and the final conversions.
         const double gl = c.gamma_lse(n);
