@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <string_view>
@@ -163,6 +164,30 @@ TEST_CASE("the kernel's declines are counted as declined, not as reached") {
   const RunCoverage rc = r.coverage();
   CHECK(rc.count(CornerStatus::reached) == 0);
   CHECK(rc.corners[*corner_index("b1")].status == CornerStatus::declined);
+}
+
+namespace {
+bool production_dim(std::int64_t d) {
+  return std::find(kProductionHeadDims.begin(), kProductionHeadDims.end(), d) != kProductionHeadDims.end();
+}
+/// A kernel of production head dims only (as FlashAttention builds one per head dim): it declines every other D, Dv.
+int production_dims_only(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
+                         DLTensor *out, DLTensor *lse) {
+  if (!production_dim(q->shape[3]) || !production_dim(v->shape[3])) return ATTNCHECK_UNSUPPORTED;
+  return support::variant_kernel(support::Variant{}).forward(p, q, k, v, out, lse);
+}
+const attncheck_kernel kProductionDimsOnly{ATTNCHECK_ABI_VERSION, "production_dims_only", &production_dims_only,
+                                           nullptr, nullptr};
+}  // namespace
+
+TEST_CASE("a kernel of production head dims only gets rows of several tiles from the reach regime") {
+  const RunReport r = check_property(kProductionDimsOnly, "accuracy", options());
+  const PropertyReport &p = r.properties.front();
+  INFO(r.text());
+  const auto of = [&](std::string_view id) { return p.coverage.decided[*corner_index(id)]; };
+  // Every decided case has a production head dim; the boundary regime's have short rows, the reach regime's long.
+  CHECK(of("d-small") + of("d-odd") == 0);
+  CHECK(of("lk-multi") + of("lk-long") >= kHandful);
 }
 
 TEST_CASE("a run's corners: not declared without the feature, not applicable without the backward") {

@@ -90,6 +90,40 @@ TEST_CASE("generated shapes reach every tiling boundary, odd head dim and long r
   CHECK(layouts.size() == 4);
 }
 
+TEST_CASE("screened properties' cases reach production head dims against rows of hundreds to 2,048 keys") {
+  CaseOptions with_reach;
+  with_reach.reach = true;
+  const std::vector<CaseSpec> specs = draw_specs(with_reach, kSpecDraws, 2);
+  const std::vector<CaseSpec> plain = draw_specs(CaseOptions{}, kSpecDraws, 2);
+  // The same Random draws the same spec unless it lands in the reach regime.
+  int reached = 0, extremes = 0;
+  std::set<std::int64_t> head_dims;
+  std::int64_t most_keys = 0, most_keys_at_256 = 0;
+  for (std::size_t x = 0; x < specs.size(); ++x) {
+    const CaseSpec &s = specs[x];
+    REQUIRE_NOTHROW(s.shape.validate());
+    extremes += s.family == Family::extremes;
+    if (s == plain[x]) continue;
+    ++reached;
+    INFO(s.shape.Lq << "×" << s.shape.Lk << " D " << s.shape.D << " Dv " << s.shape.Dv << " Hq " << s.shape.Hq);
+    CHECK(s.family != Family::extremes);
+    CHECK(s.shape.Lk >= kReachMinKeys);
+    CHECK(s.shape.Lk <= kReachMaxKeys);
+    CHECK(s.shape.D >= kReachMinOddDim);
+    CHECK(s.work() <= CaseOptions::kReachMaxWork);
+    head_dims.insert(s.shape.D);
+    most_keys = std::max(most_keys, s.shape.Lk);
+    if (s.shape.D == kProductionHeadDims.back()) most_keys_at_256 = std::max(most_keys_at_256, s.shape.Lk);
+  }
+  CHECK(static_cast<double>(reached) / kSpecDraws == Approx(kReachRate).margin(kRateTolerance));
+  for (std::int64_t d : kProductionHeadDims) CHECK(head_dims.count(d));
+  CHECK(std::count_if(head_dims.begin(), head_dims.end(), [](std::int64_t d) { return d % 2 == 1; }) >= 10);
+  CHECK(most_keys >= kReachMaxKeys - 1);  // log-uniform, a third at a power of two or one off it
+  CHECK(most_keys_at_256 >= CaseOptions::kReachMaxWork / (2 * kProductionHeadDims.back() * kLongRowMaxHeads));
+  // Extremes stay in the other regimes, at their share of them.
+  CHECK(static_cast<double>(extremes) / kSpecDraws >= (1 - kReachRate) / kFamilyCount - kRateTolerance);
+}
+
 TEST_CASE("generated values are exactly representable in the storage dtype and every family appears") {
   for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     INFO(dtype_name(dt));

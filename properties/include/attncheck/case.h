@@ -176,6 +176,11 @@ struct CaseOptions {
   /// drops them first) — the combinations production models run (a window with softcap, sinks or ALiBi).
   std::uint32_t combinable = 0;
   std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()
+  /// Draw the reach regime too (gen.h kReachRate: production head dims, rows to 2,048 keys, within kReachMaxWork):
+  /// for properties the fast reference screens (PropertyDef::screened).
+  bool reach = false;
+  /// The cap on CaseSpec::work() of a mutated case: max_work, or the reach regime's where that is larger.
+  std::int64_t work_cap() const;
   /// The fewest keys a case may have (least_keys()); kept while shrinking.
   std::int64_t min_keys = 1;
   /// Under tie_head_dims, the fewest keys: a property whose probes keep Dv = D only at D ≥ 2 sets 2, so that its cases
@@ -217,6 +222,10 @@ struct CaseOptions {
   }
   /// ≈ 30 ms of MPFR reference per case at the cap: boundary shapes stay affordable.
   static constexpr std::int64_t kDefaultMaxWork = 600'000;
+  /// The reach regime's cap (gen.h kReachRate): one query row of D = Dv = 64 against 2,048 keys, or of 256 against
+  /// 512. Its cases go through the screen (about a double evaluation per element); MPFR sees them only where the
+  /// screen escalates.
+  static constexpr std::int64_t kReachMaxWork = std::int64_t{1} << 18;
 };
 
 /// A case: spec and exact values, row-major over the logical shapes

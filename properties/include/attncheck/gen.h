@@ -11,7 +11,9 @@
 //   small    (1 − kBoundaryRate − kLongRowRate): lengths and head dims small, growing with RapidCheck's size;
 //   boundary (kBoundaryRate): Lq, Lk (one or both) or D or Dv at a tiling boundary (kTileBoundaries, kOddHeadDims),
 //            or D, Dv at a production head dim (kProductionHeadDims);
-//   long     (kLongRowRate): Lk in [kLongRowMin, kLongRowMin + kLongRowSpan), Lq ≤ kLongRowMaxLq, small heads, D.
+//   long     (kLongRowRate): Lk in [kLongRowMin, kLongRowMin + kLongRowSpan), Lq ≤ kLongRowMaxLq, small heads, D;
+//   reach    (kReachRate, screened properties only: CaseOptions::reach): production head dims against rows of up to
+//            kReachMaxKeys keys, within CaseOptions::kReachMaxWork.
 // Small and boundary cases draw B and the GQA group from buckets (kBatchBuckets, kGroupBuckets, MQA at kMqaRate).
 // Every spec respects CaseOptions::max_work (B·Hq·Lq·Lk·(D + Dv)); a rare batch or group (kRareBatch, kRareGroup)
 // keeps its size, within max_work / kRareWorkDivisor, while lengths and head dims give way.
@@ -43,6 +45,17 @@ inline constexpr std::array<std::int64_t, 2> kOddHeadDims{59, 111};
 inline constexpr double kBoundaryRate = 0.25;  ///< share of cases in the boundary regime
 inline constexpr double kLongRowRate = 0.05;   ///< share of cases in the long-row regime
 inline constexpr std::int64_t kLongRowMin = 1024, kLongRowSpan = 64, kLongRowMaxLq = 2;
+/// The reach regime (CaseOptions::reach: properties the fast reference screens, whose cost per element is about a
+/// double evaluation's): production head dims (kProductionHeadDims, or an odd D in [kReachMinOddDim, 256] at
+/// kReachOddRate), up to kReachMaxQueries query rows, B = Hkv = 1 and up to kLongRowMaxHeads query heads, against
+/// rows of kReachMinKeys keys up to what CaseOptions::kReachMaxWork leaves, at most kReachMaxKeys (log-uniform, a
+/// third at a power of two or one off it): D = Dv = 64 reaches 2,048 keys, 256 reaches 512. Every value family but
+/// extremes. Its share is what the default profile's time affords: a reach case costs about ten small ones, mostly
+/// drawing its values and the kernel (a kernel that declines pays the drawing too), and at 5 % the builtin default
+/// profile takes the wall time it took before the screen.
+inline constexpr double kReachRate = 0.05;
+inline constexpr double kReachOddRate = 0.25;
+inline constexpr std::int64_t kReachMinKeys = 129, kReachMaxKeys = 2048, kReachMaxQueries = 16, kReachMinOddDim = 17;
 /// Stretched cases (CaseOptions::stretch, stretch.h), in three regimes drawn at fixed rates: decode (Lq ≤
 /// kMaxStretchDecodeLq, Lk up to kMaxStretchKeys), square (Lq = Lk up to kMaxStretchSquare) and general; lengths
 /// log-uniform from kMinStretchKeys, and each regime's maximum itself at every kStretchMaxEvery-th RapidCheck size.

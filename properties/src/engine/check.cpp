@@ -213,6 +213,7 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
   co.combinable = env.contract.features & kCombinableFeatures;
   if (env.contract.empty_rows == EmptyRows::unspecified) co.empty_rows = false;
   co.backward = def.needs_backward;
+  co.reach = def.screened;  // production shapes where the screen keeps them cheap
   co.shape_pool = pool;
   if (def.require) def.require(co);
   if (co.dv_equals_lk) co.tie_head_dims = run.declines_unequal_head_dims();
