@@ -44,14 +44,14 @@ def test_torch_sdpa_passes_forward_and_autograd_backward_and_without_scale_fails
     assert bad.verdict == "fail" and bad.counterexamples[0].spec["D"] >= 2
 
 
-def _exec_verdicts(dtype, seed):
-    """`attncheck check --exec examples/exec/torch_sdpa_kernel.py`: per property (verdict, cases), and its time."""
+def _exec_verdicts(dtype, seed, with_reports):
+    """`attncheck check --exec examples/exec/torch_sdpa_kernel.py`: per property (verdict, cases), and its time; the
+    reports go to the folder `with_reports`."""
     cli = os.environ.get("ATTNCHECK_CLI")
     if not cli:
         pytest.skip("ATTNCHECK_CLI (the attncheck executable) is not set: run through ctest")
     kernel = os.path.join(SOURCE_DIR, "examples", "exec", "torch_sdpa_kernel.py")
     start = time.monotonic()
-    with_reports = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"attncheck-torch-exec-{os.getpid()}")
     proc = subprocess.run([cli, "check", "--exec", f"{sys.executable} {kernel}", "--dtype", dtype, "--properties",
                            ",".join(PROPERTIES), "--cases", str(FAST["cases"]), "--profile", "quick",
                            "--time-budget", str(FAST["time_budget"]), "--seed",
@@ -65,12 +65,12 @@ def _exec_verdicts(dtype, seed):
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-def test_in_process_autograd_gives_the_exec_protocols_verdicts(dtype):
+def test_in_process_autograd_gives_the_exec_protocols_verdicts(dtype, tmp_path):
     start = time.monotonic()
     report = attncheck.check(sdpa, backward="autograd", contract=CONTRACT, dtypes=[dtype], properties=PROPERTIES,
                              seed=3, **FAST)
     in_process = time.monotonic() - start
-    exec_verdicts, exec_time = _exec_verdicts(dtype, 3)
+    exec_verdicts, exec_time = _exec_verdicts(dtype, 3, str(tmp_path))
     assert [(p.id, p.verdict, p.cases) for p in report.properties] == exec_verdicts
     print(f"\ntorch SDPA {dtype}, {len(PROPERTIES)} properties × {FAST['cases']} cases: in process {in_process:.1f} s, "
           f"exec protocol {exec_time:.1f} s")
