@@ -8,7 +8,8 @@
 //
 // Shapes come from three regimes drawn at fixed rates, so that most cases stay cheap for the MPFR reference while
 // tiling edges and long rows are still reached:
-//   small    (1 − kBoundaryRate − kLongRowRate): lengths and head dims small, growing with RapidCheck's size;
+//   small    (the rest: 1 − kBoundaryRate − kLongRowRate, less kReachRate under reach): lengths and head dims small,
+//            growing with RapidCheck's size;
 //   boundary (kBoundaryRate): Lq, Lk (one or both) or D or Dv at a tiling boundary (kTileBoundaries, kOddHeadDims),
 //            or D, Dv at a production head dim (kProductionHeadDims);
 //   long     (kLongRowRate): Lk in [kLongRowMin, kLongRowMin + kLongRowSpan), Lq ≤ kLongRowMaxLq, small heads, D;
