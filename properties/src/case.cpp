@@ -266,8 +266,6 @@ std::string Case::describe(std::size_t max_values_per_tensor) const {
   return out;
 }
 
-std::int64_t CaseOptions::work_cap() const { return reach ? std::max(max_work, kReachMaxWork) : max_work; }
-
 bool CaseOptions::admits(const CaseSpec &s) const {
   if (s.stretch.active() != stretch) return false;
   if (s.stretch.active() && (s.stretch.Lk < s.shape.Lk || s.stretch.Lq < s.shape.Lq)) return false;

@@ -27,11 +27,6 @@ constexpr std::int64_t kMultiTileKeys = 129, kLongKeys = kLongRowMin, kVeryLongK
 constexpr std::int64_t kDecodeRows = 16, kDecodeKeys = 64;
 /// Query rows of a prefill block that spans several tiles.
 constexpr std::int64_t kManyQueries = 128;
-/// The largest small head dim (the small regime's), and the head dims production models use.
-bool production(std::int64_t d) {
-  return std::find(kProductionHeadDims.begin(), kProductionHeadDims.end(), d) != kProductionHeadDims.end();
-}
-
 template <std::int64_t G>
 bool group_is(const CaseSpec &, const Shape &p) { return group(p) == G; }
 template <std::int64_t D>
@@ -112,7 +107,9 @@ const std::array<Row, kCornerCount> kRows{{
     {{"d192", "D, Dv", "D = 192"}, &head_dim_is<192>},
     {{"d256", "D, Dv", "D = 256"}, &head_dim_is<256>},
     {{"d-odd", "D, Dv", "D odd, > 16"}, [](const CaseSpec &, const Shape &p) { return p.D > kSmallMaxHeadDim && p.D % 2 == 1; }},
-    {{"dv-prod", "D, Dv", "Dv a production head dim (64…256)"}, [](const CaseSpec &, const Shape &p) { return production(p.Dv); }},
+    {{"dv-prod", "D, Dv", "Dv a production head dim (64…256)"}, [](const CaseSpec &, const Shape &p) {
+       return is_production_head_dim(p.Dv);
+     }},
     {{"d-ne-dv", "D, Dv", "D ≠ Dv"}, [](const CaseSpec &, const Shape &p) { return p.D != p.Dv; }},
 
     ATTNCHECK_LAYOUTS(Operand::q, "q"),

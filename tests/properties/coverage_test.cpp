@@ -9,7 +9,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <set>
 #include <string>
 #include <string_view>
@@ -167,13 +166,10 @@ TEST_CASE("the kernel's declines are counted as declined, not as reached") {
 }
 
 namespace {
-bool production_dim(std::int64_t d) {
-  return std::find(kProductionHeadDims.begin(), kProductionHeadDims.end(), d) != kProductionHeadDims.end();
-}
 /// A kernel of production head dims only (as FlashAttention builds one per head dim): it declines every other D, Dv.
 int production_dims_only(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v,
                          DLTensor *out, DLTensor *lse) {
-  if (!production_dim(q->shape[3]) || !production_dim(v->shape[3])) return ATTNCHECK_UNSUPPORTED;
+  if (!is_production_head_dim(q->shape[3]) || !is_production_head_dim(v->shape[3])) return ATTNCHECK_UNSUPPORTED;
   return support::variant_kernel(support::Variant{}).forward(p, q, k, v, out, lse);
 }
 const attncheck_kernel kProductionDimsOnly{ATTNCHECK_ABI_VERSION, "production_dims_only", &production_dims_only,

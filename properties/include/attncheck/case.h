@@ -176,11 +176,9 @@ struct CaseOptions {
   /// drops them first) — the combinations production models run (a window with softcap, sinks or ALiBi).
   std::uint32_t combinable = 0;
   std::int64_t max_work = kDefaultMaxWork;  ///< cap on CaseSpec::work()
-  /// Draw the reach regime too (gen.h kReachRate: production head dims, rows to 2,048 keys, within kReachMaxWork):
-  /// for properties the fast reference screens (PropertyDef::screened).
+  /// Draw the reach regime too (gen.h kReachRate: production head dims, rows to 2,048 keys, within kReachMaxWork and
+  /// max_work): for properties the fast reference screens (PropertyDef::screened).
   bool reach = false;
-  /// The cap on CaseSpec::work() of a mutated case: max_work, or the reach regime's where that is larger.
-  std::int64_t work_cap() const;
   /// The fewest keys a case may have (least_keys()); kept while shrinking.
   std::int64_t min_keys = 1;
   /// Under tie_head_dims, the fewest keys: a property whose probes keep Dv = D only at D ≥ 2 sets 2, so that its cases

@@ -14,7 +14,7 @@
 //            or D, Dv at a production head dim (kProductionHeadDims);
 //   long     (kLongRowRate): Lk in [kLongRowMin, kLongRowMin + kLongRowSpan), Lq ≤ kLongRowMaxLq, small heads, D;
 //   reach    (kReachRate, screened properties only: CaseOptions::reach): production head dims against rows of up to
-//            kReachMaxKeys keys, within CaseOptions::kReachMaxWork.
+//            kReachMaxKeys keys, within CaseOptions::kReachMaxWork (and max_work).
 // Small and boundary cases draw B and the GQA group from buckets (kBatchBuckets, kGroupBuckets, MQA at kMqaRate).
 // Every spec respects CaseOptions::max_work (B·Hq·Lq·Lk·(D + Dv)); a rare batch or group (kRareBatch, kRareGroup)
 // keeps its size, within max_work / kRareWorkDivisor, while lengths and head dims give way.
@@ -31,6 +31,7 @@
 #include <rapidcheck/Random.h>
 #include <rapidcheck/Shrinkable.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -49,7 +50,7 @@ inline constexpr std::int64_t kLongRowMin = 1024, kLongRowSpan = 64, kLongRowMax
 /// The reach regime (CaseOptions::reach: properties the fast reference screens, whose cost per element is about a
 /// double evaluation's): production head dims (kProductionHeadDims, or an odd D in [kReachMinOddDim, 256] at
 /// kReachOddRate), up to kReachMaxQueries query rows, B = Hkv = 1 and up to kLongRowMaxHeads query heads, against
-/// rows of kReachMinKeys keys up to what CaseOptions::kReachMaxWork leaves, at most kReachMaxKeys (log-uniform, a
+/// rows of kReachMinKeys keys up to what CaseOptions::kReachMaxWork (or a smaller max_work) leaves, at most kReachMaxKeys (log-uniform, a
 /// third at a power of two or one off it): D = Dv = 64 reaches 2,048 keys, 256 reaches 512. Every value family but
 /// extremes. Its share is what the default profile's time affords: a reach case costs about ten small ones, mostly
 /// drawing its values and the kernel (a kernel that declines pays the drawing too), and at 5 % the builtin default
@@ -125,6 +126,10 @@ inline constexpr std::int64_t kRareWorkDivisor = 8;
 /// Head dims of production models (boundary regime, one axis in six): Llama's 128, GPT-2's 64, 80
 /// (Phi-2), 96 (Phi-3-mini), 192 (DeepSeek-V3's MLA q·k, with 128 for v) and 256 (Gemma); D ≠ Dv among them too.
 inline constexpr std::array<std::int64_t, 6> kProductionHeadDims{64, 80, 96, 128, 192, 256};
+/// Whether `d` is one of kProductionHeadDims.
+inline bool is_production_head_dim(std::int64_t d) {
+  return std::find(kProductionHeadDims.begin(), kProductionHeadDims.end(), d) != kProductionHeadDims.end();
+}
 /// Heads of the long-row regime (B = Hkv = 1: its rows are long already).
 inline constexpr std::int64_t kLongRowMaxHeads = 2;
 /// Largest B, Hkv and query-head group (Hq / Hkv) of few heads (CaseOptions::few_heads) and of stretched cores (their

@@ -119,7 +119,7 @@ double entry(Bits &b, Family family, double sigma) {
   }
 }
 
-/// Shrinks dims until spec.work() ≤ max_work (the options' own, or the reach regime's): batches, then heads, then the
+/// Shrinks dims until spec.work() ≤ max_work (the options' own, or the reach regime's smaller one): batches, then heads, then the
 /// largest unprotected length or head dim, and only then the protected (boundary, long-row or reach) dim. A rare batch
 /// (≥ kRareBatch) or GQA group (≥ kRareGroup) is kept instead, within max_work / kRareWorkDivisor: its kv heads go
 /// first, then the lengths and head dims, and it is halved only when they are at 1.
@@ -409,13 +409,11 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
                                    : b.pick(kProductionHeadDims);
     sh.Dv = b.chance(kDvEqualsDRate) ? sh.D : b.pick(kProductionHeadDims);
     // The head dims stay; the keys and then the query rows fit the cap (D = Dv = 256 keeps 512 keys for one row).
+    max_work = std::min(opts.max_work, CaseOptions::kReachMaxWork);
     const std::int64_t per_key = sh.Hq * (sh.D + sh.Dv);
-    sh.Lk = std::min(log_uniform_length(b, kReachMinKeys, kReachMaxKeys),
-                     std::max(kReachMinKeys, CaseOptions::kReachMaxWork / per_key));
-    sh.Lq = std::min(b.uniform(1, kReachMaxQueries),
-                     std::max<std::int64_t>(1, CaseOptions::kReachMaxWork / (per_key * sh.Lk)));
+    sh.Lk = std::min(log_uniform_length(b, kReachMinKeys, kReachMaxKeys), std::max(kReachMinKeys, max_work / per_key));
+    sh.Lq = std::min(b.uniform(1, kReachMaxQueries), std::max<std::int64_t>(1, max_work / (per_key * sh.Lk)));
     protect = &Shape::D;
-    max_work = CaseOptions::kReachMaxWork;
     reach = true;
   }
   s.mask = opts.mask.value_or(b.chance(kCausalRate) ? opts.causal : Mask::none);

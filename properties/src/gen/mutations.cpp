@@ -164,7 +164,7 @@ void resize(Bits &b, Case &c, const CaseOptions &opts) {
     to.push_back(*(down - 1));
   CaseSpec spec = c.spec;
   (keys ? spec.shape.Lk : spec.shape.Lq) = b.pick(to);
-  if (spec.shape.Lq < 1 || !opts.admits(spec) || spec.work() > opts.work_cap()) return;
+  if (spec.shape.Lq < 1 || !opts.admits(spec) || spec.work() > opts.max_work) return;
   Case out = draw_case(rc::Random(b.next()), spec, opts);
   const Shape &s = c.spec.shape, &t = spec.shape;
   copy_rows(c.q, out.q, s.B * s.Hq, s.Lq, t.Lq, s.D);
