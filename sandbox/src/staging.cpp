@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 namespace attncheck::sandbox {
 
@@ -15,17 +16,38 @@ std::uint64_t round_up(std::uint64_t n, std::uint64_t page) { return (n + page -
 std::string plural(std::int64_t n, const char *what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
+
+/// Copies the run of `len` elements of `esize` bytes `step` elements apart at `from` to the same places at `to`: one
+/// memcpy when they are contiguous, else element by element (a fixed-size copy for the usual sizes).
+void copy_run(std::byte *to, const std::byte *from, std::int64_t len, std::int64_t step, std::size_t esize) {
+  if (step == 1) {
+    std::memcpy(to, from, static_cast<std::size_t>(len) * esize);
+    return;
+  }
+  const std::int64_t bytes = step * static_cast<std::int64_t>(esize);
+  auto each = [&]<std::size_t kSize>(std::integral_constant<std::size_t, kSize>) {
+    for (std::int64_t j = 0; j < len; ++j) std::memcpy(to + j * bytes, from + j * bytes, kSize);
+  };
+  switch (esize) {
+    case 2: each(std::integral_constant<std::size_t, 2>{}); break;
+    case 4: each(std::integral_constant<std::size_t, 4>{}); break;
+    default:
+      for (std::int64_t j = 0; j < len; ++j) std::memcpy(to + j * bytes, from + j * bytes, esize);
+  }
+}
 }  // namespace
 
 template <class F>
-void Staging::for_each_offset(const Region &r, F &&f) {
+void Staging::for_each_run(const Region &r, F &&f) {
   if (r.empty) return;
-  const int n = static_cast<int>(r.shape.size());
-  std::vector<std::int64_t> idx(r.shape.size(), 0);
+  if (r.shape.empty()) return f(std::int64_t{0}, std::int64_t{1}, std::int64_t{1});
+  const int n = static_cast<int>(r.shape.size()) - 1;  // the odometer runs over every dim but the last
+  const std::int64_t len = r.shape.back(), step = r.strides.back();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n), 0);
   std::int64_t off = 0;
   while (true) {
-    f(off);
-    int d = n - 1;  // odometer: bump the last index, carry into the ones before
+    f(off, len, step);
+    int d = n - 1;  // bump the last outer index, carry into the ones before
     for (; d >= 0; --d) {
       const auto du = static_cast<std::size_t>(d);
       if (++idx[du] < r.shape[du]) {
@@ -100,9 +122,10 @@ void Staging::write(std::byte *shm) {
     const auto *src = static_cast<const std::byte *>(r.arg.tensor->data) + r.arg.tensor->byte_offset;
     const auto elem0 = static_cast<std::int64_t>(r.elem0), begin = static_cast<std::int64_t>(r.begin);
     const auto esize = static_cast<std::int64_t>(r.esize);
-    for_each_offset(r, [&](std::int64_t off) {
-      std::memcpy(shm + elem0 + off * esize, src + off * esize, r.esize);
-      r.is_elem[static_cast<std::size_t>((elem0 + off * esize - begin) / esize)] = 1;
+    const std::int64_t slot0 = (elem0 - begin) / esize;  // element [0,…,0]'s slot
+    for_each_run(r, [&](std::int64_t off, std::int64_t len, std::int64_t step) {
+      copy_run(shm + elem0 + off * esize, src + off * esize, len, step, r.esize);
+      for (std::int64_t j = 0; j < len; ++j) r.is_elem[static_cast<std::size_t>(slot0 + off + j * step)] = 1;
     });
     r.snapshot.assign(base, base + n);
   }
@@ -152,7 +175,9 @@ void Staging::copy_out(const std::byte *shm) const {
     if (!r.arg.output) continue;
     auto *dst = static_cast<std::byte *>(r.arg.output->data) + r.arg.output->byte_offset;
     const auto esize = static_cast<std::int64_t>(r.esize), elem0 = static_cast<std::int64_t>(r.elem0);
-    for_each_offset(r, [&](std::int64_t off) { std::memcpy(dst + off * esize, shm + elem0 + off * esize, r.esize); });
+    for_each_run(r, [&](std::int64_t off, std::int64_t len, std::int64_t step) {
+      copy_run(dst + off * esize, shm + elem0 + off * esize, len, step, r.esize);
+    });
   }
 }
 

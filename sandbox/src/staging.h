@@ -54,8 +54,10 @@ class Staging {
     std::vector<std::uint8_t> is_elem;  // per element slot of the region: an element of the tensor
     bool empty = true;                // no elements
   };
+  /// f(off, len, step) for each run of the tensor's last dim, in row-major order: `len` elements at storage offsets
+  /// off, off + step, … (a rank-0 tensor is one run of one element).
   template <class F>
-  static void for_each_offset(const Region &r, F &&f);
+  static void for_each_run(const Region &r, F &&f);
   std::vector<Region> regions_;
   std::uint64_t total_ = 0;
   std::size_t page_;
