@@ -130,14 +130,22 @@ std::uint16_t float_to_bf16_bits(float f) {
   return static_cast<std::uint16_t>(rounded >> 16);
 }
 
+namespace {
+/// 2^n for the exponents of normal doubles, n in [−1022, 1023].
+double pow2(int n) { return std::bit_cast<double>(static_cast<std::uint64_t>(n + 1023) << 52); }
+}  // namespace
+
 double round_to(Dtype dt, double x) {
-  const float f = static_cast<float>(x);
-  switch (dt) {
-    case Dtype::f32: return f;
-    case Dtype::f16: return f16_bits_to_float(float_to_f16_bits(f));
-    case Dtype::bf16: return bf16_bits_to_float(float_to_bf16_bits(f));
-  }
-  return f;
+  // float32 is one rounding of the double. float16 and bfloat16 are rounded from the double directly, not through
+  // float, which can round twice: 1 + 2⁻¹¹ + 2⁻⁴⁰ lies above the midpoint of 1 and 1 + 2⁻¹⁰, but its float is that
+  // midpoint, which then ties to 1.
+  if (dt == Dtype::f32 || !std::isfinite(x) || x == 0) return static_cast<float>(x);
+  const int p = dt == Dtype::f16 ? 11 : 8;         // significand bits
+  const int e_min = dt == Dtype::f16 ? -14 : -126;  // the least normal exponent
+  // x's exponent (a double subnormal counts as below e_min), and the exponent k of x's quantum 2^(k − p + 1).
+  const int k = std::max(static_cast<int>((std::bit_cast<std::uint64_t>(x) >> 52) & 0x7ff) - 1023, e_min);
+  const double y = std::nearbyint(x * pow2(p - 1 - k)) * pow2(k - p + 1);  // nearest even; the scalings are exact
+  return std::fabs(y) > max_finite(dt) ? std::copysign(std::numeric_limits<double>::infinity(), x) : y;
 }
 
 namespace {

@@ -19,10 +19,10 @@ CheckOptions float16_without_lse(std::uint64_t seed, std::optional<int> targeted
   o.targeted_cases = targeted;
   return o;
 }
-/// Seeds whose 100 random cases all pass Bug::scale_12_bits (worst error ÷ bound 0.95, 0.86, 0.88) while the 25
-/// mutants of their targeted phase fail it (1.06, 1.11, 1.08). Of seeds 1–10 the random cases miss it on 8; the
-/// phase catches 6 of those.
-constexpr std::uint64_t kMissedSeeds[] = {3, 4, 7};
+/// Seeds whose 100 random cases all pass Bug::scale_12_bits (worst error ÷ bound 0.93, 0.97, 0.95) while the 25
+/// mutants of their targeted phase fail it (1.04, 1.04, 1.02). Of seeds 1–20 the random cases miss it on 9; the
+/// phase catches 3 of those.
+constexpr std::uint64_t kMissedSeeds[] = {2, 10, 19};
 }  // namespace
 
 TEST_CASE("targeted search: a scale rounded to 12 bits is missed by the random cases and caught by the phase") {

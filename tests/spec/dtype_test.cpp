@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 
 using namespace attncheck;
@@ -76,6 +77,54 @@ TEST_CASE("bfloat16 conversion rounds to nearest even and is exact on bfloat16 v
   REQUIRE(float_to_bf16_bits(std::bit_cast<float>(0x3f818000u)) == 0x3f82u);
   REQUIRE(float_to_bf16_bits(std::bit_cast<float>(0x3f808001u)) == 0x3f81u);
   REQUIRE(std::isinf(bf16_bits_to_float(float_to_bf16_bits(std::numeric_limits<float>::max()))));
+}
+
+TEST_CASE("round_to rounds a double once to the nearest value of the dtype, ties to the even code", "[dtype]") {
+  // Oracle: every finite nonnegative code of the format, in order (codes 0 … 0x7bff / 0x7f7f increase with value);
+  // a double goes to the nearer of the two codes around it, to the even code on a tie, and to Inf at or past the
+  // midpoint of the largest finite value and the next power of two.
+  std::mt19937_64 rng(7);
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) {
+    const std::uint16_t last = dt == Dtype::f16 ? 0x7bffu : 0x7f7fu;
+    auto value = [dt](std::uint32_t code) {
+      const auto c = static_cast<std::uint16_t>(code);
+      return static_cast<double>(dt == Dtype::f16 ? f16_bits_to_float(c) : bf16_bits_to_float(c));
+    };
+    const double overflow = value(last) + (value(last) - value(last - 1)) / 2;
+    auto oracle = [&](double a) {  // a ≥ 0
+      if (a >= overflow) return std::numeric_limits<double>::infinity();
+      std::uint32_t lo = 0, hi = last;  // the largest code whose value is ≤ a
+      while (lo < hi) {
+        const std::uint32_t mid = (lo + hi + 1) / 2;
+        if (value(mid) <= a)
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      if (lo == last || value(lo) == a) return value(lo);
+      const double below = a - value(lo), above = value(lo + 1) - a;
+      return below < above || (below == above && lo % 2 == 0) ? value(lo) : value(lo + 1);
+    };
+    std::uniform_int_distribution<std::uint32_t> code(0, last);
+    std::uniform_int_distribution<int> shift(-60, -1);
+    for (int n = 0; n < 200000; ++n) {
+      // A code's value, the midpoint above it, or either moved by a relative 2^shift (far below float's ulp too).
+      const std::uint32_t c = code(rng);
+      const double mid = c == last ? overflow : (value(c) + value(c + 1)) / 2;
+      double a = n % 2 ? mid : value(c);
+      if (n % 3) a *= 1 + (n % 3 == 1 ? 1 : -1) * std::ldexp(1.0, shift(rng));
+      const double want = oracle(a);
+      INFO(dtype_name(dt) << " " << a);
+      REQUIRE(round_to(dt, a) == want);
+      REQUIRE(round_to(dt, -a) == -want);
+    }
+  }
+  // The double rounding through float that round_to avoids: the float of 1 + 2^-11 + 2^-40 is the midpoint 1 + 2^-11.
+  CHECK(round_to(Dtype::f16, 1 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)) == 1 + std::ldexp(1.0, -10));
+  CHECK(round_to(Dtype::bf16, 1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)) == 1 + std::ldexp(1.0, -7));
+  CHECK(std::isnan(round_to(Dtype::f16, std::nan(""))));
+  CHECK(std::isinf(round_to(Dtype::bf16, 1e39)));
+  CHECK(std::signbit(round_to(Dtype::f16, -1e-30)));
 }
 
 TEST_CASE("dtype constants describe each format", "[dtype]") {

@@ -140,7 +140,9 @@ inline constexpr std::int64_t kFewBatch = 2, kFewKvHeads = 2, kFewGroup = 4;
 /// A spec drawn from `random` at RapidCheck size `size` (0 … rc::kNominalSize), honouring `opts`.
 CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts);
 /// A case of `spec` with values drawn from `random` (family spec.family; v and dout per value_family_of_v; v all
-/// zero without opts.draw_v; dout only with opts.backward).
+/// zero without opts.draw_v; dout only with opts.backward). The entries come from a SplitMix64 stream seeded by
+/// one word of `random`: a few instructions per entry, where RapidCheck's Random computes a Threefish block every
+/// four words.
 Case draw_case(const rc::Random &random, const CaseSpec &spec, const CaseOptions &opts);
 /// One value of `family` in dtype `dt` (families that need several values to mean anything, near_ties and
 /// dominant_key, draw as normal here).

@@ -1,4 +1,5 @@
-// Draws: random bits (rc::Random) → specs and values. Deterministic for a Random and a size; no shrinking here.
+// Draws: random bits (rc::Random) → specs, and a SplitMix64 stream seeded from it → values. Deterministic for a Random
+// and a size; no shrinking here.
 #include "attncheck/gen.h"
 
 #include "bits.h"
@@ -11,6 +12,8 @@ namespace attncheck {
 
 namespace {
 using gen_detail::Bits;
+using gen_detail::SplitMix64;
+using gen_detail::ValueBits;
 using gen_detail::precision_bits;
 using gen_detail::ulp_in;
 constexpr int kPercent = rc::kNominalSize;  // RapidCheck sizes run 0 … kNominalSize
@@ -94,7 +97,8 @@ std::size_t pool_slot(int size, std::size_t n) {
 }
 
 /// A float16 extreme: ±65504, ±the smallest normal, ±a subnormal (normal numbers in float32 and bfloat16).
-double extreme(Bits &b) {
+template <class B>
+double extreme(B &b) {
   const double sign = b.chance(0.5) ? -1.0 : 1.0;
   switch (b.uniform(0, 2)) {
     case 0: return sign * kF16Max;
@@ -104,7 +108,8 @@ double extreme(Bits &b) {
 }
 
 /// One entry of `family` before rounding; `sigma` scales the normal draws of Family::large.
-double entry(Bits &b, Family family, double sigma) {
+template <class B>
+double entry(B &b, Family family, double sigma) {
   switch (family) {
     case Family::small_ints: return static_cast<double>(b.uniform(-kSmallIntMax, kSmallIntMax));
     case Family::uniform: return 2 * b.unit() - 1;
@@ -492,8 +497,9 @@ Case draw_case(const rc::Random &random, const CaseSpec &spec, const CaseOptions
     sigma = std::min(std::sqrt(target / (default_scale(s.D) * std::sqrt(static_cast<double>(s.D)))),
                      max_finite(dt) / 8);
   }
+  ValueBits vb(SplitMix64(b.next()));  // every entry's draws
   auto fill = [&](std::vector<double> &t, Family f) {
-    for (double &x : t) x = round_to(dt, entry(b, f, sigma));
+    for (double &x : t) x = round_to(dt, entry(vb, f, sigma));
   };
   fill(c.q, spec.family);
   fill(c.k, spec.family);
@@ -503,7 +509,7 @@ Case draw_case(const rc::Random &random, const CaseSpec &spec, const CaseOptions
     // Values of the format, some at its largest magnitude (the corner a descale must keep in range).
     const Fp8 f = spec.features.fp8;
     for (std::vector<double> *t : {&c.q, &c.k, &c.v})
-      for (double &x : *t) x = b.chance(kFp8MaxRate) ? (b.chance(0.5) ? -1 : 1) * fp8_max(f) : fp8_value(f, x);
+      for (double &x : *t) x = vb.chance(kFp8MaxRate) ? (vb.chance(0.5) ? -1 : 1) * fp8_max(f) : fp8_value(f, x);
   }
 
   auto kidx = [&](std::int64_t bb, std::int64_t h, std::int64_t j, std::int64_t d) {
@@ -516,7 +522,7 @@ Case draw_case(const rc::Random &random, const CaseSpec &spec, const CaseOptions
         for (std::int64_t j = 1; j < s.Lk; ++j)
           for (std::int64_t d = 0; d < s.D; ++d) {
             const double base = c.k[kidx(bb, h, 0, d)];
-            const double u = b.unit();
+            const double u = vb.unit();
             const double nudge = u < kTieNudgeRate ? -1 : (u < 2 * kTieNudgeRate ? 1 : 0);
             c.k[kidx(bb, h, j, d)] = round_to(dt, base + nudge * ulp_in(dt, base));
           }

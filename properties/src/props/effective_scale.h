@@ -8,6 +8,8 @@
 
 #include "attncheck/property.h"
 
+#include "../gen/bits.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -143,11 +145,11 @@ inline std::uint64_t case_hash(const Case &c) {
   return h;
 }
 
-/// splitmix64 with Box–Muller normals: a small deterministic generator, identical on every platform (unlike
+/// SplitMix64 with Box–Muller normals: a small deterministic generator, identical on every platform (unlike
 /// std::normal_distribution, whose algorithm is the library's choice).
 class Normal {
  public:
-  explicit Normal(std::uint64_t seed) : state_(seed) {}
+  explicit Normal(std::uint64_t seed) : bits_(seed) {}
   double operator()() {
     if (have_spare_) {
       have_spare_ = false;
@@ -163,13 +165,8 @@ class Normal {
   }
 
  private:
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t state_;
+  std::uint64_t next() { return bits_.next(); }
+  gen_detail::SplitMix64 bits_;
   double spare_ = 0;
   bool have_spare_ = false;
 };

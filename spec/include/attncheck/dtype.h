@@ -42,8 +42,8 @@ float bf16_bits_to_float(std::uint16_t b);
 /// float -> bfloat16 bits, round to nearest even; NaN stays NaN (quiet).
 std::uint16_t float_to_bf16_bits(float f);
 
-/// x rounded to the dtype (round to nearest even, via float: exact for every double that is already a float),
-/// returned widened to double.
+/// x rounded to the dtype (one rounding to nearest even; past the largest finite value by half an ulp or more,
+/// ±Inf; NaN stays NaN), returned widened to double.
 double round_to(Dtype dt, double x);
 
 /// The FP8 formats of ABI 1.2 (attncheck_args.fp8_format; SPEC.md §2.7): e4m3fn — 4 exponent bits (bias 7), 3
