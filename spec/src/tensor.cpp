@@ -118,43 +118,52 @@ std::int64_t Tensor::index(std::span<const std::int64_t> idx) const {
 }
 
 double Tensor::get_storage(std::int64_t s) const {
-  const std::byte *p = storage_.data() + s * dtype_size(dtype_);
+  const std::byte *p = storage_.data();
   switch (dtype_) {
     case Dtype::f32: {
       float f;
-      std::memcpy(&f, p, sizeof f);
+      std::memcpy(&f, p + s * sizeof f, sizeof f);
       return f;
     }
     case Dtype::f16: {
       std::uint16_t h;
-      std::memcpy(&h, p, sizeof h);
+      std::memcpy(&h, p + s * sizeof h, sizeof h);
       return f16_bits_to_float(h);
     }
     case Dtype::bf16: {
       std::uint16_t h;
-      std::memcpy(&h, p, sizeof h);
+      std::memcpy(&h, p + s * sizeof h, sizeof h);
       return bf16_bits_to_float(h);
     }
   }
   return 0;
 }
 
+namespace {
+/// x as a float on its way to a 16-bit dtype: x itself when it is a float (one rounding follows), else x rounded
+/// to the dtype first (exact as a float), so that no double is rounded twice.
+float narrowed(Dtype dt, double x) {
+  const float f = static_cast<float>(x);
+  return f == x ? f : static_cast<float>(round_to(dt, x));
+}
+}  // namespace
+
 void Tensor::set_storage(std::int64_t s, double x) {
-  std::byte *p = storage_.data() + s * dtype_size(dtype_);
+  std::byte *p = storage_.data();
   switch (dtype_) {
     case Dtype::f32: {
       const float f = static_cast<float>(x);
-      std::memcpy(p, &f, sizeof f);
+      std::memcpy(p + s * sizeof f, &f, sizeof f);
       break;
     }
     case Dtype::f16: {
-      const std::uint16_t h = float_to_f16_bits(static_cast<float>(x));
-      std::memcpy(p, &h, sizeof h);
+      const std::uint16_t h = float_to_f16_bits(narrowed(dtype_, x));
+      std::memcpy(p + s * sizeof h, &h, sizeof h);
       break;
     }
     case Dtype::bf16: {
-      const std::uint16_t h = float_to_bf16_bits(static_cast<float>(x));
-      std::memcpy(p, &h, sizeof h);
+      const std::uint16_t h = float_to_bf16_bits(narrowed(dtype_, x));
+      std::memcpy(p + s * sizeof h, &h, sizeof h);
       break;
     }
   }

@@ -36,6 +36,17 @@ TEST_CASE("values round-trip through a strided tensor and padding stays apart", 
   REQUIRE(d.dtype.code == kDLBfloat);
 }
 
+TEST_CASE("a tensor stores a double as round_to does: one rounding, never through float twice", "[tensor]") {
+  // 1 + 2^-11 + 2^-40 is above the midpoint of 1 and 1 + 2^-10 in float16 (1 + 2^-7 in bfloat16), its float is on it.
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) {
+    const double x = 1 + unit_roundoff(dt) + std::ldexp(1.0, -40);
+    Tensor t = Tensor::with_layout(dt, {1, 1, 1, 3}, Layout::bhld, 1);
+    t.assign(std::vector<double>{x, -x, 0.1});
+    CHECK(t.to_vector() == std::vector<double>{round_to(dt, x), round_to(dt, -x), round_to(dt, 0.1)});
+    CHECK(t.get({0, 0, 0, 0}) == 1 + 2 * unit_roundoff(dt));
+  }
+}
+
 TEST_CASE("a tensor whose strides leave its storage is refused", "[tensor]") {
   REQUIRE_THROWS_WITH(Tensor(Dtype::f32, {2, 2}, {2, 1}, 1, 4), Catch::Contains("outside the storage"));
 }
