@@ -7,12 +7,14 @@ row lengths and head dims of the cases it judged. Standard library only.
 
 Runs `check --plugin builtin --profile default --jobs 1 --seed 1` (or the CHECK ARGS given after `--`) with each
 binary, one after the other in this run, and prints per (kernel, dtype, property): cases judged (search and targeted
-mutants), seconds, cases per second, and with a baseline the ratio after ÷ before. Then, per (kernel, dtype), how the
-decided cases spread over row lengths (Lk) and head dims (D): the coverage corners of report.json (SPEC.md §7),
-summed over the properties. With --report, reads saved reports instead of running anything.
+mutants), seconds, cases per second, and with a baseline the ratio after ÷ before. Then, per (kernel, dtype), the
+run's seconds and the geometric mean and range of those ratios, and the whole check's seconds; and how the decided
+cases spread over row lengths (Lk) and head dims (D): the coverage corners of report.json (SPEC.md §7), summed over
+the properties. With --report, reads saved reports instead of running anything.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -48,6 +50,12 @@ def rates(report):
             if cases and seconds.get(key):
                 out[key] = (cases, seconds[key])
     return out
+
+
+def run_seconds(report):
+    """{(kernel, dtype): seconds} of each kernel and dtype's run, and the whole check's seconds."""
+    timing = report.get("timing", {})
+    return {(r["kernel"], r["dtype"]): r["seconds"] for r in timing.get("runs", [])}, timing.get("seconds", 0)
 
 
 def spread(report):
@@ -94,6 +102,20 @@ def main():
         else:
             line += " | |"
         print(line)
+    print()
+    # Per kernel and dtype: the run's seconds, and the geometric mean of after ÷ before over the properties both judged.
+    runs, whole = run_seconds(after)
+    before_runs, before_whole = run_seconds(before) if before else ({}, 0)
+    for key in sorted(runs):
+        line = f"{key[0]} {key[1]}: {runs[key]:.1f} s"
+        ratios = [(now[k][0] / now[k][1]) / (then[k][0] / then[k][1]) for k in now if k[:2] == key and k in then]
+        if key in before_runs:
+            line += f" (before {before_runs[key]:.1f} s)"
+        if ratios:
+            line += f", cases/s after ÷ before: geometric mean {math.prod(ratios) ** (1 / len(ratios)):.2f} over " \
+                    f"{len(ratios)} properties, {min(ratios):.2f}–{max(ratios):.2f}"
+        print(line)
+    print(f"the whole check: {whole:.1f} s" + (f" (before {before_whole:.1f} s)" if before else ""))
     print()
     for (kernel, dtype), corners in sorted(spread(after).items()):
         for name, wanted in (("Lk", LK_CORNERS), ("D", D_CORNERS)):
