@@ -49,12 +49,12 @@ inline constexpr double kLongRowRate = 0.05;   ///< share of cases in the long-r
 inline constexpr std::int64_t kLongRowMin = 1024, kLongRowSpan = 64, kLongRowMaxLq = 2;
 /// The reach regime (CaseOptions::reach: properties the fast reference screens, whose cost per element is about a
 /// double evaluation's): production head dims (kProductionHeadDims, or an odd D in [kReachMinOddDim, 256] at
-/// kReachOddRate), up to kReachMaxQueries query rows, B = Hkv = 1 and up to kLongRowMaxHeads query heads, against
-/// rows of kReachMinKeys keys up to what CaseOptions::kReachMaxWork (or a smaller max_work) leaves, at most kReachMaxKeys (log-uniform, a
-/// third at a power of two or one off it): D = Dv = 64 reaches 2,048 keys, 256 reaches 512. Every value family but
-/// extremes. Its share is what the default profile's time affords: a reach case costs about ten small ones, mostly
-/// drawing its values and the kernel (a kernel that declines pays the drawing too), and at 5 % the builtin default
-/// profile takes the wall time it took before the screen.
+/// kReachOddRate), up to kReachMaxQueries query rows, B = Hkv = 1 and up to kLongRowMaxHeads query heads, against rows
+/// of kReachMinKeys keys up to what CaseOptions::kReachMaxWork (or a smaller max_work) leaves, at most kReachMaxKeys
+/// (log-uniform, a third at a power of two or one off it): D = Dv = 64 reaches 2,048 keys, 256 reaches 512. Every value
+/// family but extremes. Its share is what the default profile's time affords: a reach case costs about ten small ones,
+/// mostly drawing its values and the kernel (a kernel that declines pays the drawing too), and at 5 % the builtin
+/// default profile takes the wall time it took before the screen.
 inline constexpr double kReachRate = 0.05;
 inline constexpr double kReachOddRate = 0.25;
 inline constexpr std::int64_t kReachMinKeys = 129, kReachMaxKeys = 2048, kReachMaxQueries = 16, kReachMinOddDim = 17;

@@ -1,5 +1,6 @@
 // Random bits as the draws and mutations need them (private to gen/): uniform, normal and picks from an rc::Random
-// or, for values, a SplitMix64 stream seeded from one, identical on every platform; and the spacing of a dtype's values.
+// or, for values, a SplitMix64 stream seeded from one, identical on every platform; and the spacing of a dtype's
+// values.
 #pragma once
 
 #include "attncheck/dtype.h"

@@ -124,10 +124,10 @@ double entry(B &b, Family family, double sigma) {
   }
 }
 
-/// Shrinks dims until spec.work() ≤ max_work (the options' own, or the reach regime's smaller one): batches, then heads, then the
-/// largest unprotected length or head dim, and only then the protected (boundary, long-row or reach) dim. A rare batch
-/// (≥ kRareBatch) or GQA group (≥ kRareGroup) is kept instead, within max_work / kRareWorkDivisor: its kv heads go
-/// first, then the lengths and head dims, and it is halved only when they are at 1.
+/// Shrinks dims until spec.work() ≤ max_work (the options' own, or the reach regime's smaller one): batches, then
+/// heads, then the largest unprotected length or head dim, and only then the protected (boundary, long-row or reach)
+/// dim. A rare batch (≥ kRareBatch) or GQA group (≥ kRareGroup) is kept instead, within max_work / kRareWorkDivisor:
+/// its kv heads go first, then the lengths and head dims, and it is halved only when they are at 1.
 void fit_work(CaseSpec &s, const CaseOptions &opts, std::int64_t Shape::*protect, std::int64_t max_work) {
   Shape &sh = s.shape;
   auto sync = [&] { opts.tie(sh); };
