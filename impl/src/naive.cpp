@@ -6,11 +6,14 @@
 // factors Z (0 or 1/(1 − p)):
 //   dV = (P ⊙ Z)ᵀ dO,  dP = Z ⊙ dO Vᵀ,  dS = P ⊙ (dP − D) (softcap: ⊙ (1 − tanh²)),  dQ = scale·dS K,
 //   dK = scale·dSᵀ Q.
-// It implements every ABI 1.2 feature but FP8 (a paged cache forward only). Single-threaded and unblocked on
-// purpose: it is the simple baseline "flash" is compared with.
+// It implements every ABI 1.2 feature but FP8 (a paged cache forward only). Single-threaded and without online
+// softmax on purpose: it is the simple baseline "flash" is compared with. Each dot product is summed in order over
+// d; the operands are first widened into contiguous rows (K and V transposed), so that the loops vectorize over keys
+// without changing a rounding.
 #include "common.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <exception>
@@ -79,14 +82,81 @@ struct Seq {
   }
 };
 
+/// The largest float whose std::exp is +0 (found once: exp is monotone). Below it the result is 0 without calling
+/// libm, whose underflow path (it sets errno) costs several times a normal call — every far-off key of a long row.
+float exp_zero_below() {
+  static const float edge = [] {
+    // Bisection over the bit patterns of negative floats (ordered by magnitude): exp(−87) is a normal float,
+    // exp(−200) is 0.
+    const auto bits = [](float x) { return std::bit_cast<std::uint32_t>(x); };
+    std::uint32_t nonzero = bits(-87.0f), zero = bits(-200.0f);
+    while (zero - nonzero > 1) {
+      const std::uint32_t mid = nonzero + (zero - nonzero) / 2;
+      (std::exp(std::bit_cast<float>(mid)) == 0.0f ? zero : nonzero) = mid;
+    }
+    return std::bit_cast<float>(zero);
+  }();
+  return edge;
+}
+
+/// std::exp(x), bit for bit.
+inline float exp_or_zero(float x, float zero_edge) { return x <= zero_edge ? 0.0f : std::exp(x); }
+
+/// Rows [0, n) of a tensor read through `at(r, d)`, widened to float and laid out contiguously, [n, width]: the
+/// arithmetic is the same as reading each element where it lies, without the strides and dtype in the inner loops.
+template <class At>
+void gather_rows(std::vector<float> &dst, std::int64_t n, std::int64_t width, At at) {
+  dst.resize(static_cast<std::size_t>(n * width));
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t d = 0; d < width; ++d) dst[static_cast<std::size_t>(r * width + d)] = at(r, d);
+}
+
+/// K or V of sequence `sq`, kv head hk: key j's row j of [Lk, width].
+void gather_keys(std::vector<float> &dst, const View &t, const Seq &sq, std::int64_t hk, std::int64_t width) {
+  gather_rows(dst, sq.Lk, width, [&](std::int64_t j, std::int64_t d) {
+    return t.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], d);
+  });
+}
+
+/// The same, transposed: [width, Lk], key j in column j.
+void gather_keys_t(std::vector<float> &dst, const View &t, const Seq &sq, std::int64_t hk, std::int64_t width) {
+  dst.resize(static_cast<std::size_t>(width * sq.Lk));
+  for (std::int64_t j = 0; j < sq.Lk; ++j)
+    for (std::int64_t d = 0; d < width; ++d)
+      dst[static_cast<std::size_t>(d * sq.Lk + j)] =
+          t.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], d);
+}
+
+/// Keys per block of dots(): their partial sums stay in the L1 cache.
+constexpr std::int64_t kDotBlock = 256;
+
+/// out[j] = Σ_d x[d]·Yt[d·n + j] for keys j in [begin, end), each summed in the order d = 0, 1, …, width − 1 from
+/// 0 — the rounding of a dot product taken element by element, with keys rather than d in the vector lanes.
+void dots(const float *x, const float *Yt, std::int64_t width, std::int64_t n, std::int64_t begin, std::int64_t end,
+          float *out) {
+  for (std::int64_t j0 = begin; j0 < end; j0 += kDotBlock) {
+    const std::int64_t j1 = std::min(end, j0 + kDotBlock);
+    std::fill(out + j0, out + j1, 0.0f);
+    for (std::int64_t d = 0; d < width; ++d) {
+      const float xd = x[d];
+      const float *y = Yt + d * n;
+      for (std::int64_t j = j0; j < j1; ++j) out[j] += xd * y[j];
+    }
+  }
+}
+
 /// S[i·Lk + j] = the logit of row i, key j of sequence `sq` in query head h: scale·q_i·k_j, softcapped (its tanh in
-/// T[i·Lk + j] when T is given), plus ALiBi and the additive mask; −∞ where the key is hidden.
+/// T[i·Lk + j] when T is given), plus ALiBi and the additive mask; −∞ where the key is hidden. Qh, Kt: scratch.
 void scores(const Operands &o, const Seq &sq, std::int64_t h, float scale, std::vector<float> &S,
-            std::vector<float> *T) {
+            std::vector<float> *T, std::vector<float> &Qh, std::vector<float> &Kt) {
   const CallFeatures &f = o.f;
-  const std::int64_t hk = o.shape.kv_head(h);
+  const std::int64_t hk = o.shape.kv_head(h), D = o.shape.D;
+  gather_rows(Qh, sq.Lq, D, [&](std::int64_t i, std::int64_t d) { return o.q.get(sq.qb, h, sq.q0 + i, d); });
+  gather_keys_t(Kt, o.k, sq, hk, D);
   for (std::int64_t i = 0; i < sq.Lq; ++i) {
     const KeyRange r = key_range(o.mask, f.window_left, f.window_right, sq.Lq, sq.Lk, i);
+    float *row = S.data() + i * sq.Lk;  // q_i·k_j first, for the keys in range
+    dots(Qh.data() + i * D, Kt.data(), D, sq.Lk, r.begin, r.end, row);
     for (std::int64_t j = 0; j < sq.Lk; ++j) {
       bool visible = j >= r.begin && j < r.end;
       float bias = 0.0f;  // the additive mask's value
@@ -99,11 +169,7 @@ void scores(const Operands &o, const Seq &sq, std::int64_t h, float scale, std::
           visible = bias != kMinusInf;
         }
       }
-      const std::size_t kj = static_cast<std::size_t>(j);
-      float dot = 0.0f;
-      if (visible)
-        for (std::int64_t d = 0; d < o.shape.D; ++d)
-          dot += o.q.get(sq.qb, h, sq.q0 + i, d) * o.k.get(sq.kb[kj], hk, sq.kr[kj], d);
+      const float dot = visible ? row[j] : 0.0f;
       float x = visible ? scale * dot : kMinusInf;
       if (visible && f.softcap > 0) {
         const float t = std::tanh(x / f.softcap);
@@ -113,7 +179,7 @@ void scores(const Operands &o, const Seq &sq, std::int64_t h, float scale, std::
       if (visible && !f.alibi.empty())
         x -= f.alibi[static_cast<std::size_t>(h)] * static_cast<float>(std::llabs(i + sq.Lk - sq.Lq - j));
       if (visible && f.mask && !f.mask_boolean) x += bias;
-      S[static_cast<std::size_t>(i * sq.Lk + j)] = x;
+      row[j] = x;
     }
   }
 }
@@ -128,7 +194,8 @@ int naive_forward(const attncheck_params *params, const DLTensor *q, const DLTen
   const CallFeatures &f = o.f;
   const float scale = static_cast<float>(o.scale);
   const Dropout drop(f);
-  std::vector<float> S, acc(static_cast<std::size_t>(s.Dv));
+  const float zero_edge = exp_zero_below();
+  std::vector<float> S, acc(static_cast<std::size_t>(s.Dv)), Qh, Kt, Vh;
   std::vector<std::uint8_t> keep;
   for (std::int64_t b = 0; b < o.seqs(); ++b) {
     const Seq sq(o, b);
@@ -136,7 +203,8 @@ int naive_forward(const attncheck_params *params, const DLTensor *q, const DLTen
     keep.resize(static_cast<std::size_t>(sq.Lk));
     for (std::int64_t h = 0; h < s.Hq; ++h) {
       const std::int64_t hk = s.kv_head(h);
-      scores(o, sq, h, scale, S, nullptr);
+      scores(o, sq, h, scale, S, nullptr, Qh, Kt);
+      gather_keys(Vh, o.v, sq, hk, s.Dv);
       for (std::int64_t i = 0; i < sq.Lq; ++i) {
         const std::int64_t qi = sq.q0 + i;
         if (drop.on())
@@ -158,13 +226,12 @@ int naive_forward(const attncheck_params *params, const DLTensor *q, const DLTen
         float l = 0.0f;
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (std::int64_t j = 0; j < sq.Lk; ++j) {
-          const float p = std::exp(row[j] - m);  // exp(−∞) = 0 for hidden keys
+          const float p = exp_or_zero(row[j] - m, zero_edge);  // exp(−∞) = 0 for hidden keys
           l += p;
           if (p != 0.0f && (!drop.on() || keep[static_cast<std::size_t>(j)])) {
             const float pz = drop.on() ? p * drop.factor(true) : p;
-            const std::size_t kj = static_cast<std::size_t>(j);
-            for (std::int64_t c = 0; c < s.Dv; ++c)
-              acc[static_cast<std::size_t>(c)] += pz * o.v.get(sq.kb[kj], hk, sq.kr[kj], c);
+            const float *vrow = Vh.data() + j * s.Dv;
+            for (std::int64_t c = 0; c < s.Dv; ++c) acc[static_cast<std::size_t>(c)] += pz * vrow[c];
           }
         }
         if (!f.sinks.empty()) l += std::exp(f.sinks[static_cast<std::size_t>(h)] - m);
@@ -188,44 +255,47 @@ int naive_backward(const attncheck_params *params, const DLTensor *q, const DLTe
   const bool softcap = o.f.softcap > 0;
   const float scale = static_cast<float>(o.scale);
   const Dropout drop(o.f);
+  const float zero_edge = exp_zero_below();
   const auto at = [](std::vector<float> &a, std::int64_t r, std::int64_t ld, std::int64_t c) -> float & {
     return a[static_cast<std::size_t>(r * ld + c)];
   };
-  std::vector<float> S, dS, T, Z, dk_acc, dv_acc;
+  std::vector<float> S, dS, T, Z, dk_acc, dv_acc, dP, Qh, Kt, Kh, Vt, Oh, dOh;
   std::vector<float> dq_row(static_cast<std::size_t>(s.D));
   for (std::int64_t b = 0; b < o.seqs(); ++b) {
     const Seq sq(o, b);
     const std::size_t n = static_cast<std::size_t>(sq.Lq * sq.Lk);
     S.resize(n), dS.resize(n), T.assign(softcap ? n : 0, 0.0f), Z.resize(drop.on() ? n : 0);
     dk_acc.resize(static_cast<std::size_t>(sq.Lk * s.D)), dv_acc.resize(static_cast<std::size_t>(sq.Lk * s.Dv));
-    const auto k_at = [&](std::int64_t hk, std::int64_t j, std::int64_t d) {
-      return o.k.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], d);
-    };
+    dP.resize(static_cast<std::size_t>(sq.Lk));
     for (std::int64_t hk = 0; hk < s.Hkv; ++hk) {
+      gather_keys(Kh, o.k, sq, hk, s.D);
+      gather_keys_t(Vt, o.v, sq, hk, s.Dv);
       std::fill(dk_acc.begin(), dk_acc.end(), 0.0f);
       std::fill(dv_acc.begin(), dv_acc.end(), 0.0f);
       // dK, dV of a kv head sum over the group of query heads that read it.
       for (std::int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h) {
-        scores(o, sq, h, scale, S, softcap ? &T : nullptr);
+        scores(o, sq, h, scale, S, softcap ? &T : nullptr, Qh, Kt);
+        gather_rows(Oh, sq.Lq, s.Dv, [&](std::int64_t i, std::int64_t c) { return o.out.get(sq.qb, h, sq.q0 + i, c); });
+        gather_rows(dOh, sq.Lq, s.Dv,
+                    [&](std::int64_t i, std::int64_t c) { return o.dout.get(sq.qb, h, sq.q0 + i, c); });
         for (std::int64_t i = 0; i < sq.Lq; ++i) {
           const std::int64_t qi = sq.q0 + i;
           const float lse_i = o.lse.at(sq.qb, h, qi);
+          const float *dorow = dOh.data() + i * s.Dv, *orow = Oh.data() + i * s.Dv;
           float D_i = 0.0f;
-          for (std::int64_t c = 0; c < s.Dv; ++c) D_i += o.dout.get(sq.qb, h, qi, c) * o.out.get(sq.qb, h, qi, c);
+          for (std::int64_t c = 0; c < s.Dv; ++c) D_i += dorow[c] * orow[c];
+          dots(dorow, Vt.data(), s.Dv, sq.Lk, 0, sq.Lk, dP.data());  // dP_ij = dO_i·v_j
           for (std::int64_t j = 0; j < sq.Lk; ++j) {
             // P = exp(S − LSE); 0 for a hidden key and for a row that sees none (LSE = −∞).
             float &p = at(S, i, sq.Lk, j);
-            p = (p == kMinusInf || lse_i == kMinusInf) ? 0.0f : std::exp(p - lse_i);
-            float dP = 0.0f;
-            for (std::int64_t c = 0; c < s.Dv; ++c)
-              dP += o.dout.get(sq.qb, h, qi, c) *
-                    o.v.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], c);
+            p = (p == kMinusInf || lse_i == kMinusInf) ? 0.0f : exp_or_zero(p - lse_i, zero_edge);
+            float dp = dP[static_cast<std::size_t>(j)];
             if (drop.on()) {
               const float z = drop.factor(drop.keeps(b, h, i, j));
               at(Z, i, sq.Lk, j) = z;
-              dP *= z;
+              dp *= z;
             }
-            float ds = p * (dP - D_i);
+            float ds = p * (dp - D_i);
             if (softcap) {
               const float t = at(T, i, sq.Lk, j);
               ds *= 1.0f - t * t;  // d(c·tanh(x/c))/dx
@@ -235,15 +305,17 @@ int naive_backward(const attncheck_params *params, const DLTensor *q, const DLTe
         }
         for (std::int64_t i = 0; i < sq.Lq; ++i) {
           const std::int64_t qi = sq.q0 + i;
+          const float *qrow = Qh.data() + i * s.D, *dorow = dOh.data() + i * s.Dv;
           std::fill(dq_row.begin(), dq_row.end(), 0.0f);
           for (std::int64_t j = 0; j < sq.Lk; ++j) {
             const float p = at(S, i, sq.Lk, j), ds = at(dS, i, sq.Lk, j);
             const float pz = drop.on() ? p * at(Z, i, sq.Lk, j) : p;
+            const float *krow = Kh.data() + j * s.D;
             for (std::int64_t d = 0; d < s.D; ++d) {
-              dq_row[static_cast<std::size_t>(d)] += ds * k_at(hk, j, d);
-              at(dk_acc, j, s.D, d) += ds * o.q.get(sq.qb, h, qi, d);
+              dq_row[static_cast<std::size_t>(d)] += ds * krow[d];
+              at(dk_acc, j, s.D, d) += ds * qrow[d];
             }
-            for (std::int64_t c = 0; c < s.Dv; ++c) at(dv_acc, j, s.Dv, c) += pz * o.dout.get(sq.qb, h, qi, c);
+            for (std::int64_t c = 0; c < s.Dv; ++c) at(dv_acc, j, s.Dv, c) += pz * dorow[c];
           }
           for (std::int64_t d = 0; d < s.D; ++d)
             o.dq.set(sq.qb, h, qi, d, scale * dq_row[static_cast<std::size_t>(d)]);
