@@ -23,14 +23,6 @@ double core(const std::vector<double> &t, std::int64_t b, std::int64_t h, std::i
   return t[at(((b * H + h) * R + r) * W + d)];
 }
 
-/// Row `row` of a problem's q ← core query `qi` of (b, h), and the gate A.
-void write_query(Tensor &q, const Case &c, double A, std::int64_t b, std::int64_t h, std::int64_t row,
-                 std::int64_t qi) {
-  const Shape &s = c.spec.shape;
-  for (std::int64_t d = 0; d < s.D; ++d) q.set({b, h, row, d}, core(c.q, b, h, s.Hq, qi, s.Lq, d, s.D));
-  q.set({b, h, row, s.D}, A);
-}
-
 /// Row `row` of a problem's k and v ← live key `t` of kv head (b, h), and the gate 0.
 void write_live_key(Tensor &k, Tensor &v, const Case &c, std::int64_t b, std::int64_t h, std::int64_t row,
                     std::int64_t t) {
@@ -58,33 +50,44 @@ namespace {
 /// filler_value(j, c) repeats in j with this period.
 constexpr std::int64_t kFillerPeriod = 2 * kFillerValueMax + 1;
 
-/// Rows of `width` values value(j, c) that repeat in j with period `period`, as bytes in `dt`: write() copies one
-/// into row (b, h, j) of a tensor whose rows are contiguous, and sets element by element otherwise.
+/// `count` rows of `width` values value(r, x), as bytes in `dt`: write() copies row r into row (b, h, j) of a tensor
+/// — one memcpy where its rows are contiguous, element by element along the stride otherwise — so that a row
+/// written many times is rounded to the dtype once (the stretched tensors repeat a few rows over long lengths).
 class RowImages {
  public:
   template <class F>
-  RowImages(Dtype dt, std::int64_t width, std::int64_t period, F value) : width_(width), period_(period) {
-    for (std::int64_t r = 0; r < period; ++r) {
+  RowImages(Dtype dt, std::int64_t width, std::int64_t count, F value) : width_(width), size_(dtype_size(dt)) {
+    for (std::int64_t r = 0; r < count; ++r) {
       Tensor row = Tensor::contiguous(dt, {width});
       for (std::int64_t x = 0; x < width; ++x) row.set({x}, value(r, x));
       rows_.push_back(std::move(row));
     }
   }
-  void write(Tensor &t, std::int64_t b, std::int64_t h, std::int64_t j) const {
-    const Tensor &row = rows_[at(j % period_)];
-    if (t.strides().back() == 1) {
-      const std::size_t size = dtype_size(t.dtype());
-      std::memcpy(t.bytes().data() + t.index({b, h, j, 0}) * static_cast<std::int64_t>(size), row.bytes().data(),
-                  row.bytes().size());
-    } else {
-      for (std::int64_t x = 0; x < width_; ++x) t.set({b, h, j, x}, row.get({x}));
+  void write(Tensor &t, std::int64_t b, std::int64_t h, std::int64_t j, std::int64_t r) const {
+    const std::byte *src = rows_[at(r)].bytes().data();
+    std::byte *dst = t.bytes().data() + t.index({b, h, j, 0}) * static_cast<std::int64_t>(size_);
+    const std::int64_t stride = t.strides().back();
+    if (stride == 1) {
+      std::memcpy(dst, src, at(width_) * size_);
+      return;
     }
+    for (std::int64_t x = 0; x < width_; ++x)
+      std::memcpy(dst + x * stride * static_cast<std::int64_t>(size_), src + at(x) * size_, size_);
   }
 
  private:
-  std::int64_t width_, period_;
+  std::int64_t width_;
+  std::size_t size_;
   std::vector<Tensor> rows_;
 };
+
+/// The rows of a stretched q: core query qi of (b, h), then the gate A — image (b·Hq + h)·Lq + qi.
+RowImages query_rows(const Case &c, std::int64_t width, double A) {
+  const Shape &s = c.spec.shape;
+  return RowImages(c.spec.dtype, width, s.B * s.Hq * s.Lq, [&](std::int64_t r, std::int64_t d) {
+    return d == s.D ? A : c.q[at(r * s.D + d)];
+  });
+}
 }  // namespace
 
 std::vector<std::int64_t> live_positions(std::int64_t length, std::int64_t live) {
@@ -148,9 +151,10 @@ Problem stretched_problem(const Case &c) {
     return t;
   };
   p.q = tensor({ls.B, ls.Hq, ls.Lq, ls.D});
+  const RowImages queries = query_rows(c, ls.D, g.A);
   for (std::int64_t b = 0; b < ls.B; ++b)
     for (std::int64_t h = 0; h < ls.Hq; ++h)
-      for (std::int64_t i = 0; i < ls.Lq; ++i) write_query(p.q, c, g.A, b, h, i, i % s.Lq);
+      for (std::int64_t i = 0; i < ls.Lq; ++i) queries.write(p.q, b, h, i, (b * s.Hq + h) * s.Lq + i % s.Lq);
   p.k = tensor({ls.B, ls.Hkv, ls.Lk, ls.D});
   p.v = tensor({ls.B, ls.Hkv, ls.Lk, ls.Dv});
   // Filler rows repeat (k: one row; v: filler_value's period in j): written as byte images where a row is contiguous
@@ -164,8 +168,8 @@ Problem stretched_problem(const Case &c) {
         if (t < pos.size() && pos[t] == j) {
           write_live_key(p.k, p.v, c, b, h, j, static_cast<std::int64_t>(t++));
         } else {
-          k_filler.write(p.k, b, h, j);
-          v_filler.write(p.v, b, h, j);
+          k_filler.write(p.k, b, h, j, 0);
+          v_filler.write(p.v, b, h, j, j % kFillerPeriod);
         }
       }
     }
@@ -216,6 +220,7 @@ StretchedForward stretched_forward(const Case &c, const PrecisionProfile &profil
   sf.bounds.lse.assign(sf.exact.lse.size(), 0.0);
   // One core problem per core query: n live-key rows, top-left causal, so that row r answers the prefix of r + 1
   // live keys; each long row is one of its rows.
+  const RowImages queries = query_rows(c, ls.D, g.A);
   for (std::int64_t qi = 0; qi < s.Lq; ++qi) {
     Problem cp;
     cp.shape = Shape{.B = s.B, .Hq = s.Hq, .Hkv = s.Hkv, .Lq = s.Lk, .Lk = s.Lk, .D = ls.D, .Dv = s.Dv};
@@ -226,7 +231,7 @@ StretchedForward stretched_forward(const Case &c, const PrecisionProfile &profil
     cp.v = Tensor::contiguous(c.spec.dtype, {s.B, s.Hkv, s.Lk, s.Dv});
     for (std::int64_t b = 0; b < s.B; ++b) {
       for (std::int64_t h = 0; h < s.Hq; ++h)
-        for (std::int64_t r = 0; r < s.Lk; ++r) write_query(cp.q, c, g.A, b, h, r, qi);
+        for (std::int64_t r = 0; r < s.Lk; ++r) queries.write(cp.q, b, h, r, (b * s.Hq + h) * s.Lq + qi);
       for (std::int64_t h = 0; h < s.Hkv; ++h)
         for (std::int64_t j = 0; j < s.Lk; ++j) write_live_key(cp.k, cp.v, c, b, h, j, j);
     }
