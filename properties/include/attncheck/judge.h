@@ -29,6 +29,7 @@
 #include "attncheck/outcome.h"
 #include "attncheck/reference.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -87,10 +88,17 @@ class ExactSource {
   std::pair<ExactForward, ForwardBounds> forward_rearranged(const Problem &q, const Rearrange &map);
   /// dQ, dK, dV of p (p.dout required) and their bounds; `fwd` is forward(p).first.
   std::pair<ExactBackward, BackwardBounds> backward(const Problem &p, const ExactForward &fwd);
+  /// The screen's own error bounds ε of the last backward's values, as its arrays (|r̃ − exact| ≤ ε element-wise);
+  /// nullptr under MPFR, whose values are the exact ones. For a check that compares an aggregate of the values (a
+  /// norm), which the element-wise β' does not cover.
+  const ExactBackward *backward_errors() const { return mode_ == Mode::screen ? &last_grad_err_ : nullptr; }
   /// Elements this source has given out.
   std::int64_t elements() const { return elements_; }
   /// max ε/β' over the screened elements (0 under MPFR).
   double ratio_slack() const { return slack_; }
+  /// Widens ratio_slack() to at least `slack`: what a check comparing an aggregate knows of how far its screened
+  /// ratio may be from the exact one.
+  void widen_slack(double slack) { slack_ = std::max(slack_, slack); }
   /// Declares that no comparison of this judgement measures a kernel result's distance to an exact value this source
   /// gave (kernel against kernel, or against values the math fixes; the exact values feed only the finite and mask
   /// steps and the bounds): a screened pass's exact worst ratio is then at most its screened one, and ranking it
@@ -107,6 +115,7 @@ class ExactSource {
   /// The last forward's values and (screen) their own error bounds, for forward_rearranged.
   ExactForward last_;
   std::vector<double> last_out_err_, last_lse_err_;
+  ExactBackward last_grad_err_;  ///< the last backward's ε (screen)
   std::int64_t elements_ = 0;
   double slack_ = 0;
   bool values_compared_ = true;

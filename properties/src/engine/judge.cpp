@@ -86,6 +86,8 @@ std::pair<ExactBackward, BackwardBounds> ExactSource::backward(const Problem &p,
   certain(bound.dk, values.dk, fast->dk_err);
   certain(bound.dv, values.dv, fast->dv_err);
   elements_ += static_cast<std::int64_t>(values.dq.size() + values.dk.size() + values.dv.size());
+  last_grad_err_ =
+      ExactBackward{.dq = std::move(fast->dq_err), .dk = std::move(fast->dk_err), .dv = std::move(fast->dv_err)};
   return {std::move(values), std::move(bound)};
 }
 
