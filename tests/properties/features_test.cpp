@@ -80,7 +80,7 @@ const attncheck_kernel kGarbageEmptyRows{ATTNCHECK_ABI_VERSION, "garbage_empty_r
 }  // namespace
 
 TEST_CASE("features: rows a window or mask leaves empty are not judged under empty-rows=unspecified") {
-  for (const char *id : {"window", "attn_mask"}) {
+  for (const char *id : {"window", "attn_mask", "dropout"}) {
     CheckOptions o = feature_options();
     const RunReport strict = check_property(kGarbageEmptyRows, id, o);
     INFO(strict.text());

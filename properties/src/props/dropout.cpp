@@ -93,12 +93,17 @@ Outcome run(const Env &env, const Case &c) {
   FeatureRun a, again, r1, r2;
   std::int64_t kept = 0, n = 0, rate_kept = 0, rate_n = 0;
   // Judged under MPFR only: the statistical checks below read the runs after the ladder (no screen, judge.h).
+  // Only `a` is compared with exact values; the repeat is the same problem (its empty rows are a's), and the rate
+  // problems are read for their masks.
   ExactSource mpfr(ExactSource::Mode::mpfr, env.precision);
   if (!run_feature(env, c.problem(), L, a, "forward", true) ||
-      !run_feature(env, c.problem(), L, again, "forward again (same seed)") ||
-      !run_feature(env, rate.problem(), L, r1, "forward of the rate problem") ||
-      !run_feature(env, other.problem(), L, r2, "forward of the rate problem, another seed") ||
-      !written(L, a, &kept, &n) || !written(L, r1, &rate_kept, &rate_n) || !feature_accuracy(a, mpfr, L))
+      !call_feature(env, c.problem(), L, again, "forward again (same seed)") ||
+      !call_feature(env, rate.problem(), L, r1, "forward of the rate problem") ||
+      !call_feature(env, other.problem(), L, r2, "forward of the rate problem, another seed"))
+    return L.outcome();
+  again.exact = a.exact;
+  if (env.contract.empty_rows == EmptyRows::unspecified) leave_empty_rows(again);
+  if (!written(L, a, &kept, &n) || !written(L, r1, &rate_kept, &rate_n) || !feature_accuracy(a, mpfr, L))
     return L.outcome();
   // The same seed again: the same mask, the same bits.
   if (again.fr.dropout_keep != a.fr.dropout_keep)
