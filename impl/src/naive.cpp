@@ -102,6 +102,41 @@ float exp_zero_below() {
 /// std::exp(x), bit for bit.
 inline float exp_or_zero(float x, float zero_edge) { return x <= zero_edge ? 0.0f : std::exp(x); }
 
+/// max_j row[j], a fold of std::max from −∞ (which passes over NaN), in kMaxLanes independent lanes so that it runs
+/// at vector speed: the same value, but that of equal maxima +0 and −0 either may come out, and no result of the
+/// row depends on which (it is the shift of exp's argument and the addend of log l).
+float row_max(const float *row, std::int64_t n) {
+  constexpr std::int64_t kMaxLanes = 8;
+  float lane[kMaxLanes];
+  std::fill(lane, lane + kMaxLanes, kMinusInf);
+  std::int64_t j = 0;
+  for (; j + kMaxLanes <= n; j += kMaxLanes)
+    for (std::int64_t k = 0; k < kMaxLanes; ++k) lane[k] = std::max(lane[k], row[j + k]);
+  float m = kMinusInf;
+  for (; j < n; ++j) m = std::max(m, row[j]);
+  for (const float x : lane) m = std::max(m, x);
+  return m;
+}
+
+/// The row's softmax, unnormalized, key by key in order: returns l = Σ_j e^{row[j] − m} and adds e^{row[j] − m}·z·v_j
+/// to acc for the keys kept (keep null: every key, z = 1; else z = `kept`). V: [n, Dv]. Not inlined: in its own frame
+/// l stays in a register (inlined, it went through memory on every key).
+[[gnu::noinline]] float accumulate_row(const float *row, std::int64_t n, float m, float zero_edge, const std::uint8_t *keep, float kept,
+                     const float *V, std::int64_t Dv, float *acc) {
+  float l = 0.0f;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float p = exp_or_zero(row[j] - m, zero_edge);  // exp(−∞) = 0 for hidden keys
+    if (p == 0.0f) continue;  // l + 0 = l: l ≥ +0 from its start, p ≥ +0
+    l += p;
+    if (!keep || keep[j]) {
+      const float pz = keep ? p * kept : p;
+      const float *vrow = V + j * Dv;
+      for (std::int64_t c = 0; c < Dv; ++c) acc[c] += pz * vrow[c];
+    }
+  }
+  return l;
+}
+
 /// Rows [0, n) of a tensor read through `at(r, d)`, widened to float and laid out contiguously, [n, width]: the
 /// arithmetic is the same as reading each element where it lies, without the strides and dtype in the inner loops.
 template <class At>
@@ -215,25 +250,16 @@ int naive_forward(const attncheck_params *params, const DLTensor *q, const DLTen
                   keep[static_cast<std::size_t>(j)];
           }
         float *row = S.data() + i * sq.Lk;  // S may be empty: a sequence without keys (UBSan)
-        float m = kMinusInf;
-        for (std::int64_t j = 0; j < sq.Lk; ++j) m = std::max(m, row[j]);
+        float m = row_max(row, sq.Lk);
         if (m == kMinusInf) {  // the row sees no key: O = 0, LSE = −∞ (or the sink, the denominator's one term)
           for (std::int64_t c = 0; c < s.Dv; ++c) o.out.set(sq.qb, h, qi, c, 0.0f);
           if (o.lse.data) o.lse.at(sq.qb, h, qi) = f.sinks.empty() ? kMinusInf : f.sinks[static_cast<std::size_t>(h)];
           continue;
         }
         if (!f.sinks.empty()) m = std::max(m, f.sinks[static_cast<std::size_t>(h)]);
-        float l = 0.0f;
         std::fill(acc.begin(), acc.end(), 0.0f);
-        for (std::int64_t j = 0; j < sq.Lk; ++j) {
-          const float p = exp_or_zero(row[j] - m, zero_edge);  // exp(−∞) = 0 for hidden keys
-          l += p;
-          if (p != 0.0f && (!drop.on() || keep[static_cast<std::size_t>(j)])) {
-            const float pz = drop.on() ? p * drop.factor(true) : p;
-            const float *vrow = Vh.data() + j * s.Dv;
-            for (std::int64_t c = 0; c < s.Dv; ++c) acc[static_cast<std::size_t>(c)] += pz * vrow[c];
-          }
-        }
+        float l = accumulate_row(row, sq.Lk, m, zero_edge, drop.on() ? keep.data() : nullptr, drop.factor(true),
+                                 Vh.data(), s.Dv, acc.data());
         if (!f.sinks.empty()) l += std::exp(f.sinks[static_cast<std::size_t>(h)] - m);
         for (std::int64_t c = 0; c < s.Dv; ++c) o.out.set(sq.qb, h, qi, c, acc[static_cast<std::size_t>(c)] / l);
         if (o.lse.data) o.lse.at(sq.qb, h, qi) = m + std::log(l);
