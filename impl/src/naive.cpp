@@ -121,8 +121,9 @@ float row_max(const float *row, std::int64_t n) {
 /// The row's softmax, unnormalized, key by key in order: returns l = Σ_j e^{row[j] − m} and adds e^{row[j] − m}·z·v_j
 /// to acc for the keys kept (keep null: every key, z = 1; else z = `kept`). V: [n, Dv]. Not inlined: in its own frame
 /// l stays in a register (inlined, it went through memory on every key).
-[[gnu::noinline]] float accumulate_row(const float *row, std::int64_t n, float m, float zero_edge, const std::uint8_t *keep, float kept,
-                     const float *V, std::int64_t Dv, float *acc) {
+[[gnu::noinline]] float accumulate_row(const float *row, std::int64_t n, float m, float zero_edge,
+                                       const std::uint8_t *keep, float kept, const float *V, std::int64_t Dv,
+                                       float *acc) {
   float l = 0.0f;
   for (std::int64_t j = 0; j < n; ++j) {
     const float p = exp_or_zero(row[j] - m, zero_edge);  // exp(−∞) = 0 for hidden keys

@@ -42,7 +42,8 @@ void check_screened_bounds(const std::vector<double> &screened, const std::vecto
   }
 }
 
-TEST_CASE("a screened bound is at most the MPFR one and gives up no more than the screen's margin", "[judge]") {
+TEST_CASE("a screened bound is at most the MPFR one, gives up no more than the screen's margin, and its upper bound "
+          "is at least the MPFR one", "[judge]") {
   std::int64_t elements = 0, loose = 0, screened_problems = 0, escalated = 0;
   for (const Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     CaseOptions co;
@@ -60,6 +61,9 @@ TEST_CASE("a screened bound is at most the MPFR one and gives up no more than th
       try {
         const auto [fast, certain] = screen.forward(p);
         check_screened_bounds(certain.out, bound.out, &elements, &loose);
+        const std::vector<double> upper = screen.out_bound_upper(certain.out);  // β' ≤ β ≤ this
+        for (std::size_t x = 0; x < upper.size(); ++x) REQUIRE(bound.out[x] <= upper[x]);
+        REQUIRE(mpfr.out_bound_upper(bound.out) == bound.out);
         check_screened_bounds(certain.lse, bound.lse, &elements, &loose);
         if (p.dout) {
           const auto [grad, grad_bound] = mpfr.backward(p, exact);

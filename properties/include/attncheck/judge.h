@@ -96,6 +96,11 @@ class ExactSource {
   std::int64_t elements() const { return elements_; }
   /// max ε/β' over the screened elements (0 under MPFR).
   double ratio_slack() const { return slack_; }
+  /// An upper bound on the exact bound β of each element of the last forward's O, given the bounds `bound` that
+  /// forward gave: under the screen β ≤ β̃(1 + τ) with β̃ = (β' + ε(1 + τ))/(1 − τ) (the same premise as β' ≤ β,
+  /// SPEC.md §5.1), rounded up; under MPFR `bound` itself. For a check whose ratios fall as its bounds grow: the exact
+  /// ratio lies between the ratio from `bound` and the one from this.
+  std::vector<double> out_bound_upper(const std::vector<double> &bound) const;
   /// Widens ratio_slack() to at least `slack`: what a check comparing an aggregate knows of how far its screened
   /// ratio may be from the exact one.
   void widen_slack(double slack) { slack_ = std::max(slack_, slack); }

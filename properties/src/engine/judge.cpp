@@ -57,6 +57,19 @@ std::pair<ExactForward, ForwardBounds> ExactSource::forward(const Problem &p) {
   return {std::move(values), std::move(bound)};
 }
 
+std::vector<double> ExactSource::out_bound_upper(const std::vector<double> &bound) const {
+  if (mode_ == Mode::mpfr) return bound;
+  if (bound.size() != last_out_err_.size())
+    throw std::invalid_argument("ExactSource::out_bound_upper: not the last forward's O bounds");
+  std::vector<double> upper(bound.size());
+  constexpr double kRoundUp = 1 + 0x1p-50;  // the three operations' rounding, upward
+  for (std::size_t x = 0; x < bound.size(); ++x) {
+    const double e = last_out_err_[x] * (1 + kScreenMargin);
+    upper[x] = (bound[x] + e) * ((1 + kScreenMargin) / (1 - kScreenMargin)) * kRoundUp + e;
+  }
+  return upper;
+}
+
 std::pair<ExactForward, ForwardBounds> ExactSource::forward_rearranged(const Problem &q, const Rearrange &map) {
   ExactForward values{.out = map.out(last_.out), .lse = map.lse(last_.lse)};
   if (mode_ == Mode::mpfr) {

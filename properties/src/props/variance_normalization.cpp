@@ -23,11 +23,13 @@
 //     both probes (L = Dv = D; effective_scale.h): 1/√Dv is then 1/√D, and scale 1 and 1/D still leave the region.
 //
 // The case supplies D, the dtype, the layout and (through its hash) the Gaussian draws; it is itself never run.
+#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 #include "effective_scale.h"
 
 #include <cmath>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -52,6 +54,7 @@ void require(CaseOptions &o) {
   o.dv_equals_lk = true;
   o.draw_v = false;  // the case's values only seed the probes
   o.tied_min_keys = 2;  // under tie_head_dims, D = Lk ≥ 2: probes with Dv = D (probe_dv_equals_d)
+  o.reach = false;      // the case only seeds the probes (D, dtype, hash): its long rows would be drawn for nothing
 }
 
 /// The t > 0 with (m/2)·f(t) = log(2/α) for an increasing f on (0, t_max): the Chernoff threshold of one tail.
@@ -148,67 +151,106 @@ std::string fmt(double x) {
   return os.str();
 }
 
+/// The notes of parts (a) and (b) — how far the probes are from failing — from bounds `ba`, `bb` of the two probes'
+/// weights: each is non-increasing in the bounds (wider bounds, wider intervals).
+struct Notes {
+  double scale = 0, variance = 0;
+};
+
 Outcome run(const Env &env, const Case &c) {
-  const probe::ScaleProbe sp = probe::scale_probe(c.spec);
-  const GaussProbe gp = gauss_probe(c);
-  const Problem pa = sp.c.problem(), pb = gp.c.problem();
+  auto sp = std::make_shared<const probe::ScaleProbe>(probe::scale_probe(c.spec));
+  auto gp = std::make_shared<const GaussProbe>(gauss_probe(c));
+  const Problem pa = sp->c.problem(), pb = gp->c.problem();
   const ForwardRun fa = run_forward(env, pa), fb = run_forward(env, pb);
   Ladder L;
   // The case itself is never run: every check judges one of the two probes; a failure records it.
-  const auto judge_integer = [&] { L.judging(sp.c, "integer probe: q = 1, keys 0 and −g, v = I (O = P)"); };
-  const auto judge_gauss = [&] { L.judging(gp.c, "Gaussian probe: N(0,1) q, k seeded by the case, v = I (O = P)"); };
-  judge_integer();
+  const auto judge_integer = [sp](Ladder &J) {
+    J.judging(sp->c, "integer probe: q = 1, keys 0 and −g, v = I (O = P)");
+  };
+  const auto judge_gauss = [gp](Ladder &J) {
+    J.judging(gp->c, "Gaussian probe: N(0,1) q, k seeded by the case, v = I (O = P)");
+  };
+  judge_integer(L);
   if (!L.call(fa.call, "forward (integer probe)")) return L.outcome();
-  judge_gauss();
+  judge_gauss(L);
   if (!L.call(fb.call, "forward (Gaussian probe)")) return L.outcome();
-  judge_integer();
+  judge_integer(L);
   if (!L.intact(fa.out, "O(integer probe)")) return L.outcome();
-  judge_gauss();
+  judge_gauss(L);
   if (!L.intact(fb.out, "O(Gaussian probe)")) return L.outcome();
-  const ExactForward ea = reference_forward(pa), eb = reference_forward(pb);
-  const ForwardBounds ba = forward_bounds(pa, ea, env.precision), bb = forward_bounds(pb, eb, env.precision);
-  judge_integer();
-  if (!L.finite("O(integer probe)", fa.out, ea.out, ba.out)) return L.outcome();
-  judge_gauss();
-  if (!L.finite("O(Gaussian probe)", fb.out, eb.out, bb.out)) return L.outcome();
-  for (const std::vector<double> *bound : {&ba.out, &bb.out})
-    for (double x : *bound)
-      if (!std::isfinite(x)) {
-        L.undecided(Step::values, "the error model cannot bound a probe weight (infinite β_O)");
-        return L.outcome();
-      }
-  const double scale = pa.params.scale, root_d = std::sqrt(static_cast<double>(c.spec.shape.D));
+  // Judged through the screen (judge.h): the exact weights feed only the finite step and the bounds, and a pass under
+  // the screen's narrower bounds β' ≤ β is a pass under β (both parts fail only when an interval that grows with the
+  // bounds excludes the contract). Its notes lie between those from β' and from an upper bound of β.
+  auto outs = std::make_shared<const std::pair<Tensor, Tensor>>(fa.out, fb.out);
+  const double root_d = std::sqrt(static_cast<double>(c.spec.shape.D));
+  const std::int64_t D = c.spec.shape.D;
+  return judged(env.precision, [sp, gp, pa, pb, outs, root_d, D, judge_integer, judge_gauss](ExactSource &src) {
+    const Tensor &out_a = outs->first, &out_b = outs->second;
+    src.values_not_compared();
+    const auto [ea, ba] = src.forward(pa);
+    const std::vector<double> ba_upper = src.out_bound_upper(ba.out);
+    const auto [eb, bb] = src.forward(pb);
+    const std::vector<double> bb_upper = src.out_bound_upper(bb.out);
+    Ladder J;
+    judge_integer(J);
+    if (!J.finite("O(integer probe)", out_a, ea.out, ba.out)) return J.outcome();
+    judge_gauss(J);
+    if (!J.finite("O(Gaussian probe)", out_b, eb.out, bb.out)) return J.outcome();
+    for (const std::vector<double> *bound : {&ba.out, &bb.out})
+      for (double x : *bound)
+        if (!std::isfinite(x)) {
+          J.undecided(Step::values, "the error model cannot bound a probe weight (infinite β_O)");
+          return J.outcome();
+        }
+    const double scale = pa.params.scale;
+    const std::vector<double> p_int = out_a.to_vector(), p_gauss = out_b.to_vector();
+    const double est = (std::log(p_int[0]) - std::log(p_int[1])) / sp->gap;
+    const auto notes = [&](const std::vector<double> &beta_a, const std::vector<double> &beta_b, Interval *s,
+                           Statistic *st) {
+      *s = probe::effective_scale(*sp, p_int, beta_a);
+      *st = statistic(*gp, pb.params.scale, p_gauss, beta_b);
+      const Interval accept = acceptance(st->m);
+      const double half = std::max(s->hi - est, est - s->lo);
+      return Notes{std::abs(est - scale) / half, std::max(st->T.lo / accept.hi, accept.lo / st->T.hi)};
+    };
+    Interval s;
+    Statistic st;
+    const Notes n = notes(ba.out, bb.out, &s, &st);
+    if (ba_upper != ba.out || bb_upper != bb.out) {  // the screen: its ratio may exceed the exact one (judge.h)
+      Interval s_upper;
+      Statistic st_upper;
+      const Notes lo = notes(ba_upper, bb_upper, &s_upper, &st_upper);
+      const double worst = std::max(n.scale, n.variance), least = std::max(lo.scale, lo.variance);
+      if (worst > 0) src.widen_slack(std::max(0.0, (worst * (1 - 2 * kScreenMargin) - least) /
+                                                       (worst * (1 + 2 * kScreenMargin))));
+    }
 
-  // (a) the effective scale of the integer probe.
-  judge_integer();
-  const std::vector<double> p_int = fa.out.to_vector();
-  const Interval s = probe::effective_scale(sp, p_int, ba.out);
-  const double est = (std::log(p_int[0]) - std::log(p_int[1])) / sp.gap;
-  const double half = std::max(s.hi - est, est - s.lo);
-  L.note(std::abs(est - scale) / half, "scale_eff " + hex_and_decimal(est) + " vs 1/√D " + hex_and_decimal(scale));
-  if (!s.contains(scale))
-    L.fail(Step::values, "effective logit scale " + hex_and_decimal(est) + " (" + fmt(est * root_d) +
-                             "/√D) ∉ [" + hex_and_decimal(s.lo) + ", " + hex_and_decimal(s.hi) +
-                             "] allowed by the error model, 1/√D = " + hex_and_decimal(scale) +
-                             ": integer probe q = 1, q·(k_0 − k_1) = " + fmt(sp.gap) + ", P̂ = (" +
-                             hex_and_decimal(p_int[0]) + ", " + hex_and_decimal(p_int[1]) + ")",
-           aggregate_finding("effective logit scale"));
-  if (L.failed()) return L.outcome();
+    // (a) the effective scale of the integer probe.
+    judge_integer(J);
+    J.note(n.scale, "scale_eff " + hex_and_decimal(est) + " vs 1/√D " + hex_and_decimal(scale));
+    if (!s.contains(scale))
+      J.fail(Step::values, "effective logit scale " + hex_and_decimal(est) + " (" + fmt(est * root_d) +
+                               "/√D) ∉ [" + hex_and_decimal(s.lo) + ", " + hex_and_decimal(s.hi) +
+                               "] allowed by the error model, 1/√D = " + hex_and_decimal(scale) +
+                               ": integer probe q = 1, q·(k_0 − k_1) = " + fmt(sp->gap) + ", P̂ = (" +
+                               hex_and_decimal(p_int[0]) + ", " + hex_and_decimal(p_int[1]) + ")",
+             aggregate_finding("effective logit scale"));
+    if (J.failed()) return J.outcome();
 
-  // (b) the variance of the effective logits of N(0, 1) q, k.
-  judge_gauss();
-  const Statistic st = statistic(gp, pb.params.scale, fb.out.to_vector(), bb.out);
-  const Interval accept = acceptance(st.m);
-  L.note(std::max(st.T.lo / accept.hi, accept.lo / st.T.hi), "Gaussian probe: T/m = " + fmt(st.point / st.m));
-  if (st.T.lo > accept.hi || st.T.hi < accept.lo)
-    L.fail(Step::values, "effective logits of N(0,1) q, k have variance " + fmt(st.point / st.m) + " (at least " +
-                             fmt(st.T.lo / st.m) + ", at most " + fmt(st.T.hi / st.m) +
-                             ") for |q|² = D, outside the acceptance region [" + fmt(accept.lo / st.m) + ", " +
-                             fmt(accept.hi / st.m) + "] of a correct kernel (false alarm ≤ 1e-6, m = " +
-                             fmt(st.m) + " key pairs, D = " + std::to_string(c.spec.shape.D) + ", Dv = " +
-                             std::to_string(gp.c.spec.shape.Dv) + ")",
-           aggregate_finding("effective logit variance"));
-  return L.outcome();
+    // (b) the variance of the effective logits of N(0, 1) q, k.
+    judge_gauss(J);
+    const Interval accept = acceptance(st.m);
+    J.note(n.variance, "Gaussian probe: T/m = " + fmt(st.point / st.m));
+    if (st.T.lo > accept.hi || st.T.hi < accept.lo)
+      J.fail(Step::values, "effective logits of N(0,1) q, k have variance " + fmt(st.point / st.m) + " (at least " +
+                               fmt(st.T.lo / st.m) + ", at most " + fmt(st.T.hi / st.m) +
+                               ") for |q|² = D, outside the acceptance region [" + fmt(accept.lo / st.m) + ", " +
+                               fmt(accept.hi / st.m) + "] of a correct kernel (false alarm ≤ 1e-6, m = " +
+                               fmt(st.m) + " key pairs, D = " + std::to_string(D) + ", Dv = " +
+                               std::to_string(gp->c.spec.shape.Dv) + ")",
+             aggregate_finding("effective logit variance"));
+    return J.outcome();
+  });
 }
 }  // namespace
 
@@ -218,6 +260,7 @@ const PropertyDef &variance_normalization_property() {
       .formula = "(log P_ij − log P_ik)/(q_i·(k_j − k_k)) = 1/√D;  q, k ~ N(0,1) ⇒ Var(s_eff·q·k) = 1 (false alarm ≤ 1e-6)",
       .summary = "the kernel scales q·k by something other than 1/√D, so its logits do not have unit variance",
       .require = &require,
+      .screened = true,
       .run = &run,
   };
   return def;
