@@ -38,6 +38,9 @@ constexpr const char *kServerName = "attncheck-sandbox-server";
 constexpr const char *kServerEnv = "ATTNCHECK_SANDBOX_SERVER";
 /// Exit status of a child whose exec() of the server failed.
 constexpr int kExecFailed = 127;
+/// A mapping of the shared memory up to this size is kept for smaller calls; a larger one is given back to the
+/// system when a call needs less than a quarter of it (one huge case does not hold its memory for the rest).
+constexpr std::size_t kShmKeepBytes = 64 * kMiB;
 
 /// The server executable: the option, $ATTNCHECK_SANDBOX_SERVER, beside the running executable, or where the build
 /// put it; "" when there is none (the forked child then serves without exec).
@@ -166,9 +169,28 @@ int Server::reap(int grace_ms) {
   containment::reap_orphans();  // what the kernel left outside its group, when this process adopts them
   pid_ = -1;
   if (sock_ >= 0) close(sock_);
+  unmap_shared_memory();
   if (memfd_ >= 0) close(memfd_);
   sock_ = memfd_ = -1;
   return status;
+}
+
+void Server::unmap_shared_memory() {
+  if (shm_) munmap(shm_, shm_bytes_);
+  shm_ = nullptr;
+  shm_bytes_ = 0;
+}
+
+std::byte *Server::shared_memory(std::size_t bytes) {
+  const bool shrink = shm_bytes_ > kShmKeepBytes && bytes < shm_bytes_ / 4;
+  if (shm_ && bytes <= shm_bytes_ && !shrink) return shm_;
+  unmap_shared_memory();
+  if (ftruncate(memfd_, static_cast<off_t>(bytes)) != 0) return nullptr;
+  void *mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
+  if (mem == MAP_FAILED) return nullptr;
+  shm_ = static_cast<std::byte *>(mem);
+  shm_bytes_ = bytes;
+  return shm_;
 }
 
 void Server::stop() {
@@ -364,17 +386,9 @@ Server::Result Server::call(wire::Op op, int index, const attncheck_params &para
   } catch (const std::invalid_argument &e) {
     return protocol(e.what());
   }
-  if (ftruncate(memfd_, static_cast<off_t>(staging->bytes())) != 0)
-    return protocol(std::string("sandbox: cannot size the shared memory: ") + std::strerror(errno));
-  void *mem = mmap(nullptr, staging->bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
-  if (mem == MAP_FAILED)
-    return protocol(std::string("sandbox: cannot map the shared memory: ") + std::strerror(errno));
-  auto *shm = static_cast<std::byte *>(mem);
-  struct Unmap {
-    void *p;
-    std::size_t n;
-    ~Unmap() { munmap(p, n); }
-  } unmap{mem, staging->bytes()};
+  std::byte *shm = shared_memory(staging->bytes());
+  if (!shm)
+    return protocol(std::string("sandbox: cannot size and map the shared memory: ") + std::strerror(errno));
   staging->write(shm);
 
   wire::Request req;

@@ -63,6 +63,14 @@ class Server {
   pid_t pid_ = -1;
   int sock_ = -1, memfd_ = -1;
   int starts_ = 0;
+  /// This side's mapping of memfd_, kept from call to call (a call's pages are then in place when staging writes
+  /// them, rather than fresh ones faulted in and zeroed each time): grown to a larger call's size, shrunk back when
+  /// a call needs less than a quarter of a mapping over kShmKeepBytes.
+  std::byte *shm_ = nullptr;
+  std::size_t shm_bytes_ = 0;
+  /// memfd_ sized and mapped to hold `bytes`; nullptr (errno set) when it cannot be.
+  std::byte *shared_memory(std::size_t bytes);
+  void unmap_shared_memory();
   /// The kernel's private $TMPDIR: what it leaves there goes with the Server.
   std::string tmpdir_;
   /// The server's stdout and stderr, read by a thread that passes at most kMaxForwardedBytes of them (per start) to
