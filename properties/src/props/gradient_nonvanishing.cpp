@@ -86,10 +86,10 @@ void compare_norms(Ladder &L, const char *name, const std::vector<double> &got, 
 }
 
 Outcome with_backward(const Env &env, const Case &c, const Problem &p) {
-  auto fr = std::make_shared<const ForwardRun>(run_forward(env, p));
+  const ForwardRun fr = run_forward(env, p);
   Ladder L;
-  if (!L.call(fr->call, "forward") || !L.intact(fr->out, "O") || !L.intact(fr->lse, "LSE")) return L.outcome();
-  auto br = std::make_shared<const BackwardRun>(run_backward(env, p, *fr));
+  if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
+  auto br = std::make_shared<const BackwardRun>(run_backward(env, p, fr));
   if (!L.call(br->call, "backward") || !L.intact(br->dq, "dQ") || !L.intact(br->dk, "dK")) return L.outcome();
   const double per = unit(c);
   return judged(env.precision, [p, br, per](ExactSource &src) {
