@@ -147,20 +147,19 @@ void gather_rows(std::vector<float> &dst, std::int64_t n, std::int64_t width, At
     for (std::int64_t d = 0; d < width; ++d) dst[static_cast<std::size_t>(r * width + d)] = at(r, d);
 }
 
+/// Element d of key j of sequence `sq` in kv head hk of K or V.
+float key_elem(const View &t, const Seq &sq, std::int64_t hk, std::int64_t j, std::int64_t d) {
+  return t.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], d);
+}
+
 /// K or V of sequence `sq`, kv head hk: key j's row j of [Lk, width].
 void gather_keys(std::vector<float> &dst, const View &t, const Seq &sq, std::int64_t hk, std::int64_t width) {
-  gather_rows(dst, sq.Lk, width, [&](std::int64_t j, std::int64_t d) {
-    return t.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], d);
-  });
+  gather_rows(dst, sq.Lk, width, [&](std::int64_t j, std::int64_t d) { return key_elem(t, sq, hk, j, d); });
 }
 
 /// The same, transposed: [width, Lk], key j in column j.
 void gather_keys_t(std::vector<float> &dst, const View &t, const Seq &sq, std::int64_t hk, std::int64_t width) {
-  dst.resize(static_cast<std::size_t>(width * sq.Lk));
-  for (std::int64_t j = 0; j < sq.Lk; ++j)
-    for (std::int64_t d = 0; d < width; ++d)
-      dst[static_cast<std::size_t>(d * sq.Lk + j)] =
-          t.get(sq.kb[static_cast<std::size_t>(j)], hk, sq.kr[static_cast<std::size_t>(j)], d);
+  gather_rows(dst, width, sq.Lk, [&](std::int64_t d, std::int64_t j) { return key_elem(t, sq, hk, j, d); });
 }
 
 /// Keys per block of dots(): their partial sums stay in the L1 cache.
@@ -182,13 +181,13 @@ void dots(const float *x, const float *Yt, std::int64_t width, std::int64_t n, s
 }
 
 /// S[i·Lk + j] = the logit of row i, key j of sequence `sq` in query head h: scale·q_i·k_j, softcapped (its tanh in
-/// T[i·Lk + j] when T is given), plus ALiBi and the additive mask; −∞ where the key is hidden. Qh, Kt: scratch.
+/// T[i·Lk + j] when T is given), plus ALiBi and the additive mask; −∞ where the key is hidden. Kt: gather_keys_t of
+/// h's kv head (one per group of query heads); Qh: scratch, left holding h's queries [Lq, D].
 void scores(const Operands &o, const Seq &sq, std::int64_t h, float scale, std::vector<float> &S,
-            std::vector<float> *T, std::vector<float> &Qh, std::vector<float> &Kt) {
+            std::vector<float> *T, std::vector<float> &Qh, const std::vector<float> &Kt) {
   const CallFeatures &f = o.f;
-  const std::int64_t hk = o.shape.kv_head(h), D = o.shape.D;
+  const std::int64_t D = o.shape.D;
   gather_rows(Qh, sq.Lq, D, [&](std::int64_t i, std::int64_t d) { return o.q.get(sq.qb, h, sq.q0 + i, d); });
-  gather_keys_t(Kt, o.k, sq, hk, D);
   for (std::int64_t i = 0; i < sq.Lq; ++i) {
     const KeyRange r = key_range(o.mask, f.window_left, f.window_right, sq.Lq, sq.Lk, i);
     float *row = S.data() + i * sq.Lk;  // q_i·k_j first, for the keys in range
@@ -239,8 +238,11 @@ int naive_forward(const attncheck_params *params, const DLTensor *q, const DLTen
     keep.resize(static_cast<std::size_t>(sq.Lk));
     for (std::int64_t h = 0; h < s.Hq; ++h) {
       const std::int64_t hk = s.kv_head(h);
+      if (h == 0 || hk != s.kv_head(h - 1)) {  // a group's query heads are consecutive: its K and V once
+        gather_keys_t(Kt, o.k, sq, hk, s.D);
+        gather_keys(Vh, o.v, sq, hk, s.Dv);
+      }
       scores(o, sq, h, scale, S, nullptr, Qh, Kt);
-      gather_keys(Vh, o.v, sq, hk, s.Dv);
       for (std::int64_t i = 0; i < sq.Lq; ++i) {
         const std::int64_t qi = sq.q0 + i;
         if (drop.on())
@@ -296,6 +298,7 @@ int naive_backward(const attncheck_params *params, const DLTensor *q, const DLTe
     dP.resize(static_cast<std::size_t>(sq.Lk));
     for (std::int64_t hk = 0; hk < s.Hkv; ++hk) {
       gather_keys(Kh, o.k, sq, hk, s.D);
+      gather_keys_t(Kt, o.k, sq, hk, s.D);
       gather_keys_t(Vt, o.v, sq, hk, s.Dv);
       std::fill(dk_acc.begin(), dk_acc.end(), 0.0f);
       std::fill(dv_acc.begin(), dv_acc.end(), 0.0f);
