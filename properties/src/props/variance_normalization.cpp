@@ -151,8 +151,9 @@ std::string fmt(double x) {
   return os.str();
 }
 
-/// The notes of parts (a) and (b) — how far the probes are from failing — from bounds `ba`, `bb` of the two probes'
-/// weights: each is non-increasing in the bounds (wider bounds, wider intervals).
+/// The notes of parts (a) and (b) — how far the probes are from failing — from the effective-scale interval and the
+/// statistic that bounds of the two probes' weights give: each is non-increasing in the bounds (wider bounds, wider
+/// intervals).
 struct Notes {
   double scale = 0, variance = 0;
 };
@@ -205,21 +206,17 @@ Outcome run(const Env &env, const Case &c) {
     const double scale = pa.params.scale;
     const std::vector<double> p_int = out_a.to_vector(), p_gauss = out_b.to_vector();
     const double est = (std::log(p_int[0]) - std::log(p_int[1])) / sp->gap;
-    const auto notes = [&](const std::vector<double> &beta_a, const std::vector<double> &beta_b, Interval *s,
-                           Statistic *st) {
-      *s = probe::effective_scale(*sp, p_int, beta_a);
-      *st = statistic(*gp, pb.params.scale, p_gauss, beta_b);
-      const Interval accept = acceptance(st->m);
-      const double half = std::max(s->hi - est, est - s->lo);
-      return Notes{std::abs(est - scale) / half, std::max(st->T.lo / accept.hi, accept.lo / st->T.hi)};
+    const Interval s = probe::effective_scale(*sp, p_int, ba.out);
+    const Statistic st = statistic(*gp, pb.params.scale, p_gauss, bb.out);
+    const Interval accept = acceptance(st.m);  // m counts the key pairs, whatever the bounds
+    const auto notes = [&](const Interval &si, const Statistic &sti) {
+      const double half = std::max(si.hi - est, est - si.lo);
+      return Notes{std::abs(est - scale) / half, std::max(sti.T.lo / accept.hi, accept.lo / sti.T.hi)};
     };
-    Interval s;
-    Statistic st;
-    const Notes n = notes(ba.out, bb.out, &s, &st);
+    const Notes n = notes(s, st);
     if (ba_upper != ba.out || bb_upper != bb.out) {  // the screen: its ratio may exceed the exact one (judge.h)
-      Interval s_upper;
-      Statistic st_upper;
-      const Notes lo = notes(ba_upper, bb_upper, &s_upper, &st_upper);
+      const Notes lo = notes(probe::effective_scale(*sp, p_int, ba_upper),
+                             statistic(*gp, pb.params.scale, p_gauss, bb_upper));
       const double worst = std::max(n.scale, n.variance), least = std::max(lo.scale, lo.variance);
       if (worst > 0) src.widen_slack(std::max(0.0, (worst * (1 - 2 * kScreenMargin) - least) /
                                                        (worst * (1 + 2 * kScreenMargin))));
@@ -239,7 +236,6 @@ Outcome run(const Env &env, const Case &c) {
 
     // (b) the variance of the effective logits of N(0, 1) q, k.
     judge_gauss(J);
-    const Interval accept = acceptance(st.m);
     J.note(n.variance, "Gaussian probe: T/m = " + fmt(st.point / st.m));
     if (st.T.lo > accept.hi || st.T.hi < accept.lo)
       J.fail(Step::values, "effective logits of N(0,1) q, k have variance " + fmt(st.point / st.m) + " (at least " +
