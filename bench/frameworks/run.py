@@ -6,6 +6,7 @@ as a contract: what a kernel author sees when the gate is pointed at jax, onnxru
     python bench/frameworks/run.py --only jax,ort     # a subset (the ids below)
     python bench/frameworks/run.py --budget-scale 2   # every time budget doubled
     python bench/frameworks/run.py --report-dir DIR   # also report.json, summary.md, report.html per check
+    python bench/frameworks/run.py --infer --only sdpa-flash   # the contract the function satisfies (attncheck.infer)
 
 For each check it prints the framework and its version, the call, the contract, the options, the verdict, the wall
 time, the distinct shapes the function actually ran to the end (declined and raising calls excluded; attncheck's
@@ -25,6 +26,13 @@ The checks (ids):
   triton        a Triton forward kernel (online softmax tiled over keys, float32 accumulation) under the interpreter
                 (TRITON_INTERPRET=1) on CPU torch tensors, f32 and f16, ten forward properties
   triton-bug    the control: the same kernel with its causal mask off by one, which must fail
+  sdpa          torch.nn.functional.scaled_dot_product_attention on --sdpa-device (default cuda: a GPU machine;
+                skipped where torch sees none) with torch's own backend choice, forward and autograd backward, f32,
+                f16 and bf16, every property
+  sdpa-math, sdpa-flash, sdpa-efficient, sdpa-cudnn
+                the same inside sdpa_kernel([SDPBackend.X]) alone, in the dtypes each documents; the cases a
+                backend refuses ("No available kernel") are declined with torch's reasons
+  sdpa-unscaled the control: the same call with scale=1.0, float16 accuracy, which must fail
 """
 from __future__ import annotations
 
@@ -269,8 +277,73 @@ TRITON_CONTRACT = {}  # FlashAttention-2's defaults: bottom-right causal, float3
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# torch SDPA (on a CUDA device, or --sdpa-device cpu): the default dispatch and each backend alone
+# ---------------------------------------------------------------------------------------------------------------
 
-def checks(budget_scale):
+# Each backend's documented limits (torch/nn/attention, sdp_utils): the fused kernels need the head dim contiguous
+# (last-dim stride 1), so the launcher hands them q, k, v so (a copy only where the gate's layout has another stride),
+# as torch's own dispatcher would fall back to MATH for such a layout instead. Whatever else a backend refuses (its
+# dtypes, head dims, zero-length sequences, GQA) torch reports as "No available kernel": that case is declined with
+# torch's reasons, counted in the report, and the same case still reaches the backends that take it.
+# torch's two refusals: CUDA's dispatcher when the enabled backends cannot run a case, the CPU's when none exists.
+SDPA_REFUSALS = ("No available kernel", "No viable backend for scaled_dot_product_attention")
+
+
+def make_sdpa(device, backend=None, unscaled=False):
+    """backend: an SDPBackend name, or None for torch's own dispatch; unscaled: the control's planted bug (scale 1
+    where the gate asks for 1/sqrt(D)), which must fail."""
+    import contextlib
+    import warnings
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("torch sees no CUDA device")
+    where = torch.cuda.get_device_name(device) if device.startswith("cuda") else f"the CPU ({platform.machine()})"
+    chosen = None if backend is None else [getattr(SDPBackend, backend)]
+    log = ShapeLog()
+
+    def sdpa(q, k, v, *, scale, causal):
+        if chosen is not None:
+            q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+        with warnings.catch_warnings(record=True) as caught, \
+                (sdpa_kernel(chosen) if chosen else contextlib.nullcontext()):
+            warnings.simplefilter("always")
+            try:
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1.0 if unscaled else scale,
+                                                     enable_gqa=q.shape[1] != k.shape[1])
+            except RuntimeError as e:
+                if not any(m in str(e) for m in SDPA_REFUSALS):
+                    raise
+                why = "; ".join(str(w.message).strip() for w in caught) or str(e)
+                raise attncheck.Unsupported(f"SDPBackend.{backend} declines this case: {why}") from None
+        log.ran(q, k, v)
+        return out
+
+    sdpa.__name__ = "sdpa_" + ("default" if backend is None else backend.split("_")[0].lower()) + \
+        ("_unscaled" if unscaled else "")
+    call = ("F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=Hq != Hkv) on "
+            f"{where} " +
+            ("under torch's own backend choice" if backend is None else
+             f"inside sdpa_kernel([SDPBackend.{backend}]) (head dim made contiguous; 'No available kernel' -> "
+             "attncheck.Unsupported)") + "; backward by torch.autograd")
+    if unscaled:
+        call = "the control, a planted bug: the same call with scale=1.0 in place of the gate's scale"
+    version = (f"torch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}), "
+               f"on {where}")
+    return sdpa, log, version, call
+
+
+# SDPA's is_causal is top-left (a lower-triangular mask) and it returns no LSE (examples/python/torch_sdpa.py).
+SDPA_CONTRACT = {"causal": "top-left", "lse": "none"}
+SDPA_BUDGET = 30  # seconds per dtype: a guard (a GPU machine is lent for minutes), stated in each check's options
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def checks(budget_scale, sdpa_device="cuda"):
     s = budget_scale
     jax_m, ort_m, triton_m = ("jax",), ("onnxruntime", "onnx"), ("triton", "torch")
     triton_properties = ["accuracy", "lse", "causal", "empty_rows", "sum_to_one", "nonfinite_output",
@@ -297,7 +370,22 @@ def checks(budget_scale):
              contract=TRITON_CONTRACT,
              options=dict(dtypes=["f32"], profile="quick", time_budget=120 * s, framework="torch",
                           properties=["accuracy", "causal"])),
-    ]
+    ] + sdpa_checks(s, sdpa_device)
+
+
+def sdpa_checks(s, device):
+    """torch SDPA on `device` (cuda: a GPU machine): the default dispatch, each backend alone in the dtypes it
+    documents, and the unscaled control; forward and autograd backward, every property, the quick profile."""
+    opts = dict(profile="quick", framework="torch", device=device, backward="autograd")
+    dtypes = {None: ["f32", "f16", "bf16"], "MATH": ["f32", "f16", "bf16"], "FLASH_ATTENTION": ["f16", "bf16"],
+              "EFFICIENT_ATTENTION": ["f32", "f16", "bf16"], "CUDNN_ATTENTION": ["f16", "bf16"]}
+    out = [dict(id="sdpa" + ("" if b is None else "-" + b.split("_")[0].lower()),
+                make=lambda b=b: make_sdpa(device, b), modules=("torch",), contract=SDPA_CONTRACT,
+                options=dict(opts, dtypes=d, time_budget=SDPA_BUDGET * s)) for b, d in dtypes.items()]
+    out.append(dict(id="sdpa-unscaled", make=lambda: make_sdpa(device, unscaled=True), modules=("torch",),
+                    contract=SDPA_CONTRACT,
+                    options=dict(opts, dtypes=["f16"], time_budget=SDPA_BUDGET * s, properties=["accuracy"])))
+    return out
 
 
 def missing(modules):
@@ -309,21 +397,50 @@ def missing(modules):
     return None
 
 
+def infer(fn, c, options, log, t0):
+    """attncheck.infer on the check's function and options, from no declaration; prints what it found and returns
+    its outcome."""
+    options = {k: v for k, v in options.items() if k != "report_dir"}
+    try:
+        found = attncheck.infer(fn, seed=SEED, quiet=True, **options)
+    except Exception:  # noqa: BLE001 — a broken search is reported, the others still run
+        print(f"infer raised after {time.monotonic() - t0:.1f} s:\n{traceback.format_exc()}")
+        return "raised"
+    print(f"inferred:  {found.outcome} (exit {found.exit_code}): {found.contract or '(the defaults)'}")
+    print(f"wall time: {time.monotonic() - t0:.1f} s")
+    print(f"shapes:    {log.line()}")
+    print("--- attncheck.infer ---")
+    print(found)
+    sys.stdout.flush()
+    return found.outcome
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="",
-                    help="comma-separated check ids (jax, jax-nopool, jax-f16-bf16, ort, ort-f16, triton, triton-bug)")
+                    help="comma-separated check ids (jax, jax-nopool, jax-f16-bf16, ort, ort-f16, triton, triton-bug, "
+                         "sdpa, sdpa-math, -flash, -efficient, -cudnn, -unscaled); a trailing * takes every id it "
+                         "begins (sdpa*)")
+    ap.add_argument("--profile", default=None, choices=("quick", "default", "thorough"),
+                    help="every check's profile (default: each check's own, quick)")
+    ap.add_argument("--infer", action="store_true",
+                    help="attncheck.infer in place of check: the contract each function satisfies, found from no "
+                         "declaration (each check's own contract is not given)")
+    ap.add_argument("--sdpa-device", default="cuda", help="the torch device of the sdpa checks (default cuda)")
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiplies every time budget")
     ap.add_argument("--report-dir", default=None,
                     help="writes each check's report.json, summary.md and report.html to DIR/<check id>")
     args = ap.parse_args(argv)
-    todo = checks(args.budget_scale)
+    todo = checks(args.budget_scale, args.sdpa_device)
     if args.only:
-        wanted = set(args.only.split(","))
-        unknown = wanted - {c["id"] for c in todo}
+        wanted = args.only.split(",")
+
+        def picks(w, i):
+            return i.startswith(w[:-1]) if w.endswith("*") else i == w
+        unknown = [w for w in wanted if not any(picks(w, c["id"]) for c in todo)]
         if unknown:
-            ap.error(f"unknown check(s): {', '.join(sorted(unknown))}")
-        todo = [c for c in todo if c["id"] in wanted]
+            ap.error(f"unknown check(s): {', '.join(unknown)}")
+        todo = [c for c in todo if any(picks(w, c["id"]) for w in wanted)]
     known = {p[0] for p in attncheck.properties()}
     print(f"attncheck {attncheck.__version__}, Python {platform.python_version()}, numpy {np.__version__}, "
           f"{platform.machine()} {os.cpu_count()} CPU(s), seed {SEED}, "
@@ -345,17 +462,23 @@ def main(argv=None):
             verdicts.append((c["id"], "skipped", 0.0))
             continue
         options = dict(c["options"])
+        if args.profile:
+            options["profile"] = args.profile
         if "properties" in options:
             options["properties"] = [p for p in options["properties"] if p in known]
         print(f"framework: {version}")
         print(f"call:      {call}")
-        print(f"contract:  {attncheck._api.contract_text(c['contract']) or '(none: the defaults)'}")
+        print("contract:  " + ("(infer: from no declaration)" if args.infer else
+                               attncheck._api.contract_text(c['contract']) or "(none: the defaults)"))
         pool = options.get("shape_pool")
         print("options:   " + ", ".join(f"{k}={v}" for k, v in options.items()) + f", seed={SEED}" +
               ("" if pool is not None else f", shape_pool=default "
                f"({_core.AUTO_SHAPE_POOL if 'jax' in c['modules'] else 'auto'})"))
         sys.stdout.flush()
         t0 = time.monotonic()
+        if args.infer:
+            verdicts.append((c["id"], infer(fn, c, options, log, t0), time.monotonic() - t0))
+            continue
         try:
             report_dir = os.path.join(args.report_dir, c["id"]) if args.report_dir else None
             report = attncheck.check(fn, contract=c["contract"], seed=SEED, quiet=True, report_dir=report_dir,

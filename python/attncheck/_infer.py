@@ -5,22 +5,18 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
-
 from . import _core
 from ._api import DTYPES, _Isolated, _kernels_and_command, make_kernel, resolve_contract
-from ._kernel import Kernel
+from ._kernel import Kernel, probe_call
 
 
-def _returns_lse(fn, framework, device):
-    """Whether fn returns (out, lse) rather than out alone, on a small problem in its framework: a function without an
-    LSE output cannot be asked for one (the gate's call fails), so infer starts it from lse=none — as a kernel that
-    declares it. True when the call raises: the checks will say what is wrong."""
-    adapter = Kernel(fn, None, framework, device).adapter
-    rng = np.random.default_rng(0)
-    q, k, v = (adapter.to_framework(rng.standard_normal((1, 1, 2, 4)).astype(np.float32)) for _ in range(3))
+def _returns_lse(fn, framework, device, dtypes):
+    """Whether fn returns (out, lse) rather than out alone, on a small problem in its framework (in the first of the
+    check's dtypes fn takes): a function without an LSE output cannot be asked for one (the gate's call fails), so
+    infer starts it from lse=none — as a kernel that declares it. True when the call raises or declines every dtype:
+    the checks will say what is wrong."""
     try:
-        result = fn(q, k, v, scale=0.5, causal=False)
+        result = probe_call(fn, Kernel(fn, None, framework, device).adapter, dtypes)
     except Exception:
         return True
     return isinstance(result, (tuple, list)) and len(result) >= 2 and result[1] is not None
@@ -94,7 +90,7 @@ def infer(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="quick",
     if isinstance(dtypes, str):
         dtypes = (dtypes,)
     declared, lse, _ = resolve_contract(contract)
-    no_lse = lse == "f32" and not _returns_lse(fn, framework, device)
+    no_lse = lse == "f32" and not _returns_lse(fn, framework, device, dtypes)
     if no_lse:
         contract = "lse=none" if declared == "defaults" else declared + " lse=none"
     kernel = make_kernel(fn, backward, framework, device, name, contract, isolate)

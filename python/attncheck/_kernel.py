@@ -83,12 +83,34 @@ def kernel_name(fn):
     return name or "fn"
 
 
-def _probe(fn, framework, device):
-    """Calls fn on a small problem in `framework`; returns the framework its result belongs to."""
-    adapter = _frameworks.Adapter(framework, device)
+PROBE_DTYPES = ("f32", "f16", "bf16")
+
+
+def probe_call(fn, adapter, dtypes=PROBE_DTYPES):
+    """fn's result on a small problem (q, k, v of shape [1, 1, 2, 4], scale 0.5, not causal) in `adapter`'s
+    framework, in the first of `dtypes` that fn does not decline: a kernel that takes only float16 and bfloat16
+    (FlashAttention, cuDNN) raises attncheck.Unsupported for float32. Raises fn's error, or the last Unsupported when
+    it declines them all."""
     rng = np.random.default_rng(0)
-    q, k, v = (adapter.to_framework(rng.standard_normal((1, 1, 2, 4)).astype(np.float32)) for _ in range(3))
-    return _frameworks.framework_of(_frameworks.first(fn(q, k, v, scale=0.5, causal=False)))
+    values = [rng.standard_normal((1, 1, 2, 4)).astype(np.float32) for _ in range(3)]
+    declined = None
+    for dtype in dtypes:
+        storage = [_frameworks.f32_to_bf16_bits(a) if dtype == "bf16" else a.astype(_STORAGE[dtype])
+                   for a in values]
+        q, k, v = (adapter.to_framework(a) for a in storage)
+        try:
+            return fn(q, k, v, scale=0.5, causal=False)
+        except Unsupported as e:
+            declined = e
+    raise declined
+
+
+_STORAGE = {"f32": np.float32, "f16": np.float16}
+
+
+def _probe(fn, framework, device):
+    """The framework fn's result on a small problem in `framework` belongs to."""
+    return _frameworks.framework_of(_frameworks.first(probe_call(fn, _frameworks.Adapter(framework, device))))
 
 
 def detect_framework(fn, device="cpu"):

@@ -12,6 +12,13 @@ def attention_no_lse(q, k, v, *, scale, causal):
     return attention(q, k, v, scale=scale, causal=causal)[0]
 
 
+def attention_half_only_no_lse(q, k, v, *, scale, causal):
+    """out alone, and only for float16 inputs: float32 is declined, as FlashAttention and cuDNN kernels do."""
+    if q.dtype != np.float16:
+        raise attncheck.Unsupported(f"float16 only, not {q.dtype}")
+    return attention_no_lse(q, k, v, scale=scale, causal=causal)
+
+
 def attention_raises_on_gqa(q, k, v, *, scale, causal):
     if q.shape[1] != k.shape[1]:
         raise ValueError(f"no grouped-query attention here: Hq={q.shape[1]} Hkv={k.shape[1]}")

@@ -133,6 +133,14 @@ def test_the_framework_is_found_from_what_the_function_returns():
         detect_framework(lambda q, k, v, *, scale, causal: "not an array")
 
 
+def test_the_framework_of_a_function_that_declines_float32_is_found_in_float16(fast):
+    from attncheck._kernel import detect_framework
+    assert detect_framework(kernels.attention_half_only_no_lse) == "numpy"
+    report = attncheck.check(kernels.attention_half_only_no_lse, dtypes=["f16"], properties=["accuracy"],
+                             contract={"lse": "none"}, **fast)
+    assert report.passed, report.summary()
+
+
 def test_a_report_dir_that_cannot_be_written_is_refused_before_any_case(tmp_path, fast):
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -5,6 +5,7 @@ import pytest
 
 import attncheck
 from conftest import CORE_PROPERTIES, FAST
+import kernels
 from kernels import attention, attention_no_lse, attention_unscaled
 
 
@@ -53,6 +54,12 @@ def test_infer_gives_a_function_without_lse_lse_none():
     assert inferred.found and "lse=none" in inferred.contract.split(), str(inferred)
     report = attncheck.check(attention_no_lse, contract=inferred.contract, **OPTIONS)
     assert report.passed, report.summary()
+
+
+def test_infer_asks_a_function_that_declines_float32_for_its_lse_in_float16():
+    # A FlashAttention-style function (float16 and bfloat16 only, no LSE): the search still starts from lse=none.
+    inferred = attncheck.infer(kernels.attention_half_only_no_lse, **dict(OPTIONS, dtypes=["f16"]))
+    assert inferred.found and "lse=none" in inferred.contract.split(), str(inferred)
 
 
 def test_infer_says_no_contract_fits_a_bug():
