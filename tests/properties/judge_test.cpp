@@ -173,6 +173,44 @@ TEST_CASE("a screened pass confirms under MPFR only when its exact ratio could r
   CHECK(exact.worst_ratio <= screened.worst_ratio + screened.ratio_slack);
 }
 
+TEST_CASE("a screened pass's rank is asked of MPFR only where it could exceed the floor a record sets", "[judge]") {
+  // A screened pass of ratio s whose exact ratio lies in a range of two ranks (its slack spans a rank boundary).
+  const double s = 0.5 - 0x1p-14, exact_ratio = 0.5 + 0x1p-13;
+  int confirmed = 0;
+  Outcome o;
+  o.verdict = Verdict::pass;
+  o.worst_ratio = s;
+  o.ratio_slack = o.bound_slack = 0x1p-10;
+  o.confirm = std::make_shared<const std::function<Outcome()>>([&] {
+    ++confirmed;
+    Outcome e;
+    e.verdict = Verdict::pass;
+    e.worst_ratio = exact_ratio;
+    return e;
+  });
+  const double highest = ranked_ratio(s + o.ratio_slack);
+  REQUIRE(ranked_ratio(s * (1 - 2 * kScreenMargin) - (1 + 2 * kScreenMargin) * (s * o.bound_slack + o.ratio_slack)) <
+          highest);
+  SECTION("no rank of its range exceeds the floor: the lowest, no MPFR") {
+    Outcome held = o;
+    const double rank = exact_rank(held, highest);
+    CHECK(confirmed == 0);
+    CHECK(rank < highest);
+    CHECK(held.confirm);  // still the screened outcome
+  }
+  SECTION("its highest rank exceeds the floor: the exact rank, from MPFR") {
+    Outcome held = o;
+    CHECK(exact_rank(held, highest - 0x1p-20) == ranked_ratio(exact_ratio));
+    CHECK(confirmed == 1);
+    CHECK_FALSE(held.confirm);
+  }
+  SECTION("no floor (an empty record): the exact rank") {
+    Outcome held = o;
+    CHECK(exact_rank(held) == ranked_ratio(exact_ratio));
+    CHECK(confirmed == 1);
+  }
+}
+
 TEST_CASE("every screened pass of every screened property is an MPFR pass whose exact ratio lies in its rank range",
           "[judge]") {
   const attncheck_kernel &flash = test::builtin("flash");

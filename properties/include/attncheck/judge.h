@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -144,9 +145,11 @@ Outcome exact_if_at_least(const Outcome &o, double threshold);
 inline constexpr int kRankBits = 11;
 /// `r` rounded to kRankBits significant bits (0, ∞ and NaN as they are); non-decreasing in r.
 double ranked_ratio(double r);
-/// The rank of `o`'s exact worst ratio. For a screened pass it comes from the range that ratio lies in,
-/// [s(1 − 2τ) − (1 + 2τ)(s·bound_slack + ratio_slack), s + ratio_slack] (s its worst ratio), when the range has
-/// one rank; otherwise `o` becomes its MPFR confirmation (counted), ranked from that.
-double exact_rank(Outcome &o);
+/// The rank of `o`'s exact worst ratio, where it can exceed `floor`. For a screened pass it comes from the range that
+/// ratio lies in, [s(1 − 2τ) − (1 + 2τ)(s·bound_slack + ratio_slack), s + ratio_slack] (s its worst ratio), when the
+/// range has one rank, or when no rank of the range exceeds `floor` (then its lowest: a caller comparing it with
+/// `floor` or anything above decides as it would from the exact rank); otherwise `o` becomes its MPFR confirmation
+/// (counted), ranked from that.
+double exact_rank(Outcome &o, double floor = -std::numeric_limits<double>::infinity());
 
 }  // namespace attncheck

@@ -148,13 +148,14 @@ double ranked_ratio(double r) {
   return std::ldexp(std::round(std::ldexp(m, kRankBits)), e - kRankBits);
 }
 
-double exact_rank(Outcome &o) {
+double exact_rank(Outcome &o, double floor) {
   if (o.confirm) {
     const double s = o.worst_ratio, slack = o.ratio_slack;
     const double lo =
         std::max(0.0, s * (1 - 2 * kScreenMargin) - (1 + 2 * kScreenMargin) * (s * o.bound_slack + slack));
-    const double rank = ranked_ratio(s + slack);
-    if (ranked_ratio(lo) == rank) return rank;
+    const double rank = ranked_ratio(s + slack), lowest = ranked_ratio(lo);
+    if (lowest == rank) return rank;
+    if (rank <= floor) return lowest;
     o = exact_if_at_least(o, -std::numeric_limits<double>::infinity());
   }
   return ranked_ratio(o.worst_ratio);

@@ -181,6 +181,9 @@ void confirm_hang(RunState &st, std::vector<std::size_t> &shrink_path, PropertyR
 /// Keeps `c` among the targeted phase's parents when the rank of its error ÷ bound is among the kTargetParents
 /// highest (the earlier case first among equals).
 void keep_parent(RunState &st, double rank, const Case &c);
+/// The highest rank keep_parent leaves out: 0 while parents are missing (it keeps any positive rank), the weakest
+/// parent's once they are all there; +∞ for a property without the targeted phase.
+double parents_floor(const RunState &st);
 /// The targeted phase's record of mutant `c`, judged `o` of rank `rank` (`slow`: why a call was too slow for its
 /// timeout): counted apart from the search's cases (the plan's), in the corners too; the phase reads the outcome.
 CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, double rank, bool timed_out,

@@ -150,8 +150,12 @@ CaseResult judge_case(RunState &st, const Case &c) {
   std::string slow;
   Outcome o = evaluate_timed(st, c, &timed_out, searching ? &slow : nullptr);
   if (cut_short(st)) return {searching ? T::Failure : T::Success, "interrupted or unavailable"};
-  // Records compare ranks; a reproduce reports its outcome's worst ratio: each exact (judge.h).
-  const double rank = o.verdict == Verdict::pass && searching ? exact_rank(o) : 0;
+  // Records compare ranks; a reproduce reports its outcome's worst ratio: each exact (judge.h) — a rank only where it
+  // can enter a record: above the search's worst (the targeted phase's highest) or the weakest parent.
+  const Record &record = st.phase == Phase::target ? st.target.highest : st.counts.worst;
+  const double floor =
+      std::min(record.held ? record.rank : -std::numeric_limits<double>::infinity(), parents_floor(st));
+  const double rank = o.verdict == Verdict::pass && searching ? exact_rank(o, floor) : 0;
   switch (st.phase) {
     case Phase::search: return judge_searched(st, c, o, rank, timed_out, slow);
     case Phase::target: return judge_mutant(st, c, o, rank, timed_out, slow);

@@ -109,6 +109,12 @@ void keep_parent(RunState &st, double rank, const Case &c) {
   if (parents.size() > kTargetParents) parents.pop_back();
 }
 
+double parents_floor(const RunState &st) {
+  const auto &parents = st.target.parents;
+  if (!st.def->targeted) return std::numeric_limits<double>::infinity();
+  return parents.size() == kTargetParents ? std::max(parents.back().first, 0.0) : 0.0;
+}
+
 CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, double rank, bool timed_out,
                         const std::string &slow) {
   using T = CaseResult::Type;
