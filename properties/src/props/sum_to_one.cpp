@@ -24,18 +24,6 @@ void require(CaseOptions &o) {
   o.max_work = kSumToOneMaxWork;
 }
 
-/// The problem with v[b, h, j, c] = f(j, c).
-template <class F>
-Problem with_v(const Case &c, F f) {
-  Problem p = c.problem();
-  const Shape &s = p.shape;
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t h = 0; h < s.Hkv; ++h)
-      for (std::int64_t j = 0; j < s.Lk; ++j)
-        for (std::int64_t x = 0; x < s.Dv; ++x) p.v.set({b, h, j, x}, f(j, x));
-  return p;
-}
-
 /// The exact O of the v = ones problem: 1 in rows that see a key, 0 in rows that see none.
 std::vector<double> ones_exact(const Problem &p) {
   const Shape &s = p.shape;
@@ -49,17 +37,18 @@ std::vector<double> ones_exact(const Problem &p) {
   return e;
 }
 
-/// The case with v[b, h, j, c] = f(j, c): the Case of with_v(c, f), for reports of a failure on it.
+/// The case with v[b, h, j, c] = f(j, c) (its problem is the kernel's, and a failure on it reports it): one image of
+/// a kv head's Lk × Dv values, copied to every (b, h).
 template <class F>
 Case with_v_case(const Case &c, F f) {
   Case out = c;
   const Shape &s = c.spec.shape;
-  out.v.assign(static_cast<std::size_t>(s.B * s.Hkv * s.Lk * s.Dv), 0.0);
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t h = 0; h < s.Hkv; ++h)
-      for (std::int64_t j = 0; j < s.Lk; ++j)
-        for (std::int64_t x = 0; x < s.Dv; ++x)
-          out.v[static_cast<std::size_t>(((b * s.Hkv + h) * s.Lk + j) * s.Dv + x)] = f(j, x);
+  std::vector<double> head(static_cast<std::size_t>(s.Lk * s.Dv));
+  for (std::int64_t j = 0; j < s.Lk; ++j)
+    for (std::int64_t x = 0; x < s.Dv; ++x) head[static_cast<std::size_t>(j * s.Dv + x)] = f(j, x);
+  out.v.clear();
+  out.v.reserve(head.size() * static_cast<std::size_t>(s.B * s.Hkv));
+  for (std::int64_t n = 0; n < s.B * s.Hkv; ++n) out.v.insert(out.v.end(), head.begin(), head.end());
   return out;
 }
 
@@ -115,13 +104,13 @@ Outcome ladder(const Problem &ones, const ForwardRun &f1, const ForwardRun &f2, 
 Outcome run(const Env &env, const Case &c) {
   const auto one_fn = [](std::int64_t, std::int64_t) { return 1.0; };
   const auto ident_fn = [](std::int64_t j, std::int64_t x) { return j == x ? 1.0 : 0.0; };
-  const Problem ones = with_v(c, one_fn);
-  const Problem ident = with_v(c, ident_fn);
-  auto f1 = std::make_shared<const ForwardRun>(run_forward(env, ones));
-  auto f2 = std::make_shared<const ForwardRun>(run_forward(env, ident));
   // The checks that follow judge one of the two modified problems; a failure records it.
   auto ones_case = std::make_shared<const Case>(with_v_case(c, one_fn));
   auto ident_case = std::make_shared<const Case>(with_v_case(c, ident_fn));
+  const Problem ones = ones_case->problem();
+  const Problem ident = ident_case->problem();
+  auto f1 = std::make_shared<const ForwardRun>(run_forward(env, ones));
+  auto f2 = std::make_shared<const ForwardRun>(run_forward(env, ident));
   {
     Ladder L;
     L.judging(*ones_case, kOnesWhat);
