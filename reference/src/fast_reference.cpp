@@ -146,6 +146,7 @@ struct Block {
   std::vector<double> nt;          ///< n: visible keys (+1 with a sink)
   std::vector<char> live;          ///< 0: fixed values (sees no key), 1: bounded, 2: unbounded (ε = ∞)
   std::vector<char> vis;           ///< [R·Lk]: row r sees key j
+  std::vector<double> centered;    ///< [Lk]: one row's Δp_j against the top key's exact logit (weigh())
   void resize(std::int64_t rows, std::int64_t Lk, bool softcap_g) {
     R = rows;
     S.resize(rows, Lk);
@@ -161,6 +162,7 @@ struct Block {
     nt.assign(n, 0);
     live.assign(n, 0);
     vis.assign(n * static_cast<std::size_t>(Lk), 0);
+    centered.assign(static_cast<std::size_t>(Lk), 0);
   }
   bool sees(std::int64_t r, std::int64_t j) const { return vis[static_cast<std::size_t>(r * S.cols() + j)] != 0; }
 };
@@ -203,7 +205,8 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
     const std::size_t li = static_cast<std::size_t>(r);
     const RowFrame fr = row_frame(f, p.params.mask, b, i, s.Lq, s.Lk);
     std::int64_t n = 0;
-    double m = -kInf;
+    double m = -kInf, e_top = 0;  // the largest logit and its error (the first key that has it, or the sink)
+    std::int64_t top = -1;
     for (std::int64_t j = 0; j < s.Lk; ++j) vis[j] = fr.exists && sees(f, p.params.mask, fr, s.Lq, s.Lk, b, h, i, j);
     // The additive mask enters relative to its largest visible value M (an exact double, part of the shift): a row
     // whose keys all carry a mask near −10³⁰ keeps its logits' differences instead of losing them in u·10³⁰.
@@ -247,12 +250,12 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
       }
       srow[j] = sv;
       erow[j] = e;
-      m = std::max(m, sv);
+      if (sv > m) m = sv, e_top = e, top = j;
     }
     // The sink's logit in the shifted frame: sink_h − M (rounded: its error counts in its θ below).
     const double sink_rel = sink ? sink_h - mask_shift : 0.0;
     const double sink_err = mask_shift == 0 ? 0.0 : u * std::fabs(sink_rel);
-    if (sink) m = std::max(m, sink_rel);
+    if (sink && sink_rel > m) m = sink_rel, e_top = sink_err, top = -1;
     const std::size_t lo = static_cast<std::size_t>(lse_offset(s, b, h, i));
     if (!fr.exists || n == 0) {  // O = 0, dQ = 0, LSE = −∞ or (only the sink) sink_h: exact
       S.row(r).setZero();
@@ -260,29 +263,46 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
       if (lse && fr.exists && sink) lse[lo] = sink_h;
       continue;
     }
-    // p̂_j = exp(fl(ŝ_j − m̂)), θ_j = e_j + u|ŝ_j − m̂|, Δp_j = (p̂_j + Uη)·ρ_j + (U+1)η with ρ_j ≥ expm1(θ_j + δ).
-    double l = 0, dsum = 0, theta_max = 0;
+    // p̂_j = exp(fl(ŝ_j − m̂)), θ_j = e_j + u|ŝ_j − m̂|, Δp_j = (p̂_j + Uη)·ρ_j + (U+1)η with ρ_j ≥ expm1(θ_j + δ):
+    // the weights against the shift m̂ itself. Centered (SPEC.md §5.1 step 2): against the top key's exact logit,
+    // whose error then moves to every other key (θ_j + e_top) and leaves its own weight exact but for exp (θ = δ) —
+    // far tighter where one key dominates. The row takes the variant of smaller Σ Δp_j; its LSE adds e_top.
+    double l = 0, dsum = 0, theta_max = 0, dsum_c = 0, theta_max_c = 0;
+    double *ecen = blk.centered.data();
     for (std::int64_t j = 0; j < s.Lk; ++j) {
       if (!vis[j]) {
         srow[j] = 0;
         erow[j] = 0;
+        ecen[j] = 0;
         continue;
       }
       const double d = srow[j] - m;
       const double pj = std::exp(d);
       const double theta = erow[j] + u * std::fabs(d) + delta_exp;
+      const double theta_c = j == top ? u * std::fabs(d) + delta_exp : theta + e_top;
       const double dp = weight_error(pj, d, theta, exp_abs, theta_max);
+      const double dp_c = weight_error(pj, d, theta_c, exp_abs, theta_max_c);
       srow[j] = pj;
       erow[j] = dp;
+      ecen[j] = dp_c;
       l += pj;
       dsum += dp;
+      dsum_c += dp_c;
     }
     if (sink) {  // one more term of the row sum, no value
       const double d = sink_rel - m;
       const double pj = std::exp(d);
       const double theta = sink_err + u * std::fabs(d) + delta_exp;
+      const double theta_c = top < 0 ? u * std::fabs(d) + delta_exp : theta + e_top;
       l += pj;
       dsum += weight_error(pj, d, theta, exp_abs, theta_max);
+      dsum_c += weight_error(pj, d, theta_c, exp_abs, theta_max_c);
+    }
+    const bool centered = dsum_c < dsum;
+    if (centered) {
+      std::copy(ecen, ecen + s.Lk, erow);
+      dsum = dsum_c;
+      theta_max = theta_max_c;
     }
     const double nt = static_cast<double>(n + (sink ? 1 : 0));
     // |l̂ − l| ≤ γ_{n+1}·l̂ + Σ Δp_j (inflated here: it is subtracted below)
@@ -300,7 +320,8 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
     lse[lo] = shift + logl;
     // |log l − log l̂| ≤ −log1p(−E_l/l̂); log's error; the addition's rounding.
     lse_err[lo] = bounded ? finish(-std::log1p(-E_l / l) + kLibmLogUlps * (2 * u * std::fabs(logl) + eta) +
-                                       u * std::fabs(shift) + u * std::fabs(lse[lo]) + eta,
+                                       u * std::fabs(shift) + u * std::fabs(lse[lo]) + eta +
+                                       (centered ? e_top : 0.0),
                                    eps_scale)
                           : kInf;
   }

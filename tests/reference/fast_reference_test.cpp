@@ -644,6 +644,37 @@ TEST_CASE("fast_forward's bound is tight: eps is below 1e-12 of the row's scale 
   CHECK(fraction < kMaxEscalatedFraction);
 }
 
+TEST_CASE("a row one key dominates gets an eps from the other keys' weights, not from the top logit's own error, "
+          "and it still encloses the exact O and LSE",
+          "[reference][fast]") {
+  // Logits of order 10⁹ (q and k near float16's and bfloat16's extremes, as the value families draw them): the top
+  // key's logit carries an error bound e_t ≈ 10⁻⁵, which the weights against the shift m̂ charge to its own weight
+  // (ε ≈ e_t·|v|); against the top key's exact logit it cancels, and the other keys' weights are e^{−10⁸}.
+  std::mt19937_64 rng(kSeed + 7);
+  Shape s;
+  s.Lk = 4;
+  s.D = 5;
+  s.Dv = 3;
+  Params params;
+  params.scale = default_scale(s.D);
+  double worst_rel = 0;
+  for (int t = 0; t < 40; ++t) {
+    std::vector<double> q, k, v;
+    for (std::int64_t d = 0; d < s.D; ++d) q.push_back(static_cast<float>(uniform(rng, -65504, 65504)));
+    for (std::int64_t n = 0; n < s.Lk * s.D; ++n) k.push_back(static_cast<float>(uniform(rng, -98256, 98256)));
+    for (std::int64_t n = 0; n < s.Lk * s.Dv; ++n) v.push_back(static_cast<float>(uniform(rng, -1, 1)));
+    const Problem p = test::make_problem(s, params, q, k, v);
+    Misses m;
+    REQUIRE(check_enclosure(p, {}, m));
+    INFO(m.first);
+    REQUIRE(m.count == 0);
+    const auto fast = fast_forward(p);
+    for (double e : fast->out_err) worst_rel = std::max(worst_rel, e);  // |v| ≤ 1: the row's scale
+  }
+  WARN("worst ε of O " << worst_rel);
+  CHECK(worst_rel < kTightness);
+}
+
 namespace {
 
 /// Shapes and features of a backward problem, for messages.

@@ -7,7 +7,9 @@
 //   x̂_j = fl(scale·Σ_d q_id k_jd)             |x̂_j − x_j| ≤ γ_{D+1}·|scale|·Σ_d |q_id k_jd| ≤ γ_{D+1}·|scale|·‖q_i‖‖k_j‖
 //   ŝ_j = x̂_j [or fl(c·tanh(fl(x̂_j/c)))] [+ ALiBi] [+ fl(mask − M)], each step's rounding and tanh's error added: e_j
 //        (M: the row's largest visible mask value or sink, part of the shift; LSE = fl(fl(m̂ + M) + log l̂))
-//   m̂ = max ŝ_j (and sink_h),  p̂_j = exp(fl(ŝ_j − m̂))  θ_j = e_j + u·|ŝ_j − m̂| (log-space error of p̂_j)
+//   m̂ = max ŝ_j (and sink_h),  p̂_j = exp(fl(ŝ_j − m̂))  θ_j = e_j + u·|ŝ_j − m̂| (log-space error of p̂_j);
+//        or, centered on the top key t (the row takes the variant of smaller Σ Δp_j): θ_j + e_t for j ≠ t, δ_exp
+//        for t itself, and e_t added to the LSE's ε
 //   |p̂_j − e^{s_j − m̂}| ≤ Δp_j = (p̂_j + Uη)·ρ_j + Uη,  ρ_j ≥ expm1(θ_j + δ_exp)   (U = kLibmExpUlps, η = 2⁻¹⁰⁷⁴)
 //   l̂ = Σ p̂_j,  E_l = γ_{n+1}·l̂ + Σ Δp_j  ≥ |l̂ − l|
 //   Ô_c = fl(Σ_j p̂_j v_jc / l̂),  ε_c = (Σ_j (γ_{n+1}p̂_j + Δp_j)|v_jc| + |Ô_c|·E_l)/(l̂ − E_l) + 2u|Ô_c| + tiny
