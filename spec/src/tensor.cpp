@@ -169,17 +169,58 @@ void Tensor::set_storage(std::int64_t s, double x) {
   }
 }
 
+// to_vector and assign visit every element: the dtype is chosen once per tensor, not per element (get_storage's and
+// set_storage's conversions, element by element).
 std::vector<double> Tensor::to_vector() const {
-  std::vector<double> out;
-  out.reserve(static_cast<std::size_t>(numel()));
-  for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { out.push_back(get_storage(at)); });
+  std::vector<double> out(static_cast<std::size_t>(std::max<std::int64_t>(numel(), 0)));
+  double *o = out.data();
+  const std::byte *p = storage_.data();
+  const auto each = [&](auto widen) {
+    for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { *o++ = widen(at); });
+  };
+  const auto bits16 = [p](std::int64_t at) {
+    std::uint16_t h;
+    std::memcpy(&h, p + at * static_cast<std::int64_t>(sizeof h), sizeof h);
+    return h;
+  };
+  switch (dtype_) {
+    case Dtype::f32:
+      each([p](std::int64_t at) {
+        float f;
+        std::memcpy(&f, p + at * static_cast<std::int64_t>(sizeof f), sizeof f);
+        return static_cast<double>(f);
+      });
+      break;
+    case Dtype::f16: each([&](std::int64_t at) { return static_cast<double>(f16_bits_to_float(bits16(at))); }); break;
+    case Dtype::bf16: each([&](std::int64_t at) { return static_cast<double>(bf16_bits_to_float(bits16(at))); }); break;
+  }
   return out;
 }
 
 void Tensor::assign(std::span<const double> values) {
   if (static_cast<std::int64_t>(values.size()) != numel()) throw std::invalid_argument("tensor: assign size");
-  std::size_t k = 0;
-  for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { set_storage(at, values[k++]); });
+  const double *v = values.data();
+  std::byte *p = storage_.data();
+  const auto each = [&](auto store) {
+    for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { store(at, *v++); });
+  };
+  const auto put16 = [p](std::int64_t at, std::uint16_t h) {
+    std::memcpy(p + at * static_cast<std::int64_t>(sizeof h), &h, sizeof h);
+  };
+  switch (dtype_) {
+    case Dtype::f32:
+      each([p](std::int64_t at, double x) {
+        const float f = static_cast<float>(x);
+        std::memcpy(p + at * static_cast<std::int64_t>(sizeof f), &f, sizeof f);
+      });
+      break;
+    case Dtype::f16:
+      each([&](std::int64_t at, double x) { put16(at, float_to_f16_bits(narrowed(Dtype::f16, x))); });
+      break;
+    case Dtype::bf16:
+      each([&](std::int64_t at, double x) { put16(at, float_to_bf16_bits(narrowed(Dtype::bf16, x))); });
+      break;
+  }
 }
 
 void Tensor::fill_storage(double x) {

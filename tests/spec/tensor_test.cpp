@@ -2,7 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 using namespace attncheck;
 
@@ -45,6 +47,34 @@ TEST_CASE("a tensor stores a double as round_to does: one rounding, never throug
     CHECK(t.to_vector() == std::vector<double>{round_to(dt, x), round_to(dt, -x), round_to(dt, 0.1)});
     CHECK(t.get({0, 0, 0, 0}) == 1 + 2 * unit_roundoff(dt));
   }
+}
+
+TEST_CASE("assign and to_vector store and read what set and get do, element by element, in every dtype and layout",
+          "[tensor]") {
+  // Values of every kind a case holds: normal, subnormal in each dtype, halfway cases, ±0, ±Inf, NaN, past the range.
+  const std::vector<double> kinds{0.1,           -0.0,        1 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40),
+                                  std::ldexp(1.0, -20), std::ldexp(3.0, -140), 65519.0, 65520.0, -1e39,
+                                  INFINITY,      -INFINITY,   std::nan(""), 1.0 / 3};
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16})
+    for (Layout l : {Layout::bhld, Layout::blhd, Layout::transposed, Layout::padded})
+      for (Broadcast b : {Broadcast::none, Broadcast::heads}) {
+        const std::vector<std::int64_t> shape{2, 3, 5, 4};
+        Tensor bulk = Tensor::expanded(dt, shape, l, b, 2), each = Tensor::expanded(dt, shape, l, b, 2);
+        std::vector<double> vals(static_cast<std::size_t>(bulk.numel()));
+        for (std::size_t i = 0; i < vals.size(); ++i)
+          vals[i] = kinds[i % kinds.size()] * static_cast<double>(b == Broadcast::none ? 1 + i : 1);
+        bulk.assign(vals);
+        std::size_t k = 0;
+        for_each_index(shape, [&](std::span<const std::int64_t> idx) { each.set(idx, vals[k++]); });
+        INFO(dtype_name(dt) << " " << layout_name(l) << " " << broadcast_name(b));
+        CHECK(std::equal(bulk.bytes().begin(), bulk.bytes().end(), each.bytes().begin(), each.bytes().end()));
+        std::vector<double> got;
+        for_each_index(shape, [&](std::span<const std::int64_t> idx) { got.push_back(each.get(idx)); });
+        const std::vector<double> read = bulk.to_vector();
+        REQUIRE(read.size() == got.size());
+        for (std::size_t i = 0; i < got.size(); ++i)
+          CHECK(std::memcmp(&read[i], &got[i], sizeof(double)) == 0);
+      }
 }
 
 TEST_CASE("a tensor whose strides leave its storage is refused", "[tensor]") {
