@@ -397,10 +397,9 @@ def missing(modules):
     return None
 
 
-def infer(fn, c, options, log, t0):
+def infer(fn, options, log, t0):
     """attncheck.infer on the check's function and options, from no declaration; prints what it found and returns
     its outcome."""
-    options = {k: v for k, v in options.items() if k != "report_dir"}
     try:
         found = attncheck.infer(fn, seed=SEED, quiet=True, **options)
     except Exception:  # noqa: BLE001 — a broken search is reported, the others still run
@@ -477,7 +476,7 @@ def main(argv=None):
         sys.stdout.flush()
         t0 = time.monotonic()
         if args.infer:
-            verdicts.append((c["id"], infer(fn, c, options, log, t0), time.monotonic() - t0))
+            verdicts.append((c["id"], infer(fn, options, log, t0), time.monotonic() - t0))
             continue
         try:
             report_dir = os.path.join(args.report_dir, c["id"]) if args.report_dir else None

@@ -84,6 +84,7 @@ def kernel_name(fn):
 
 
 PROBE_DTYPES = ("f32", "f16", "bf16")
+_STORAGE = {"f32": np.float32, "f16": np.float16}  # bf16's storage form is its bits (f32_to_bf16_bits)
 
 
 def probe_call(fn, adapter, dtypes=PROBE_DTYPES):
@@ -102,10 +103,7 @@ def probe_call(fn, adapter, dtypes=PROBE_DTYPES):
             return fn(q, k, v, scale=0.5, causal=False)
         except Unsupported as e:
             declined = e
-    raise declined
-
-
-_STORAGE = {"f32": np.float32, "f16": np.float16}
+    raise declined if declined is not None else ValueError("probe_call: no dtype to probe")
 
 
 def _probe(fn, framework, device):
