@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 namespace attncheck {
@@ -117,28 +118,6 @@ std::int64_t Tensor::index(std::span<const std::int64_t> idx) const {
   return i;
 }
 
-double Tensor::get_storage(std::int64_t s) const {
-  const std::byte *p = storage_.data();
-  switch (dtype_) {
-    case Dtype::f32: {
-      float f;
-      std::memcpy(&f, p + s * sizeof f, sizeof f);
-      return f;
-    }
-    case Dtype::f16: {
-      std::uint16_t h;
-      std::memcpy(&h, p + s * sizeof h, sizeof h);
-      return f16_bits_to_float(h);
-    }
-    case Dtype::bf16: {
-      std::uint16_t h;
-      std::memcpy(&h, p + s * sizeof h, sizeof h);
-      return bf16_bits_to_float(h);
-    }
-  }
-  return 0;
-}
-
 namespace {
 /// x as a float on its way to a 16-bit dtype: x itself when it is a float (one rounding follows), else x rounded
 /// to the dtype first (exact as a float), so that no double is rounded twice.
@@ -146,81 +125,70 @@ float narrowed(Dtype dt, double x) {
   const float f = static_cast<float>(x);
   return f == x ? f : static_cast<float>(round_to(dt, x));
 }
-}  // namespace
 
-void Tensor::set_storage(std::int64_t s, double x) {
-  std::byte *p = storage_.data();
-  switch (dtype_) {
-    case Dtype::f32: {
-      const float f = static_cast<float>(x);
-      std::memcpy(p + s * sizeof f, &f, sizeof f);
-      break;
-    }
-    case Dtype::f16: {
-      const std::uint16_t h = float_to_f16_bits(narrowed(dtype_, x));
-      std::memcpy(p + s * sizeof h, &h, sizeof h);
-      break;
-    }
-    case Dtype::bf16: {
-      const std::uint16_t h = float_to_bf16_bits(narrowed(dtype_, x));
-      std::memcpy(p + s * sizeof h, &h, sizeof h);
-      break;
-    }
+/// Storage element `at` of dtype D widened exactly, and x stored there rounded to D (round_to's one rounding).
+template <Dtype D>
+double load_as(const std::byte *p, std::int64_t at) {
+  if constexpr (D == Dtype::f32) {
+    float f;
+    std::memcpy(&f, p + at * static_cast<std::int64_t>(sizeof f), sizeof f);
+    return f;
+  } else {
+    std::uint16_t h;
+    std::memcpy(&h, p + at * static_cast<std::int64_t>(sizeof h), sizeof h);
+    return D == Dtype::f16 ? f16_bits_to_float(h) : bf16_bits_to_float(h);
+  }
+}
+template <Dtype D>
+void store_as(std::byte *p, std::int64_t at, double x) {
+  if constexpr (D == Dtype::f32) {
+    const float f = static_cast<float>(x);
+    std::memcpy(p + at * static_cast<std::int64_t>(sizeof f), &f, sizeof f);
+  } else {
+    const float f = narrowed(D, x);
+    const std::uint16_t h = D == Dtype::f16 ? float_to_f16_bits(f) : float_to_bf16_bits(f);
+    std::memcpy(p + at * static_cast<std::int64_t>(sizeof h), &h, sizeof h);
   }
 }
 
-// to_vector and assign visit every element: the dtype is chosen once per tensor, not per element (get_storage's and
-// set_storage's conversions, element by element).
+/// f(std::integral_constant<Dtype, dt>{}): the dtype chosen once, so that a loop inside f converts without a switch
+/// per element (to_vector, assign).
+template <class F>
+decltype(auto) by_dtype(Dtype dt, F &&f) {
+  switch (dt) {
+    case Dtype::f16: return f(std::integral_constant<Dtype, Dtype::f16>{});
+    case Dtype::bf16: return f(std::integral_constant<Dtype, Dtype::bf16>{});
+    case Dtype::f32: break;
+  }
+  return f(std::integral_constant<Dtype, Dtype::f32>{});
+}
+}  // namespace
+
+double Tensor::get_storage(std::int64_t s) const {
+  return by_dtype(dtype_, [&](auto d) { return load_as<d.value>(storage_.data(), s); });
+}
+
+void Tensor::set_storage(std::int64_t s, double x) {
+  by_dtype(dtype_, [&](auto d) { store_as<d.value>(storage_.data(), s, x); });
+}
+
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out(static_cast<std::size_t>(std::max<std::int64_t>(numel(), 0)));
   double *o = out.data();
-  const std::byte *p = storage_.data();
-  const auto each = [&](auto widen) {
-    for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { *o++ = widen(at); });
-  };
-  const auto bits16 = [p](std::int64_t at) {
-    std::uint16_t h;
-    std::memcpy(&h, p + at * static_cast<std::int64_t>(sizeof h), sizeof h);
-    return h;
-  };
-  switch (dtype_) {
-    case Dtype::f32:
-      each([p](std::int64_t at) {
-        float f;
-        std::memcpy(&f, p + at * static_cast<std::int64_t>(sizeof f), sizeof f);
-        return static_cast<double>(f);
-      });
-      break;
-    case Dtype::f16: each([&](std::int64_t at) { return static_cast<double>(f16_bits_to_float(bits16(at))); }); break;
-    case Dtype::bf16: each([&](std::int64_t at) { return static_cast<double>(bf16_bits_to_float(bits16(at))); }); break;
-  }
+  by_dtype(dtype_, [&](auto d) {
+    for_each_storage_index(shape_, strides_, offset_,
+                           [&](std::int64_t at) { *o++ = load_as<d.value>(storage_.data(), at); });
+  });
   return out;
 }
 
 void Tensor::assign(std::span<const double> values) {
   if (static_cast<std::int64_t>(values.size()) != numel()) throw std::invalid_argument("tensor: assign size");
   const double *v = values.data();
-  std::byte *p = storage_.data();
-  const auto each = [&](auto store) {
-    for_each_storage_index(shape_, strides_, offset_, [&](std::int64_t at) { store(at, *v++); });
-  };
-  const auto put16 = [p](std::int64_t at, std::uint16_t h) {
-    std::memcpy(p + at * static_cast<std::int64_t>(sizeof h), &h, sizeof h);
-  };
-  switch (dtype_) {
-    case Dtype::f32:
-      each([p](std::int64_t at, double x) {
-        const float f = static_cast<float>(x);
-        std::memcpy(p + at * static_cast<std::int64_t>(sizeof f), &f, sizeof f);
-      });
-      break;
-    case Dtype::f16:
-      each([&](std::int64_t at, double x) { put16(at, float_to_f16_bits(narrowed(Dtype::f16, x))); });
-      break;
-    case Dtype::bf16:
-      each([&](std::int64_t at, double x) { put16(at, float_to_bf16_bits(narrowed(Dtype::bf16, x))); });
-      break;
-  }
+  by_dtype(dtype_, [&](auto d) {
+    for_each_storage_index(shape_, strides_, offset_,
+                           [&](std::int64_t at) { store_as<d.value>(storage_.data(), at, *v++); });
+  });
 }
 
 void Tensor::fill_storage(double x) {
