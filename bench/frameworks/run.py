@@ -289,6 +289,11 @@ TRITON_CONTRACT = {}  # FlashAttention-2's defaults: bottom-right causal, float3
 SDPA_REFUSALS = ("No available kernel", "No viable backend for scaled_dot_product_attention")
 
 
+def sdpa_short(backend):
+    """"default" for torch's own dispatch, else the backend's first word: math, flash, efficient, cudnn."""
+    return "default" if backend is None else backend.split("_")[0].lower()
+
+
 def make_sdpa(device, backend=None, unscaled=False):
     """backend: an SDPBackend name, or None for torch's own dispatch; unscaled: the control's planted bug (scale 1
     where the gate asks for 1/sqrt(D)), which must fail."""
@@ -322,8 +327,7 @@ def make_sdpa(device, backend=None, unscaled=False):
         log.ran(q, k, v)
         return out
 
-    sdpa.__name__ = "sdpa_" + ("default" if backend is None else backend.split("_")[0].lower()) + \
-        ("_unscaled" if unscaled else "")
+    sdpa.__name__ = "sdpa_" + sdpa_short(backend) + ("_unscaled" if unscaled else "")
     call = ("F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=Hq != Hkv) on "
             f"{where} " +
             ("under torch's own backend choice" if backend is None else
@@ -379,7 +383,7 @@ def sdpa_checks(s, device):
     opts = dict(profile="quick", framework="torch", device=device, backward="autograd")
     dtypes = {None: ["f32", "f16", "bf16"], "MATH": ["f32", "f16", "bf16"], "FLASH_ATTENTION": ["f16", "bf16"],
               "EFFICIENT_ATTENTION": ["f32", "f16", "bf16"], "CUDNN_ATTENTION": ["f16", "bf16"]}
-    out = [dict(id="sdpa" + ("" if b is None else "-" + b.split("_")[0].lower()),
+    out = [dict(id="sdpa" + ("" if b is None else "-" + sdpa_short(b)),
                 make=lambda b=b: make_sdpa(device, b), modules=("torch",), contract=SDPA_CONTRACT,
                 options=dict(opts, dtypes=d, time_budget=SDPA_BUDGET * s)) for b, d in dtypes.items()]
     out.append(dict(id="sdpa-unscaled", make=lambda: make_sdpa(device, unscaled=True), modules=("torch",),
