@@ -7,7 +7,8 @@ row lengths and head dims of the cases it judged. Standard library only.
 
 Runs `check --plugin builtin --profile default --jobs 1 --seed 1` (or the CHECK ARGS given after `--`) with each
 binary, one after the other in this run, and prints per (kernel, dtype, property): cases judged (search and targeted
-mutants), seconds, cases per second, and with a baseline the ratio after ÷ before. Then, per (kernel, dtype), the
+mutants), seconds, cases per second, and with a baseline the ratio after ÷ before; the same for attncheck's own
+time (the property's seconds less its kernel calls'). Then, per (kernel, dtype), the
 run's seconds and the geometric mean and range of those ratios, and the whole check's seconds; and how the decided
 cases spread over row lengths (Lk) and head dims (D): the coverage corners of report.json (SPEC.md §7), summed over
 the properties. With --report, reads saved reports instead of running anything.
@@ -37,19 +38,25 @@ def run_check(binary, args):
 
 
 def rates(report):
-    """{(kernel, dtype, property): (cases, seconds)} from a report's runs and its timing object."""
+    """{(kernel, dtype, property): (cases, seconds, own seconds)} from a report's runs and its timing object; own
+    seconds are attncheck's alone: the property's seconds less the kernel's (its calls' wall time)."""
     seconds = {}
     for run in report.get("timing", {}).get("runs", []):
         for p in run["properties"]:
-            seconds[(run["kernel"], run["dtype"], p["property"])] = p["seconds"]
+            seconds[(run["kernel"], run["dtype"], p["property"])] = (p["seconds"], p.get("kernel_seconds", 0.0))
     out = {}
     for run in report["runs"]:
         for p in run["properties"]:
             key = (run["kernel"], run["dtype"], p["id"])
             cases = p.get("cases", 0) + p.get("targeted", {}).get("cases", 0)
-            if cases and seconds.get(key):
-                out[key] = (cases, seconds[key])
+            total, kernel = seconds.get(key, (0, 0))
+            if cases and total and total > kernel:
+                out[key] = (cases, total, total - kernel)
     return out
+
+
+def geometric_mean(values):
+    return math.prod(values) ** (1 / len(values))
 
 
 def run_seconds(report):
@@ -91,16 +98,19 @@ def main():
         after = run_check(a.attncheck, args)
 
     now, then = rates(after), rates(before) if before else {}
-    print("| kernel | dtype | property | cases | seconds | cases/s | before cases/s | after ÷ before |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    # cases/s counts the whole time; own cases/s only attncheck's (what the reference, bounds and staging cost).
+    print("| kernel | dtype | property | cases | seconds | cases/s | before cases/s | after ÷ before "
+          "| own cases/s | before own | own after ÷ before |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key in sorted(now, key=lambda k: (k[0], k[1])):
-        cases, s = now[key]
+        cases, s, own = now[key]
         line = f"| {key[0]} | {key[1]} | {key[2]} | {cases} | {s:.3f} | {cases / s:.0f} |"
         if key in then:
-            bc, bs = then[key]
-            line += f" {bc / bs:.0f} | {(cases / s) / (bc / bs):.2f} |"
+            bc, bs, bown = then[key]
+            line += f" {bc / bs:.0f} | {(cases / s) / (bc / bs):.2f} | {cases / own:.0f} | {bc / bown:.0f} | " \
+                    f"{(cases / own) / (bc / bown):.2f} |"
         else:
-            line += " | |"
+            line += f" | | {cases / own:.0f} | | |"
         print(line)
     print()
     # Per kernel and dtype: the run's seconds, and the geometric mean of after ÷ before over the properties both judged.
@@ -108,12 +118,15 @@ def main():
     before_runs, before_whole = run_seconds(before) if before else ({}, 0)
     for key in sorted(runs):
         line = f"{key[0]} {key[1]}: {runs[key]:.1f} s"
-        ratios = [(now[k][0] / now[k][1]) / (then[k][0] / then[k][1]) for k in now if k[:2] == key and k in then]
+        both = [k for k in now if k[:2] == key and k in then]
         if key in before_runs:
             line += f" (before {before_runs[key]:.1f} s)"
-        if ratios:
-            line += f", cases/s after ÷ before: geometric mean {math.prod(ratios) ** (1 / len(ratios)):.2f} over " \
-                    f"{len(ratios)} properties, {min(ratios):.2f}–{max(ratios):.2f}"
+        if both:
+            ratios = [(now[k][0] / now[k][1]) / (then[k][0] / then[k][1]) for k in both]
+            own = [(now[k][0] / now[k][2]) / (then[k][0] / then[k][2]) for k in both]
+            line += f", cases/s after ÷ before: geometric mean {geometric_mean(ratios):.2f} over {len(ratios)} " \
+                    f"properties, {min(ratios):.2f}–{max(ratios):.2f}; own cases/s: {geometric_mean(own):.2f}, " \
+                    f"{min(own):.2f}–{max(own):.2f}"
         print(line)
     print(f"the whole check: {whole:.1f} s" + (f" (before {before_whole:.1f} s)" if before else ""))
     print()

@@ -176,7 +176,7 @@ std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vect
           p.id = id;
           p.formula = std::string(def.formula);
           p.summary = std::string(def.summary);
-          p.tier = tier_of(def, opt.contract);
+          p.tier = tier_of(def, opt.contract, dt);
           p.interrupted = true;
           p.note = "not run: interrupted";
           r.properties.push_back(std::move(p));

@@ -162,7 +162,7 @@ ReplayResult replay_entry(const reporting::CorpusEntry &e, const attncheck_kerne
                       "', which this attncheck does not have");
   ReplayResult result;
   result.contract = e.contract;
-  result.tier = tier_of(*def, e.contract);
+  result.tier = tier_of(*def, e.contract, e.dtype);
   if (result.tier == Tier::off) {
     result.outcome.verdict = Verdict::undecided;
     result.outcome.detail = "the entry's contract leaves " + e.property + " nothing to check";

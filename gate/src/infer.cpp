@@ -118,6 +118,32 @@ std::vector<std::string> unexplained(const reporting::Document &doc) {
   return out;
 }
 
+/// dtypes= without the dtypes whose runs in `doc` the kernel declined entirely (every property unsupported, some
+/// case declined), when another run did not end so; nullopt otherwise.
+std::optional<Strengthening> without_declined_dtypes(const reporting::Document &doc, const KernelContract &c) {
+  std::uint8_t declined = 0, ran = 0;
+  std::string evidence;
+  for (const reporting::Run &run : doc.runs) {
+    const RunReport &r = run.report;
+    if (!c.implements(r.dtype)) continue;
+    int cases = 0;
+    bool all = !r.properties.empty();
+    for (const PropertyReport &p : r.properties) {
+      all = all && p.verdict == Verdict::unsupported;
+      cases += p.unsupported;
+    }
+    if (all && cases > 0) {
+      declined |= dtype_bit(r.dtype);
+      evidence += fmt::format("{}{} cases of {}", evidence.empty() ? "" : ", ", cases, dtype_name(r.dtype));
+    } else {
+      ran |= dtype_bit(r.dtype);
+    }
+  }
+  if (!declined || !ran) return std::nullopt;
+  return Strengthening{"dtypes=" + dtype_list(static_cast<std::uint8_t>(c.dtypes & ~declined)),
+                       "the kernel declined all " + evidence};
+}
+
 class Search {
  public:
   Search(const attncheck_kernel &kernel, const InferRequest &rq, const reporting::KernelSource &source,
@@ -137,6 +163,9 @@ class Search {
       end.doc = check_under(c, purpose);
       end.cancelled = rq_.cancel && rq_.cancel->load();
       end.exit_code = exit_code(end.doc, false, end.cancelled);
+      if (!result_.declined_dtypes && !end.cancelled)
+        if ((result_.declined_dtypes = without_declined_dtypes(end.doc, c)))
+          end.contract = c = parse_contract(result_.declined_dtypes->declaration, c);
       if (end.exit_code != kExitCounterexample || end.cancelled) return end;
       if (adopted)
         for (const std::string &f : unexplained(end.doc))
@@ -221,6 +250,7 @@ std::string contract_line(const KernelContract &c) { return c.describe_changes()
 KernelContract search_start(const KernelContract &declared) {
   KernelContract c;
   c.features = declared.features;
+  c.dtypes = declared.dtypes;  // found by declines too, but a dtype the kernel says it lacks needs no probing
   // A kernel without an LSE output cannot be asked for one (an exec or Python kernel answers without it); one that
   // rounds its LSE writes it into a float32 tensor as well, so lse=storage is found.
   if (declared.lse == LseOutput::none) c.lse = LseOutput::none;
@@ -314,6 +344,7 @@ std::string infer_text(const InferResult &r) {
     if (k.adopted) out += fmt::format(" — explained by {}", *k.adopted);
     out += fmt::format(" [{:.1f} s]\n", k.seconds);
   }
+  if (const auto &d = r.declined_dtypes) out += fmt::format("  declined: {} ({})\n", d->declaration, d->evidence);
   for (const Strengthening &s : r.stronger) out += fmt::format("  stronger: {} ({})\n", s.declaration, s.evidence);
   for (const Strengthening &s : r.not_confirmed)
     out += fmt::format("  not confirmed: {} ({}; the check under it did not pass)\n", s.declaration, s.evidence);
@@ -368,6 +399,9 @@ std::string infer_json(const InferResult &r) {
   };
   j["stronger"] = strengthenings(r.stronger);
   j["not_confirmed"] = strengthenings(r.not_confirmed);
+  j["declined_dtypes"] = r.declined_dtypes ? json{{"declaration", r.declined_dtypes->declaration},
+                                                  {"evidence", r.declined_dtypes->evidence}}
+                                            : json(nullptr);
   j["advisory_warnings"] = r.advisory_warnings;
   j["no_fit"] = r.no_fit ? json{{"property", r.no_fit->property},
                                 {"dtype", std::string(dtype_name(r.no_fit->dtype))},

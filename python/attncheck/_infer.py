@@ -65,6 +65,12 @@ class Inferred:
         return self.data["stronger"]
 
     @property
+    def declined_dtypes(self):
+        """{"declaration": "dtypes=f16+bf16", "evidence": "the kernel declined all … cases of f32"} when the function
+        declined every case of a dtype while another ran (the contract then leaves it out), else None."""
+        return self.data["declined_dtypes"]
+
+    @property
     def rounds(self):
         return self.data["rounds"]
 

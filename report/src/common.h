@@ -59,7 +59,7 @@ std::int64_t shown_row(const Evidence &e);
 /// Whether `p` is cut short: undecided, out of budget or short of its `planned` cases — not one with a
 /// counterexample (which ends a search by design), one its contract turns off, or one the kernel declined.
 bool cut_short(const PropertyReport &p, int planned);
-/// Whether the kernel declined every property of `r` (a run with at least one).
+/// Whether the kernel declined every property of `r` (a run of a dtype its contract declares, with at least one).
 bool declined_entirely(const RunReport &r);
 /// N of `attncheck replay --failure N` for `member`, one of `failures` (Document::failures()).
 std::size_t failure_number(const std::vector<std::pair<std::size_t, std::size_t>> &failures,

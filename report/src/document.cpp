@@ -215,7 +215,7 @@ bool cut_short(const PropertyReport &p, int planned) {
 }
 
 bool declined_entirely(const RunReport &r) {
-  return !r.properties.empty() && std::all_of(r.properties.begin(), r.properties.end(), [](const PropertyReport &p) {
+  return !r.properties.empty() && r.contract.implements(r.dtype) && std::all_of(r.properties.begin(), r.properties.end(), [](const PropertyReport &p) {
     return p.verdict == Verdict::unsupported;
   });
 }

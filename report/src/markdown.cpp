@@ -112,8 +112,10 @@ std::string counterexample_md(const Run &run, std::size_t pi, std::size_t number
 }  // namespace
 
 /// The ABI 1.2 features of a run (SPEC.md §2.7): each feature property's verdict and cases, or declined (its tier is
-/// off: the contract does not declare it). "" when the run checked no feature property.
+/// off: the contract does not declare it). "" when the run checked no feature property, or none at all (its dtype
+/// is off).
 std::string features_line(const RunReport &r) {
+  if (!r.contract.implements(r.dtype)) return "";
   std::vector<std::string> checked, declined;
   for (const PropertyReport &p : r.properties) {
     const PropertyDef *d = find_property(p.id);

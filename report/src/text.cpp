@@ -18,7 +18,8 @@ using namespace detail;
 /// The terminal summary names this many of a run's slowest properties.
 constexpr std::size_t kSlowestShown = 3;
 
-/// One line per (kernel, dtype, property); a dtype the kernel declines entirely is one line, not one per property.
+/// One line per (kernel, dtype, property); a dtype the kernel declines entirely, or does not declare (dtypes=), is one
+/// line, not one per property.
 std::string table(const Document &doc) {
   std::size_t width = 14;  // the kernel column fits the longest name
   for (const Run &run : doc.runs) width = std::max(width, run.report.kernel.size());
@@ -27,13 +28,20 @@ std::string table(const Document &doc) {
                                 "worst err/β");
   for (const Run &run : doc.runs) {
     const RunReport &r = run.report;
+    if (!r.contract.implements(r.dtype)) {
+      out += fmt::format("{:<{}} {:<5} {:<26} off: the kernel's contract declares dtypes={}, nothing was called\n",
+                         r.kernel, width, dtype_name(r.dtype), fmt::format("({} properties)", r.properties.size()),
+                         dtype_list(r.contract.dtypes));
+      continue;
+    }
     if (declined_entirely(r)) {
       int declined = 0;
       for (const PropertyReport &p : r.properties) declined += p.unsupported;
+      // A kernel that lacks the dtype says so (dtypes=): the run is then off and costs nothing.
       out += fmt::format("{:<{}} {:<5} {:<26} the kernel declined all {} cases it was given: every property "
-                         "unsupported\n",
+                         "unsupported (a kernel without {} declares dtypes= without it)\n",
                          r.kernel, width, dtype_name(r.dtype), fmt::format("({} properties)", r.properties.size()),
-                         declined);
+                         declined, dtype_name(r.dtype));
       continue;
     }
     for (const PropertyReport &p : r.properties)
@@ -100,7 +108,7 @@ std::string runs_section(const Document &doc) {
       kernel += p.timing.kernel_seconds;
       by_time.push_back(&p);
     }
-    if (by_time.empty()) continue;
+    if (by_time.empty() || !run.report.contract.implements(run.report.dtype)) continue;  // nothing ran
     std::stable_sort(by_time.begin(), by_time.end(),
                      [](const auto *a, const auto *b) { return a->timing.seconds > b->timing.seconds; });
     std::string slowest;
@@ -192,6 +200,9 @@ std::string group_text(const Document &doc, const FailureGroup &g,
 }  // namespace
 
 std::string run_line(const RunReport &r, bool strict) {
+  if (!r.contract.implements(r.dtype))
+    return fmt::format("{} {}: off — the kernel's contract declares dtypes={}, {} properties not run", r.kernel,
+                       dtype_name(r.dtype), dtype_list(r.contract.dtypes), r.properties.size());
   int passed = 0, failed = 0, warned = 0, undecided = 0, unsupported = 0, cases = 0;
   for (const PropertyReport &p : r.properties) {
     cases += p.cases;

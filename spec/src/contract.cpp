@@ -27,6 +27,9 @@ constexpr int as_int(E e) {
 /// The key whose value is a set: the ABI 1.2 features the kernel implements, joined by '+' ("window+softcap").
 constexpr std::string_view kFeaturesKey = "features";
 
+/// The key whose value is the set of storage dtypes the kernel implements, joined by '+' ("f16+bf16").
+constexpr std::string_view kDtypesKey = "dtypes";
+
 /// The token that stands for every default (what describe_changes() writes when nothing differs).
 constexpr std::string_view kDefaults = "defaults";
 
@@ -97,6 +100,8 @@ std::string keys_text() {
   for (const Key &k : kKeys) s += (s.empty() ? "" : ", ") + std::string(k.name);
   for (const Shorthand &sh : kShorthands) s += ", " + std::string(sh.name);
   s += ", ";
+  s += kDtypesKey;
+  s += ", ";
   s += kFeaturesKey;
   return s;
 }
@@ -119,6 +124,12 @@ std::string describe_keys(const KernelContract &c, bool only_changes) {
     s += k.name;
     s += '=';
     s += k.values[static_cast<std::size_t>(k.get(c))];
+  }
+  if (!only_changes || c.dtypes != kAllDtypes) {
+    if (!s.empty()) s += ' ';
+    s += kDtypesKey;
+    s += '=';
+    s += dtype_list(c.dtypes);
   }
   if (!only_changes || c.features != 0) {
     if (!s.empty()) s += ' ';
@@ -235,6 +246,14 @@ KernelContract parse_contract(std::string_view text, KernelContract base) {
     if (eq == std::string_view::npos)
       throw ContractError("contract: '" + std::string(token) + "' is not key=value (keys: " + keys_text() + ")");
     const std::string_view key = token.substr(0, eq), value = token.substr(eq + 1);
+    if (key == kDtypesKey) {
+      try {
+        base.dtypes = parse_dtype_list(value);
+      } catch (const std::invalid_argument &e) {
+        throw ContractError("contract: '" + std::string(token) + "': " + e.what() + "; join several with '+'");
+      }
+      continue;
+    }
     if (key == kFeaturesKey) {
       try {
         base.features = parse_feature_list(value);

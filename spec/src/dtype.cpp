@@ -1,5 +1,6 @@
 #include "attncheck/dtype.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -35,6 +36,25 @@ Dtype parse_dtype(std::string_view name) {
   if (name == "f16" || name == "float16") return Dtype::f16;
   if (name == "bf16" || name == "bfloat16") return Dtype::bf16;
   throw std::invalid_argument("unknown dtype '" + std::string(name) + "': use f32, f16 or bf16");
+}
+
+std::string dtype_list(std::uint8_t bits) {
+  std::string s;
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16})
+    if (bits & dtype_bit(dt)) s += (s.empty() ? "" : "+") + std::string(dtype_name(dt));
+  return s;
+}
+
+std::uint8_t parse_dtype_list(std::string_view text) {
+  std::uint8_t bits = 0;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t end = std::min(text.find('+', pos), text.size());
+    if (end > pos) bits |= dtype_bit(parse_dtype(text.substr(pos, end - pos)));
+    pos = end + 1;
+  }
+  if (bits == 0) throw std::invalid_argument("no dtype in '" + std::string(text) + "': name f32, f16 or bf16");
+  return bits;
 }
 
 int dtype_size(Dtype dt) { return dt == Dtype::f32 ? 4 : 2; }

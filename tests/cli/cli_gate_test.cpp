@@ -117,13 +117,36 @@ TEST_CASE("correct plugin kernels exit 0 on accuracy, causal and sum_to_one", "[
   }
 }
 
-TEST_CASE("a kernel that declines every case is inconclusive: naive in float16 exits 3", "[cli][gate]") {
-  const Run r = run(attncheck("check --plugin builtin --kernel naive --dtype f16 --profile quick --quiet"));
+TEST_CASE("a kernel that declines every case is inconclusive: naive made to take float16 exits 3", "[cli][gate]") {
+  // naive declares dtypes=f32; the override sends it float16 cases, which it declines one by one.
+  const Run r = run(attncheck(
+      "check --plugin builtin --kernel naive --dtype f16 --profile quick --quiet --contract dtypes=f32+f16+bf16"));
   INFO(r.out << r.err);
   REQUIRE(r.status == kExitInconclusive);
   // One line for the dtype, not one per property.
-  CHECK_THAT(r.out, Catch::Contains("naive") && Catch::Contains("every property unsupported"));
+  CHECK_THAT(r.out, Catch::Contains("naive") && Catch::Contains("every property unsupported (a kernel without f16 "
+                                                                 "declares dtypes= without it)"));
   CHECK(r.out.find(" accuracy ") == std::string::npos);
+}
+
+TEST_CASE("a dtype the kernel's contract does not declare is off: nothing is called, one line says why, exit 3",
+          "[cli][gate]") {
+  const Run r = run(attncheck("check --plugin builtin --kernel naive --dtype f16 --profile quick --jobs 2"));
+  INFO(r.out << r.err);
+  REQUIRE(r.status == kExitInconclusive);
+  CHECK_THAT(r.out, Catch::Contains("off: the kernel's contract declares dtypes=f32, nothing was called"));
+  CHECK_THAT(r.err, Catch::Contains("naive f16: off — the kernel's contract declares dtypes=f32"));
+  CHECK(r.out.find(" accuracy ") == std::string::npos);
+  CHECK(r.out.find("time of naive f16") == std::string::npos);
+}
+
+TEST_CASE("a run of a declared dtype beside an undeclared one passes: the off run does not make the gate inconclusive",
+          "[cli][gate]") {
+  const Run r = run(attncheck("check --plugin builtin --kernel naive --dtype f32 --dtype bf16 --profile quick "
+                              "--properties accuracy,causal --quiet"));
+  INFO(r.out << r.err);
+  CHECK(r.status == kExitPass);
+  CHECK_THAT(r.out, Catch::Contains("naive          bf16  (2 properties)             off"));
 }
 
 // ---- bad input: exit 2 and one line on stderr ----

@@ -218,6 +218,31 @@ TEST_CASE("infer is deterministic for a seed, and --json carries the same contra
   CHECK(j.out.find("\"contract\": \"" + line_after(a.out, "contract: ") + "\"") != std::string::npos);
 }
 
+TEST_CASE("infer leaves out a dtype whose every case the kernel declined, with the evidence, and check then skips it") {
+  // naive implements float32 only; told it takes every dtype, it declines each float16 case.
+  const std::string common = " --plugin builtin --kernel naive --dtype f32 --dtype f16 --profile quick "
+                             "--properties accuracy,causal --quiet";
+  const cli_test::Run r = run(kExe + " infer" + common + " --contract dtypes=f32+f16+bf16 --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("\"declaration\": \"dtypes=f32+bf16\"") != std::string::npos);
+  CHECK(r.out.find("\"evidence\": \"the kernel declined all ") != std::string::npos);
+  CHECK(r.out.find("cases of f16\"") != std::string::npos);
+  const cli_test::Run text = run(kExe + " infer" + common + " --contract dtypes=f32+f16+bf16");
+  const std::string line = line_after(text.out, "contract: ");
+  CHECK(tokens(line).count("dtypes=f32+bf16") == 1);
+  CHECK_THAT(text.out, Catch::Contains("  declined: dtypes=f32+bf16 (the kernel declined all "));
+  const cli_test::Run checked = run(kExe + " check" + common + " --contract '" + line + "'");
+  INFO(checked.out << checked.err);
+  CHECK(checked.status == 0);
+  CHECK_THAT(checked.out, Catch::Contains("off: the kernel's contract declares dtypes=f32+bf16, nothing was called"));
+  // A kernel that declines every dtype it is given is undecided, not narrowed to nothing.
+  const cli_test::Run none = run(kExe + " infer --plugin builtin --kernel naive --dtype f16 --profile quick "
+                                 "--properties accuracy --quiet --contract dtypes=f32+f16+bf16 --json");
+  CHECK(none.status == 3);
+  CHECK(none.out.find("\"declined_dtypes\": null") != std::string::npos);
+}
+
 TEST_CASE("infer: bad input is one line and exit 2") {
   const std::string plugin = " --plugin " + kPlugin;
   const std::string cases[] = {

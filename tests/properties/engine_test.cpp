@@ -154,6 +154,36 @@ TEST_CASE("a kernel that declines every case is unsupported, not failed") {
   CHECK(p.unsupported > 0);
 }
 
+namespace {
+std::atomic<int> g_calls{0};
+int counting_forward(const attncheck_params *p, const DLTensor *q, const DLTensor *k, const DLTensor *v, DLTensor *out,
+                     DLTensor *lse) {
+  ++g_calls;
+  return correct().forward(p, q, k, v, out, lse);
+}
+const attncheck_kernel kCounting{ATTNCHECK_ABI_VERSION, "counting", counting_forward, nullptr, slow_last_error};
+}  // namespace
+
+TEST_CASE("a dtype the contract does not declare is off: no property calls the kernel, not even the shape probe") {
+  CheckOptions o = options(Dtype::f16);
+  o.properties = {"accuracy", "lse", "causal"};
+  o.contract = parse_contract("dtypes=f32");
+  o.detect_compile = true;
+  g_calls = 0;
+  const RunReport r = check(kCounting, o);
+  INFO(r.text());
+  CHECK(g_calls == 0);
+  for (const PropertyReport &p : r.properties) {
+    CHECK(p.tier == Tier::off);
+    CHECK(p.verdict == Verdict::unsupported);
+    CHECK(p.note == "declined: the kernel's contract does not declare dtypes=f16 (it declares dtypes=f32)");
+  }
+  o.dtype = Dtype::f32;  // the declared dtype runs as before
+  const RunReport f32 = check(kCounting, o);
+  CHECK(g_calls > 0);
+  CHECK(f32.verdict() == Verdict::pass);
+}
+
 TEST_CASE("a kernel reading past the last key is caught because input padding holds NaN") {
   const RunReport r = check_property(bug(Bug::read_past_last_key), "accuracy", options());
   INFO(r.text());

@@ -62,6 +62,20 @@ def test_infer_asks_a_function_that_declines_float32_for_its_lse_in_float16():
     assert inferred.found and "lse=none" in inferred.contract.split(), str(inferred)
 
 
+def test_infer_leaves_out_the_dtypes_a_function_declines_and_check_then_calls_nothing_of_them():
+    options = dict(OPTIONS, dtypes=["f32", "f16"], properties=["accuracy", "causal"])
+    inferred = attncheck.infer(kernels.attention_half_only_no_lse, **options)
+    assert inferred.found, str(inferred)
+    assert inferred.declined_dtypes["declaration"] == "dtypes=f16+bf16", str(inferred)
+    assert inferred.declined_dtypes["evidence"].endswith("cases of f32"), str(inferred)
+    assert "dtypes=f16+bf16" in inferred.contract.split(), str(inferred)
+    report = attncheck.check(kernels.attention_half_only_no_lse, contract=inferred.contract, **options)
+    assert report.passed, report.summary()
+    assert "f32: off — the kernel's contract declares dtypes=f16+bf16" in report.summary(), report.summary()
+    # A function that takes every dtype it is given keeps them all.
+    assert attncheck.infer(attention, **OPTIONS).declined_dtypes is None
+
+
 def test_infer_says_no_contract_fits_a_bug():
     inferred = attncheck.infer(attention_unscaled, **OPTIONS)
     assert inferred.outcome == "no-fit" and inferred.exit_code == 1, str(inferred)

@@ -299,6 +299,26 @@ TEST_CASE("the summary's text: a line per run, declined properties and why, the 
   // A run the kernel declined entirely is its line; its properties are not listed one by one.
   for (PropertyReport &p : doc.runs[1].report.properties) p.verdict = Verdict::unsupported;
   CHECK(to_text(doc, summary).find("lse: unsupported") == std::string::npos);
+  CHECK(to_text(doc).find("every property unsupported (a kernel without f32 declares dtypes= without it)\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("a run of a dtype the contract does not declare is one line in every format, with no time and no features") {
+  Document doc = untimed(document());
+  RunReport &r = doc.runs[1].report;
+  r.contract = parse_contract("dtypes=f16+bf16 features=window");
+  for (PropertyReport &p : r.properties) {
+    p = PropertyReport{.id = p.id, .verdict = Verdict::unsupported, .tier = Tier::off};
+    p.note = "declined: the kernel's contract does not declare dtypes=f32 (it declares dtypes=f16+bf16)";
+  }
+  const std::string table = to_text(doc);
+  CHECK(table.find(" f32   (" + std::to_string(r.properties.size()) + " properties)") != std::string::npos);
+  CHECK(table.find("off: the kernel's contract declares dtypes=f16+bf16, nothing was called\n") != std::string::npos);
+  CHECK(table.find("time of " + r.kernel + " f32") == std::string::npos);
+  CHECK(run_line(r, false) == r.kernel + " f32: off — the kernel's contract declares dtypes=f16+bf16, " +
+                                  std::to_string(r.properties.size()) + " properties not run");
+  CHECK(to_markdown(doc).find("- " + r.kernel + " f32: declined") == std::string::npos);
+  CHECK(to_text(from_json(to_json(doc))) == table);
 }
 
 TEST_CASE("a counterexample's text: under its group, its minimal inputs in decimal when small") {

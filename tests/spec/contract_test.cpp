@@ -63,7 +63,7 @@ TEST_CASE("every key parses, and describe() parses back to the same contract", "
 }
 
 TEST_CASE("the transcendental keys default to accurate and take each approximation", "[contract]") {
-  CHECK(KernelContract{}.describe().find("grad-sum=auto tanh=accurate exp=accurate features=none") !=
+  CHECK(KernelContract{}.describe().find("grad-sum=auto tanh=accurate exp=accurate dtypes=f32+f16+bf16 features=none") !=
         std::string::npos);
   CHECK(PrecisionProfile::for_storage(Dtype::bf16).tanh == Tanh::accurate);
   CHECK(parse_contract("tanh=approx-f16").tanh == Tanh::approx_f16);
@@ -71,6 +71,21 @@ TEST_CASE("the transcendental keys default to accurate and take each approximati
   CHECK(parse_contract("exp=approx,exp=approx-f16").exp == Exp::approx_f16);
   CHECK_THROWS_WITH(parse_contract("tanh=fast"),
                     Catch::Matchers::Contains("tanh is one of accurate|approx|approx-f16|approx-bf16"));
+}
+
+TEST_CASE("a kernel implements every dtype by default and declares the ones it does with dtypes=", "[contract]") {
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16}) CHECK(KernelContract{}.implements(dt));
+  const KernelContract flash = parse_contract("dtypes=bf16+f16");
+  CHECK_FALSE(flash.implements(Dtype::f32));
+  CHECK(flash.implements(Dtype::f16));
+  CHECK(flash.implements(Dtype::bf16));
+  CHECK(flash.describe_changes() == "dtypes=f16+bf16");  // enum order, whatever the declaration's
+  CHECK(parse_contract(flash.describe()) == flash);
+  CHECK(parse_contract("dtypes=float32").dtypes == dtype_bit(Dtype::f32));
+  CHECK(parse_contract("dtypes=f32 dtypes=f32+f16+bf16") == KernelContract{});
+  CHECK_THROWS_WITH(parse_contract("dtypes=f64"), Catch::Matchers::Contains("unknown dtype 'f64'"));
+  CHECK_THROWS_WITH(parse_contract("dtypes="), Catch::Matchers::Contains("no dtype in ''"));
+  CHECK_THROWS_WITH(parse_contract("dtypes=+"), Catch::Matchers::Contains("name f32, f16 or bf16"));
 }
 
 TEST_CASE("batch invariance is not promised by default and is declared bitwise", "[contract]") {

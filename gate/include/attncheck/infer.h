@@ -9,6 +9,9 @@
 // counterexample, and the best contract it found. So is a failure that the declaration adopted for it explained on its
 // minimal case but that persists, unexplained, under it: that declaration is dropped.
 //
+// A dtype whose every case the kernel declined, while another dtype ran, is left out: `dtypes=` names the others, and
+// the checks after that leave its runs off.
+//
 // Then what a passing run cannot show but the contract can promise more strongly, where a property gives the
 // evidence: an advisory property that passed on every dtype is the required property of a stronger declaration
 // (bitwise_determinism → determinism=bitwise, batch_invariance → batch-invariant=bitwise, masked_nonfinite →
@@ -81,6 +84,9 @@ struct InferResult {
   std::vector<InferRound> rounds;
   std::vector<Strengthening> stronger;        ///< kept: the final check passed with them
   std::vector<Strengthening> not_confirmed;   ///< proposed by the evidence, dropped: their check did not pass
+  /// dtypes= without the dtypes whose every case the kernel declined while another dtype ran (FlashAttention's
+  /// float32): adopted from the check that showed it, so later checks leave those runs off.
+  std::optional<Strengthening> declined_dtypes;
   /// Properties that warned under the final contract (advisory: beyond it), "bitwise_determinism (f16)".
   std::vector<std::string> advisory_warnings;
   std::optional<NoFit> no_fit;
@@ -96,7 +102,8 @@ struct InferResult {
 /// check() throws (std::invalid_argument for an unknown property).
 InferResult infer(const attncheck_kernel &kernel, const InferRequest &rq, const reporting::KernelSource &source);
 /// The contract keys no probe can find (features, accumulate-pv, round-p, tanh, exp, and lse=none: a kernel without an
-/// LSE output cannot be asked for one) of `declared`, the rest the defaults (accumulate-qk follows accumulate-pv):
+/// LSE output cannot be asked for one) and dtypes of `declared`, the rest the defaults (accumulate-qk follows
+/// accumulate-pv):
 /// where infer starts unless told to start from the declaration.
 KernelContract search_start(const KernelContract &declared);
 

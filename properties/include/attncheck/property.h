@@ -155,6 +155,8 @@ struct PropertyDef {
 
 /// The property's tier under `contract`.
 Tier tier_of(const PropertyDef &def, const KernelContract &contract);
+/// Its tier on a run of storage dtype `dtype`: off too when the contract does not declare that dtype (dtypes=).
+Tier tier_of(const PropertyDef &def, const KernelContract &contract, Dtype dtype);
 
 /// Every registered property, in registry order (properties/src/props/registry.def).
 std::span<const PropertyDef *const> all_properties();

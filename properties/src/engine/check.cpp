@@ -192,10 +192,13 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
   pr.formula = std::string(def.formula);
   pr.summary = std::string(def.summary);
   pr.seed = property_seed(opt.seed, def.id, opt.dtype);
-  pr.tier = tier_of(def, env.contract);
+  pr.tier = tier_of(def, env.contract, opt.dtype);
   if (pr.tier == Tier::off) {
     pr.verdict = Verdict::unsupported;
-    pr.note = def.feature && !(env.contract.features & def.feature)
+    pr.note = !env.contract.implements(opt.dtype)
+                  ? "declined: the kernel's contract does not declare dtypes=" + std::string(dtype_name(opt.dtype)) +
+                        " (it declares dtypes=" + dtype_list(env.contract.dtypes) + ")"
+              : def.feature && !(env.contract.features & def.feature)
                   ? "declined: the kernel's contract does not declare features=" + std::string(feature_name(def.feature)) +
                         " (it declares features=" + feature_list(env.contract.features) + ")"
                   : "nothing to check under the kernel's contract (" + env.contract.describe_changes() + ")";
@@ -417,7 +420,9 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
   std::shared_ptr<const std::vector<Shape>> pool;
   ShapePool accepted;
   int pool_size = 0;
-  if (options.shape_pool > 0) {
+  if (!options.contract.implements(options.dtype)) {
+    // Every property is off (run_property): the kernel is not called at all, not even by the probe.
+  } else if (options.shape_pool > 0) {
     pool_size = options.shape_pool;
   } else if (options.detect_compile && !replay) {
     pool = shape_pool(CheckOptions::kAutoShapePool, options.seed, options.dtype);

@@ -33,6 +33,10 @@ Tier tier_of(const PropertyDef &def, const KernelContract &contract) {
   return def.tier ? def.tier(contract) : Tier::required;
 }
 
+Tier tier_of(const PropertyDef &def, const KernelContract &contract, Dtype dtype) {
+  return contract.implements(dtype) ? tier_of(def, contract) : Tier::off;
+}
+
 const PropertyDef *find_property(std::string_view id) {
   for (const PropertyDef *p : all_properties())
     if (p->id == id) return p;

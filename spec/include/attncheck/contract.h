@@ -33,6 +33,9 @@
 //   exp             accurate | approx | approx-f16 | approx-bf16
 //                                                    the softmax's exp/exp2: to a few ulps (ex2.approx.f32 included:
 //                                                    `approx` names it), or PTX ex2.approx.f16 / ex2.approx.ftz.bf16
+//   dtypes          f32+f16+bf16 | any non-empty subset
+//                                                    the storage dtypes the kernel implements: a run of another
+//                                                    dtype is off (nothing is called), as FlashAttention's float32
 //   features        none | window+softcap+alibi+sinks+mask+varlen+paged+dropout+fp8
 //                                                    the ABI 1.2 features the kernel implements (SPEC.md §2.7):
 //                                                    only these reach it; the others' properties are off (declined)
@@ -111,7 +114,11 @@ struct KernelContract {
   Allow grad_per_head = Allow::automatic;
   Tanh tanh = Tanh::accurate;
   Exp exp = Exp::accurate;
+  std::uint8_t dtypes = kAllDtypes;  ///< dtype_bit()s of the storage dtypes the kernel implements
   std::uint32_t features = 0;  ///< ATTNCHECK_FEATURE_* bits the kernel implements (ABI 1.2)
+
+  /// Whether the kernel implements storage dtype `dt` (dtypes=): runs of the others are off.
+  bool implements(Dtype dt) const { return (dtypes & dtype_bit(dt)) != 0; }
 
   /// The precision profile for one storage dtype.
   PrecisionProfile precision(Dtype storage) const;

@@ -15,10 +15,19 @@ namespace attncheck {
 
 enum class Dtype : std::uint8_t { f32, f16, bf16 };
 
+/// A dtype's bit in a set of dtypes (KernelContract::dtypes): 1, 2, 4.
+constexpr std::uint8_t dtype_bit(Dtype dt) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(dt)); }
+/// The set of all three.
+inline constexpr std::uint8_t kAllDtypes = 0b111;
+
 /// "f32", "f16", "bf16".
 std::string_view dtype_name(Dtype dt);
 /// Inverse of dtype_name; also accepts "float32", "float16", "bfloat16". Throws std::invalid_argument.
 Dtype parse_dtype(std::string_view name);
+/// A set of dtypes as text: their names in enum order joined by '+' ("f32+bf16"); "" for the empty set.
+std::string dtype_list(std::uint8_t bits);
+/// Inverse of dtype_list (parse_dtype's names); throws std::invalid_argument for an unknown name or an empty list.
+std::uint8_t parse_dtype_list(std::string_view text);
 /// Bytes per element: 4 or 2.
 int dtype_size(Dtype dt);
 /// DLPack type {kDLFloat, 32|16, 1} or {kDLBfloat, 16, 1}.
