@@ -315,6 +315,7 @@ RunCoverage run_coverage(const RunReport &r) {
     CornerCount c{.corner = &kCorners[i], .decided = sum.decided[i], .declined = sum.declined[i]};
     const Corner &k = kCorners[i];
     if (c.decided > 0) c.status = CornerStatus::reached;
+    else if (!r.contract.implements(r.dtype)) c.status = CornerStatus::not_declared;  // the whole run is off
     else if (k.feature != 0 && (r.contract.features & k.feature) == 0) c.status = CornerStatus::not_declared;
     else if (!reachable(k, r.contract, ran_backward)) c.status = CornerStatus::not_applicable;
     else c.status = c.declined > 0 ? CornerStatus::declined : CornerStatus::not_reached;

@@ -125,6 +125,10 @@ void Staging::write(std::byte *shm) {
     const std::int64_t slot0 = (elem0 - begin) / esize;  // element [0,…,0]'s slot
     for_each_run(r, [&](std::int64_t off, std::int64_t len, std::int64_t step) {
       copy_run(shm + elem0 + off * esize, src + off * esize, len, step, r.esize);
+      if (step == 1) {
+        std::memset(r.is_elem.data() + slot0 + off, 1, static_cast<std::size_t>(len));
+        return;
+      }
       for (std::int64_t j = 0; j < len; ++j) r.is_elem[static_cast<std::size_t>(slot0 + off + j * step)] = 1;
     });
     r.snapshot.assign(base, base + n);
@@ -141,8 +145,15 @@ std::optional<CallFault> Staging::check(const std::byte *shm) const {
       std::int64_t count = 0, first = -1;
       for (std::size_t slot = 0; slot < r.is_elem.size(); ++slot) {
         if (outputs && r.is_elem[slot]) continue;
-        if (std::memcmp(base + slot * r.esize, r.snapshot.data() + slot * r.esize, r.esize) == 0) continue;
-        if (count++ == 0) first = static_cast<std::int64_t>(slot);
+        // A span of slots to compare (an output's non-elements, e.g. the canary page): one memcmp when it is clean.
+        std::size_t end = slot + 1;
+        while (end < r.is_elem.size() && !(outputs && r.is_elem[end])) ++end;
+        const std::size_t at = slot * r.esize, bytes = (end - slot) * r.esize;
+        if (std::memcmp(base + at, r.snapshot.data() + at, bytes) != 0)
+          for (std::size_t x = slot; x < end; ++x)
+            if (std::memcmp(base + x * r.esize, r.snapshot.data() + x * r.esize, r.esize) != 0 && count++ == 0)
+              first = static_cast<std::int64_t>(x);
+        slot = end - 1;
       }
       if (count == 0) continue;
       const std::int64_t element =

@@ -212,6 +212,22 @@ TEST_CASE("a run's corners: not declared without the feature, not applicable wit
   CHECK(line.find("more") != std::string::npos);  // the list of corners not reached is cut at kNamed
 }
 
+TEST_CASE("a run of a dtype the contract does not declare has every corner not declared, none to reach") {
+  RunReport r;
+  r.dtype = Dtype::f16;
+  r.contract = parse_contract("dtypes=f32");
+  PropertyReport p;
+  p.id = "accuracy";
+  p.tier = Tier::off;
+  p.verdict = Verdict::unsupported;
+  r.properties.push_back(p);
+  const RunCoverage rc = r.coverage();
+  CHECK(rc.count(CornerStatus::not_declared) == static_cast<int>(rc.corners.size()));
+  CHECK(rc.describe() == "corners reached 0/0");
+  r.dtype = Dtype::f32;  // the declared dtype's run: its corners are to be reached
+  CHECK(r.coverage().count(CornerStatus::not_reached) > 0);
+}
+
 TEST_CASE("the default profile on a kernel declaring every feature reaches every corner with a handful of cases",
           "[coverage]") {
   CheckOptions opt = options();

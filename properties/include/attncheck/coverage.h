@@ -79,7 +79,7 @@ enum class CornerStatus : std::uint8_t {
   reached,       ///< decided cases reached it
   declined,      ///< cases reached it, and the kernel declined every one
   not_reached,   ///< reachable under the contract, and no case reached it
-  not_declared,  ///< its feature is not in the contract
+  not_declared,  ///< its feature, or the run's dtype, is not in the contract
   not_applicable,  ///< the run cannot reach it: no backward property ran, lse=none, empty-rows=unspecified, or fewer
                    ///< than two combinable features declared
 };
