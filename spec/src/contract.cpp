@@ -118,25 +118,16 @@ bool resolve(Allow a, bool automatic) { return a == Allow::automatic ? automatic
 std::string describe_keys(const KernelContract &c, bool only_changes) {
   const KernelContract defaults;
   std::string s;
-  for (const Key &k : kKeys) {
-    if (only_changes && k.get(c) == k.get(defaults)) continue;
+  const auto set_key = [&](std::string_view key, std::string_view value) {
     if (!s.empty()) s += ' ';  // += pieces: GCC 12 warns falsely on "literal" + std::string chains (-Wrestrict)
-    s += k.name;
+    s += key;
     s += '=';
-    s += k.values[static_cast<std::size_t>(k.get(c))];
-  }
-  if (!only_changes || c.dtypes != kAllDtypes) {
-    if (!s.empty()) s += ' ';
-    s += kDtypesKey;
-    s += '=';
-    s += dtype_list(c.dtypes);
-  }
-  if (!only_changes || c.features != 0) {
-    if (!s.empty()) s += ' ';
-    s += kFeaturesKey;
-    s += '=';
-    s += feature_list(c.features);
-  }
+    s += value;
+  };
+  for (const Key &k : kKeys)
+    if (!only_changes || k.get(c) != k.get(defaults)) set_key(k.name, k.values[static_cast<std::size_t>(k.get(c))]);
+  if (!only_changes || c.dtypes != kAllDtypes) set_key(kDtypesKey, dtype_list(c.dtypes));
+  if (!only_changes || c.features != 0) set_key(kFeaturesKey, feature_list(c.features));
   return s;
 }
 
@@ -246,17 +237,12 @@ KernelContract parse_contract(std::string_view text, KernelContract base) {
     if (eq == std::string_view::npos)
       throw ContractError("contract: '" + std::string(token) + "' is not key=value (keys: " + keys_text() + ")");
     const std::string_view key = token.substr(0, eq), value = token.substr(eq + 1);
-    if (key == kDtypesKey) {
+    if (key == kDtypesKey || key == kFeaturesKey) {  // the keys whose value is a set
       try {
-        base.dtypes = parse_dtype_list(value);
-      } catch (const std::invalid_argument &e) {
-        throw ContractError("contract: '" + std::string(token) + "': " + e.what() + "; join several with '+'");
-      }
-      continue;
-    }
-    if (key == kFeaturesKey) {
-      try {
-        base.features = parse_feature_list(value);
+        if (key == kDtypesKey)
+          base.dtypes = parse_dtype_list(value);
+        else
+          base.features = parse_feature_list(value);
       } catch (const std::invalid_argument &e) {
         throw ContractError("contract: '" + std::string(token) + "': " + e.what() + "; join several with '+'");
       }
