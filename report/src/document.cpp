@@ -215,9 +215,9 @@ bool cut_short(const PropertyReport &p, int planned) {
 }
 
 bool declined_entirely(const RunReport &r) {
-  return !r.properties.empty() && r.contract.implements(r.dtype) && std::all_of(r.properties.begin(), r.properties.end(), [](const PropertyReport &p) {
-    return p.verdict == Verdict::unsupported;
-  });
+  const auto declined = [](const PropertyReport &p) { return p.verdict == Verdict::unsupported; };
+  return !r.properties.empty() && r.contract.implements(r.dtype) &&
+         std::all_of(r.properties.begin(), r.properties.end(), declined);
 }
 
 std::size_t failure_number(const std::vector<std::pair<std::size_t, std::size_t>> &failures,

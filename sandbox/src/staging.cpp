@@ -141,11 +141,11 @@ std::optional<CallFault> Staging::check(const std::byte *shm) const {
     for (const Region &r : regions_) {
       if (!r.arg.tensor || (r.arg.output != nullptr) != outputs) continue;
       const std::byte *base = shm + r.begin;
-      if (!outputs && std::memcmp(base, r.snapshot.data(), r.snapshot.size()) == 0) continue;
       std::int64_t count = 0, first = -1;
       for (std::size_t slot = 0; slot < r.is_elem.size(); ++slot) {
         if (outputs && r.is_elem[slot]) continue;
-        // A span of slots to compare (an output's non-elements, e.g. the canary page): one memcmp when it is clean.
+        // A span of slots to compare (an input's whole region, a run of an output's non-elements): one memcmp when
+        // it is clean, element by element when not.
         std::size_t end = slot + 1;
         while (end < r.is_elem.size() && !(outputs && r.is_elem[end])) ++end;
         const std::size_t at = slot * r.esize, bytes = (end - slot) * r.esize;
