@@ -152,3 +152,17 @@ def test_properties_lists_every_property_with_its_formula():
     props = {pid: formula for pid, formula, _ in attncheck.properties()}
     assert "accuracy" in props and "variance_normalization" in props and all(props.values())
     assert os.path.basename(attncheck._core.__file__).startswith("_core")
+
+
+def test_a_function_that_declares_its_dtypes_is_called_in_none_other(fast):
+    calls = []
+
+    def half_only(q, k, v, *, scale, causal):
+        calls.append(q.dtype)
+        return kernels.attention_half_only_no_lse(q, k, v, scale=scale, causal=causal)
+
+    report = attncheck.check(half_only, dtypes=["f32", "f16"], properties=["accuracy"], framework="numpy",
+                             contract={"dtypes": ["f16", "bf16"], "lse": "none"}, **fast)
+    assert report.passed, report.summary()
+    assert "f32: off — the kernel's contract declares dtypes=f16+bf16" in report.summary(), report.summary()
+    assert calls and all(dt == np.float16 for dt in calls), set(calls)
