@@ -66,7 +66,7 @@ constexpr std::int64_t kFillerKey = -1;
 constexpr std::int64_t kSinkKey = -2;
 
 /// Σ_d q_d·k_d and Σ_d |q_d·k_d| in long double, in order (each product of two float values is exact). Not inlined:
-/// inside the row loop GCC spilled one x87 sum to the stack on every term, at a third of forward_bounds' time.
+/// inside the row loop GCC spilled one x87 sum to the stack on every term (about a quarter of forward_bounds' samples).
 [[gnu::noinline]] std::pair<long double, long double> extended_dot(const double *q, const double *k, std::int64_t n) {
   long double dot = 0, adot = 0;
   for (std::int64_t d = 0; d < n; ++d) {
