@@ -2,16 +2,23 @@
 """Cases per second per property (issue 21): what `attncheck check` judges per second of its own wall time, and the
 row lengths and head dims of the cases it judged. Standard library only.
 
-    python3 bench/cases_per_second.py [--attncheck build/attncheck] [--baseline OLD/attncheck] [-- CHECK ARGS...]
+    python3 bench/cases_per_second.py [--attncheck build/attncheck] [--baseline OLD/attncheck] [--repeat N]
+                                      [-- CHECK ARGS...]
     python3 bench/cases_per_second.py --report report.json [--baseline-report old/report.json]
 
 Runs `check --plugin builtin --profile default --jobs 1 --seed 1` (or the CHECK ARGS given after `--`) with each
 binary, one after the other in this run, and prints per (kernel, dtype, property): cases judged (search and targeted
 mutants), seconds, cases per second, and with a baseline the ratio after ÷ before; the same for attncheck's own
 time (the property's seconds less its kernel calls'). Then, per (kernel, dtype), the
-run's seconds and the geometric mean and range of those ratios, and the whole check's seconds; and how the decided
-cases spread over row lengths (Lk) and head dims (D): the coverage corners of report.json (SPEC.md §7), summed over
-the properties. With --report, reads saved reports instead of running anything.
+run's seconds and the geometric mean and range of those ratios, and the whole check's seconds; where the exact values
+came from (report.json's `reference` counts: elements the fast path decided, elements MPFR judged, confirmations) and
+how many cases were undecided; and how the decided cases spread over row lengths (Lk) and head dims (D): the coverage
+corners of report.json (SPEC.md §7), summed over the properties. With --report, reads saved reports instead of
+running anything.
+
+--repeat N runs each binary N times, alternating (before, after, before, …), and takes every time's median: on a
+machine whose speed drifts, a single run's ratio can be off by 15 %. The seed fixes the cases, so the runs must judge
+the same cases; the script stops if they do not.
 """
 import argparse
 import json
@@ -35,6 +42,33 @@ def run_check(binary, args):
             sys.exit(f"cases_per_second: {binary} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
         with open(os.path.join(d, "report.json")) as f:
             return json.load(f)
+
+
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def median_report(reports):
+    """The first report with every time of its timing object replaced by the median over `reports` (runs of the same
+    seed: the same cases, checked)."""
+    first = reports[0]
+    cases = [[(p["id"], p.get("cases", 0)) for run in r["runs"] for p in run["properties"]] for r in reports]
+    if any(c != cases[0] for c in cases):
+        sys.exit("cases_per_second: the repeated runs judged different cases (a time limit bound?); "
+                 "run them on an idle machine or with --repeat 1")
+    timing = first.get("timing", {})
+    runs = [r.get("timing", {}).get("runs", []) for r in reports]
+    for n, run in enumerate(timing.get("runs", [])):
+        run["seconds"] = median([rs[n]["seconds"] for rs in runs])
+        for m, p in enumerate(run["properties"]):
+            for field in ("seconds", "kernel_seconds"):
+                if field in p:
+                    p[field] = median([rs[n]["properties"][m][field] for rs in runs])
+    if "seconds" in timing:
+        timing["seconds"] = median([r["timing"]["seconds"] for r in reports])
+    return first
 
 
 def rates(report):
@@ -65,6 +99,21 @@ def run_seconds(report):
     return {(r["kernel"], r["dtype"]): r["seconds"] for r in timing.get("runs", [])}, timing.get("seconds", 0)
 
 
+def reference_counts(report):
+    """{(kernel, dtype): (fast elements, MPFR elements, confirmations, undecided cases)} summed over properties."""
+    out = {}
+    for run in report["runs"]:
+        fast = mpfr = confirmations = undecided = 0
+        for p in run["properties"]:
+            ref = p.get("reference", {})
+            fast += ref.get("fast_elements", 0)
+            mpfr += ref.get("mpfr_elements", 0)
+            confirmations += ref.get("confirmations", 0)
+            undecided += p.get("undecided", 0)
+        out[(run["kernel"], run["dtype"])] = (fast, mpfr, confirmations, undecided)
+    return out
+
+
 def spread(report):
     """{(kernel, dtype): {corner: decided cases}} summed over properties."""
     out = {}
@@ -82,20 +131,28 @@ def main():
     ap.add_argument("--baseline", help="an older attncheck binary to run first, for the ratio")
     ap.add_argument("--report", help="read this report.json instead of running")
     ap.add_argument("--baseline-report", help="read this report.json as the baseline")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each binary, alternating; times are medians")
     ap.add_argument("check_args", nargs="*", help="after --: the check's arguments")
     a = ap.parse_args()
     args = a.check_args or DEFAULT_CHECK
-    before = None
+    if a.repeat < 1:
+        sys.exit("cases_per_second: --repeat takes a count of at least 1")
+    before, befores, afters = None, [], []
     if a.baseline_report:
         with open(a.baseline_report) as f:
             before = json.load(f)
-    elif a.baseline:
-        before = run_check(a.baseline, args)
     if a.report:
         with open(a.report) as f:
             after = json.load(f)
-    else:
-        after = run_check(a.attncheck, args)
+    for _ in range(a.repeat):  # alternating, so that a drift of the machine's speed reaches both alike
+        if a.baseline and not a.baseline_report:
+            befores.append(run_check(a.baseline, args))
+        if not a.report:
+            afters.append(run_check(a.attncheck, args))
+    if befores:
+        before = median_report(befores)
+    if afters:
+        after = median_report(afters)
 
     now, then = rates(after), rates(before) if before else {}
     # cases/s counts the whole time; own cases/s only attncheck's (what the reference, bounds and staging cost).
@@ -129,6 +186,11 @@ def main():
                     f"{min(own):.2f}–{max(own):.2f}"
         print(line)
     print(f"the whole check: {whole:.1f} s" + (f" (before {before_whole:.1f} s)" if before else ""))
+    print()
+    for (kernel, dtype), (fast, mpfr, confirmations, undecided) in sorted(reference_counts(after).items()):
+        if fast + mpfr:
+            print(f"{kernel} {dtype} exact values: {fast} elements by the fast path, {mpfr} by MPFR "
+                  f"({100 * mpfr / (fast + mpfr):.1f} %), {confirmations} confirmations; {undecided} undecided cases")
     print()
     for (kernel, dtype), corners in sorted(spread(after).items()):
         if not any(corners.values()):  # nothing decided: a run its contract turned off, or one declined entirely
