@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from statistics import median
 
 # Coverage corners (properties/src/coverage.cpp) that bucket Lk and D, in order.
 LK_CORNERS = ["lk0", "lk1", "lk-short", "lk-tile", "lk-multi", "lk-long", "lk-16k"]
@@ -44,17 +45,12 @@ def run_check(binary, args):
             return json.load(f)
 
 
-def median(values):
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def median_report(reports):
     """The first report with every time of its timing object replaced by the median over `reports` (runs of the same
     seed: the same cases, checked)."""
     first = reports[0]
-    cases = [[(p["id"], p.get("cases", 0)) for run in r["runs"] for p in run["properties"]] for r in reports]
+    cases = [[(p["id"], p.get("cases", 0), p.get("targeted", {}).get("cases", 0)) for run in r["runs"]
+              for p in run["properties"]] for r in reports]
     if any(c != cases[0] for c in cases):
         sys.exit("cases_per_second: the repeated runs judged different cases (a time limit bound?); "
                  "run them on an idle machine or with --repeat 1")
