@@ -135,9 +135,10 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     torch's scaled_dot_product_attention; {"features": ["window", "softcap"]} declares features, whose settings
     then reach fn (and backward) as keyword arguments on the calls that use them: window=(left, right) (−1:
     unbounded), softcap=c, alibi_slopes= and sinks= ([Hq] float32 arrays), attn_mask= ([Bm, Hm, Lq, Lk], uint8
-    boolean or float32 additive). {"dtypes": ["f16", "bf16"]} declares the storage dtypes fn implements (FlashAttention
-    has no float32): the runs of the others are off, and fn is not called in them. With `isolate=True` fn runs in a separate Python process, so that a crash
-    or hang in native code is a failing call and not the end of this process (fn must pickle).
+    boolean or float32 additive). {"dtypes": ["f16", "bf16"]} declares the storage dtypes fn implements
+    (FlashAttention has no float32): the runs of the others are off, and fn is not called in them. With
+    `isolate=True` fn runs in a separate Python process, so that a crash or hang in native code is a failing call
+    and not the end of this process (fn must pickle).
 
     In process, the time budget holds for fn too: a call still running at the check's end (its budget per dtype,
     plus half a second) is abandoned — the check starts no more calls and returns its report, whose note names the
