@@ -58,6 +58,7 @@ struct RowModel {
   bool overflow = false;           ///< a logit's magnitude may overflow the logits' (or the softmax's) dtype
   double max_abs_s = 0;            ///< M_i = max_j |s_ij|
   double log_A = 0;                ///< ln Σ_j P_ij e^{θ_ij}
+  std::vector<long double> dot, adot;  ///< scratch of Ctx::row: q_i·k_j and Σ_d |q_id k_jd| of the visible keys
 };
 
 /// RowModel::keys entry standing for a row's filler keys (FillerKeys).
@@ -65,17 +66,71 @@ constexpr std::int64_t kFillerKey = -1;
 /// RowModel::keys entry standing for a row's attention sink: a logit in the denominator with no value.
 constexpr std::int64_t kSinkKey = -2;
 
-/// Σ_d q_d·k_d and Σ_d |q_d·k_d| in long double, in order (each product of two float values is exact). Not inlined:
-/// inside the row loop GCC spilled one x87 sum to the stack on every term (about a quarter of forward_bounds' samples).
-[[gnu::noinline]] std::pair<long double, long double> extended_dot(const double *q, const double *k, std::int64_t n) {
-  long double dot = 0, adot = 0;
-  for (std::int64_t d = 0; d < n; ++d) {
-    const long double x = static_cast<long double>(q[d]) * k[d];
-    dot += x;
-    adot += std::fabs(x);
+/// Σ_d q_d·k_d and Σ_d |q_d·k_d| in long double, in order (each product of two float values is exact), for the keys
+/// k[0..m) (m ≤ 2) at once: two keys' sums are independent chains of x87 adds, each with the bits it has alone.
+/// Not inlined: inside the row loop GCC spilled one x87 sum to the stack on every term.
+[[gnu::noinline]] void extended_dots(const double *q, const double *const k[2], int m, std::int64_t n,
+                                     long double dot[2], long double adot[2]) {
+  if (m == 2) {
+    const double *k0 = k[0], *k1 = k[1];
+    long double d0 = 0, a0 = 0, d1 = 0, a1 = 0;
+    for (std::int64_t d = 0; d < n; ++d) {
+      const long double x0 = static_cast<long double>(q[d]) * k0[d], x1 = static_cast<long double>(q[d]) * k1[d];
+      d0 += x0;
+      a0 += std::fabs(x0);
+      d1 += x1;
+      a1 += std::fabs(x1);
+    }
+    dot[0] = d0, adot[0] = a0, dot[1] = d1, adot[1] = a1;
+    return;
   }
-  return {dot, adot};
+  long double d0 = 0, a0 = 0;
+  for (std::int64_t d = 0; d < n; ++d) {
+    const long double x = static_cast<long double>(q[d]) * k[0][d];
+    d0 += x;
+    a0 += std::fabs(x);
+  }
+  dot[0] = d0, adot[0] = a0;
 }
+
+/// A forward row's per-column sums over its keys (forward_bounds): Σ P̂ρ|v − O|, max |v − O|, Σ P̂(1 + ρ)|v|,
+/// max |v|, and the weights' storage rounding against |v| and against |v − O|.
+struct ColumnSums {
+  std::vector<double> arg, hull, abs, vmax, round, centered;
+
+  void reset(std::size_t cols) {
+    for (std::vector<double> *acc : {&arg, &hull, &abs, &vmax, &round, &centered}) acc->assign(cols, 0.0);
+  }
+  /// Adds one key: value(col, O_col) gives its (v, |v − O|) in column col; w_arg = P̂ρ, w_abs = P̂(1 + ρ), a the
+  /// rounding of its weight (round: the weights are rounded to storage; centered: so is the row sum). Each column's
+  /// sums run in key order as before, column by column in SIMD lanes: the same bits as one column at a time.
+  template <class Value>
+  void add(const double *O, std::size_t cols, Value value, double w_arg, double w_abs, double a, bool round_p,
+           bool centered_p) {
+    if (round_p)
+      centered_p ? add<true, true>(O, cols, value, w_arg, w_abs, a) : add<true, false>(O, cols, value, w_arg, w_abs, a);
+    else
+      centered_p ? add<false, true>(O, cols, value, w_arg, w_abs, a)
+                 : add<false, false>(O, cols, value, w_arg, w_abs, a);
+  }
+
+ private:
+  template <bool kRound, bool kCentered, class Value>
+  void add(const double *__restrict O, std::size_t cols, Value value, double w_arg, double w_abs, double a) {
+    double *__restrict s_arg = arg.data(), *__restrict s_hull = hull.data(), *__restrict s_abs = abs.data(),
+                       *__restrict s_vmax = vmax.data(), *__restrict s_round = round.data(),
+                       *__restrict s_centered = centered.data();
+    for (std::size_t col = 0; col < cols; ++col) {
+      const auto [v, dv] = value(col, O[col]);
+      s_arg[col] += w_arg * dv;
+      s_hull[col] = std::max(s_hull[col], dv);
+      s_abs[col] += w_abs * std::fabs(v);
+      s_vmax[col] = std::max(s_vmax[col], std::fabs(v));
+      if constexpr (kRound) s_round[col] += a * std::fabs(v);
+      if constexpr (kCentered) s_centered[col] += a * dv;
+    }
+  }
+};
 
 struct Ctx {
   const Problem &p;
@@ -179,9 +234,20 @@ struct Ctx {
     double M = 0;
     r.overflow = false;
     const double *q_row = q.data() + q_index(b, h, i, 0);
-    for (std::int64_t j = 0; j < sh.Lk; ++j) {
-      if (!sees(f, p.params.mask, fr, sh.Lq, sh.Lk, b, h, i, j)) continue;
-      const auto [dot, adot] = extended_dot(q_row, k.data() + k_index(b, hk, j, 0), sh.D);
+    for (std::int64_t j = 0; j < sh.Lk; ++j)
+      if (sees(f, p.params.mask, fr, sh.Lq, sh.Lk, b, h, i, j)) r.keys.push_back(j);
+    const std::size_t visible = r.keys.size();
+    r.dot.resize(visible);
+    r.adot.resize(visible);
+    for (std::size_t t = 0; t < visible; t += 2) {
+      const int m = t + 1 < visible ? 2 : 1;
+      const double *krows[2] = {k.data() + k_index(b, hk, r.keys[t], 0),
+                                m == 2 ? k.data() + k_index(b, hk, r.keys[t + 1], 0) : nullptr};
+      extended_dots(q_row, krows, m, sh.D, &r.dot[t], &r.adot[t]);
+    }
+    for (std::size_t key = 0; key < visible; ++key) {
+      const std::int64_t j = r.keys[key];
+      const long double dot = r.dot[key], adot = r.adot[key];
       const double x = static_cast<double>(scale * dqk * dot);
       const double abs_dot = static_cast<double>(std::fabs(scale * dqk) * adot);
       // Softcap c·tanh(x/c) is a contraction (derivative 1 − t² ≤ 1): the logit's error passes at most unchanged,
@@ -196,7 +262,6 @@ struct Ctx {
       sv += bias;
       // ALiBi's product slope·|i' − j| and the additions of the biases, one rounding each.
       if (bias != 0 || alibi != 0) extra += ua * (std::fabs(alibi) + Budgets::kBiasUlps * std::fabs(sv));
-      r.keys.push_back(j);
       r.s.push_back(sv);
       r.abs_dot.push_back(abs_dot);
       r.t.push_back(t);
@@ -283,6 +348,163 @@ struct Ctx {
   }
 };
 
+/// err[d] += se·|y_d| + flush, mag[d] += sa·|y_d|, val[d] += sd·y_d for d < n: one key's share of a dQ row (y = k_j)
+/// or of a dK row (y = q_i) in backward_bounds, element by element in SIMD lanes (each sum in the same order).
+void add_scaled(std::int64_t n, const double *__restrict y, double se, double sa, double sd, double flush,
+                double *__restrict err, double *__restrict mag, double *__restrict val) {
+  for (std::int64_t d = 0; d < n; ++d) {
+    err[d] += se * std::fabs(y[d]) + flush;
+    mag[d] += sa * std::fabs(y[d]);
+    val[d] += sd * y[d];
+  }
+}
+
+/// dot[t] = Σ_c g_c·y_c and abs[t] = Σ_c |g_c·y_c| over c < n, y = row(keys[t]), in column order (0 for a negative
+/// key: a sink or the filler). Four keys at a time: four independent sums instead of one chain of dependent adds,
+/// each with the same bits as alone.
+template <class Row>
+void value_dots(const double *g, std::int64_t n, const std::vector<std::int64_t> &keys, Row row,
+                std::vector<double> &dot, std::vector<double> &abs) {
+  const std::size_t m = keys.size();
+  dot.assign(m, 0.0);
+  abs.assign(m, 0.0);
+  std::size_t t = 0;
+  for (; t + 4 <= m; t += 4) {
+    if (keys[t] < 0 || keys[t + 1] < 0 || keys[t + 2] < 0 || keys[t + 3] < 0) break;
+    const double *y0 = row(keys[t]), *y1 = row(keys[t + 1]), *y2 = row(keys[t + 2]), *y3 = row(keys[t + 3]);
+    double d0 = 0, d1 = 0, d2 = 0, d3 = 0, a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (std::int64_t c = 0; c < n; ++c) {
+      const double x0 = g[c] * y0[c], x1 = g[c] * y1[c], x2 = g[c] * y2[c], x3 = g[c] * y3[c];
+      d0 += x0, d1 += x1, d2 += x2, d3 += x3;
+      a0 += std::fabs(x0), a1 += std::fabs(x1), a2 += std::fabs(x2), a3 += std::fabs(x3);
+    }
+    dot[t] = d0, dot[t + 1] = d1, dot[t + 2] = d2, dot[t + 3] = d3;
+    abs[t] = a0, abs[t + 1] = a1, abs[t + 2] = a2, abs[t + 3] = a3;
+  }
+  for (; t < m; ++t) {
+    if (keys[t] < 0) continue;
+    const double *y = row(keys[t]);
+    double d = 0, a = 0;
+    for (std::int64_t c = 0; c < n; ++c) {
+      const double x = g[c] * y[c];
+      d += x;
+      a += std::fabs(x);
+    }
+    dot[t] = d, abs[t] = a;
+  }
+}
+
+/// Row i of head (b, h)'s bounds on O and LSE into `out`, from its row model `r` (c.row with the same lse and
+/// filler f); fb is scratch. forward_bounds runs it on every row, backward_bounds on each row it models, so that
+/// the row model is built once there.
+void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b, std::int64_t h, std::int64_t i,
+                        double lse, RowModel &r, const FillerKeys *f, ColumnSums &fb, ForwardBounds &out) {
+  const Shape &sh = c.sh;
+  const Problem &p = c.p;
+  const PrecisionProfile &prof = c.prof;
+  const double u32 = unit_roundoff(Dtype::f32);
+  // n: the keys the kernel sums (the filler's count, not its one entry); δ: the filler's weight.
+  const double n_keys = static_cast<double>(r.keys.size()) + (f ? f->count - 1 : 0);
+  const std::size_t n = static_cast<std::size_t>(n_keys);
+  const double delta = f ? std::exp(r.s.back() - lse) : 0;
+  if (delta >= 0.5) r.overflow = true;
+  if (r.overflow) {
+    for (std::int64_t col = 0; col < sh.Dv; ++col)
+      out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = kInf;
+    out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = kInf;
+    return;
+  }
+  const double gs = c.gamma_sum(n);
+  const double comb = c.combine_error(n, lse, r.max_abs_s);
+  // Flushed-to-zero or underflowed terms: each p̂ ≤ tiny is lost, against a row sum l ≥ 1.
+  const double underflow = static_cast<double>(n) * c.exp_tiny;
+  // Row sum from the rounded P: Σ_j p̃_j = (1 + E)·Σ_j p̂_j with |E| ≤ u_s + n·η_s/2 (l ≥ 1).
+  // The filler's weights round with an error at most their value (round to nearest): δ(1 + ρ) in all.
+  const double filler_round = f ? delta * (1 + r.rho.back()) : 0;
+  const double n_own = static_cast<double>(r.keys.size() - (f ? 1 : 0));
+  const double e_rowsum = c.rowsum_p ? c.us + n_own * c.eta_s / 2 + filler_round : 0.0;
+  const std::int64_t hk = sh.kv_head(h);
+  const bool dropout = p.features.dropout_p > 0;
+  // The sums over the row's keys, for every column at once: key by key, v's row read in storage order (each
+  // column's sum in the same key order as one column at a time, so the same bits).
+  const std::size_t cols = static_cast<std::size_t>(sh.Dv);
+  const double *Orow = exact.out.data() + out_offset(sh, b, h, i, 0);
+  fb.reset(cols);
+  for (std::size_t t = 0; t < r.keys.size(); ++t) {
+    const bool fill = r.keys[t] == kFillerKey, sink = r.keys[t] == kSinkKey;
+    const double w_arg = r.P[t] * r.rho[t], w_abs = r.P[t] * (1 + r.rho[t]);
+    // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight.
+    const double a = fill ? filler_round : c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2;
+    if (fill) {  // the filler's values are at most max_abs_v in magnitude
+      const double fv = f->max_abs_v;
+      fb.add(Orow, cols, [fv](std::size_t, double O) { return std::pair{fv, fv + std::fabs(O)}; }, w_arg,
+             w_abs, a, prof.round_p, c.rowsum_p);
+    } else if (sink) {  // a sink has no value (0)
+      fb.add(Orow, cols, [](std::size_t, double O) { return std::pair{0.0, std::fabs(0.0 - O)}; }, w_arg,
+             w_abs, a, prof.round_p, c.rowsum_p);
+    } else {  // a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7)
+      const double zdv = r.z[t] * c.dv;
+      const double *vrow = c.v.data() + c.v_index(b, hk, r.keys[t], 0);
+      fb.add(Orow, cols,
+             [zdv, vrow](std::size_t col, double O) {
+               const double v = zdv * vrow[col];
+               return std::pair{v, std::fabs(v - O)};
+             },
+             w_arg, w_abs, a, prof.round_p, c.rowsum_p);
+    }
+  }
+  for (std::size_t col = 0; col < cols; ++col) {
+    const double O = Orow[col], arg = fb.arg[col], hull = fb.hull[col], vmax = fb.vmax[col],
+                 p_centered = fb.centered[col];
+    double abs_sum = fb.abs[col], p_round = fb.round[col];
+    // Σ_j P̂_ij = 1, so Σ_j P̂_ij|v_jc| ≤ max_j |v_jc|: caps the terms when some θ is out of exp's range
+    // (0·∞ there is NaN, and the cap is the right bound).
+    const double b_arg = std::isnan(arg) ? hull : std::min(arg, hull);
+    const double abs_raw = abs_sum;
+    abs_sum = std::isnan(abs_sum) ? vmax : std::min(abs_sum, vmax);
+    p_round = std::isnan(p_round) ? c.us * vmax : p_round;
+    const double b_sum = gs / (1 - std::min(gs, 0.5)) * (abs_sum + std::fabs(O) + b_arg);
+    // Split-KV: O = Σ_s exp(lse_s − lse) O_s is not renormalized, so the roundings of lse_s and lse (at their
+    // magnitude), the log, the exp and the sum over splits scale the partial outputs (SPEC.md §4.2).
+    const double b_comb = comb * abs_sum;
+    double e = b_arg + b_sum + b_comb + p_round + underflow * vmax;
+    if (dropout) e += Budgets::kDropoutUlps * c.ua * abs_sum;  // the factor 1/(1 − p), rounded, and its product
+    if (c.dv != 1) e += Budgets::kDescaleUlps * c.ua * abs_sum;  // descale_v, on the values or on O
+    if (c.rowsum_p) {
+      // Numerator and row sum from the same rounded weights p̃_j = p̂_j(1 + ε_j): O stays a convex combination,
+      // P̃_j − P̂_j = P̂_j(ε_j − E)/(1 + E), so the rounding is centered at O (SPEC.md §4.2); |Õ − O| ≤ hull.
+      const double b_c = (p_centered + e_rowsum * b_arg) / (1 - e_rowsum);
+      const double b_argc = std::isnan(b_c) ? hull : std::min(b_arg + b_c, hull);
+      double abs_r = (abs_raw + p_round) / (1 - e_rowsum);  // Σ_j P̃_ij |v_jc|
+      abs_r = std::isnan(abs_r) ? vmax : std::min(abs_r, vmax);
+      const double b_sum_r = gs / (1 - std::min(gs, 0.5)) * (abs_r + std::fabs(O) + b_argc);
+      e = std::max(e, b_argc + b_sum_r + comb * abs_r + underflow * vmax);
+    }
+    if (c.overflows(static_cast<double>(n) * vmax)) e = kInf;  // Σ_j p_j|v_jc| with p_j ≤ 1
+    e += Budgets::kDivUlps * c.ua * (std::fabs(O) + e);
+    // Near the storage dtype's largest value a correct result may round to ±Inf.
+    e = c.overflows_storage(std::fabs(O) + e) ? kInf : c.store(std::fabs(O), e);
+    // The exact answer given is the row's without the filler: O_long − O = w(Ō_filler − O)/(1 + w), w ≤ δ.
+    if (f) e += delta * (f->max_abs_v + std::fabs(O)) / (1 - delta);
+    out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, static_cast<std::int64_t>(col)))] =
+        unbounded_if_nan(e * (1 + kDoubleSlack));
+  }
+  // LSE = m + ln l: log-space errors of the terms, the row sum, the log and the final conversions.
+  const double gl = c.gamma_lse(n);
+  double e = std::max(r.log_A, r.theta_bar) - std::log1p(-std::min(gl, 0.5)) + underflow;
+  if (c.rowsum_p) e -= std::log1p(-std::min(e_rowsum, 0.5));  // ln(1 + E)
+  e += Budgets::kLogUlps * c.ua * std::log(static_cast<double>(std::max<std::size_t>(n, 1)));
+  e += (Budgets::kShiftUlps * c.ua + u32) * (std::fabs(lse) + e);
+  if (f) e += delta;  // LSE_long − LSE = ln(1 + w) ∈ [0, δ]
+  if (prof.lse != Dtype::f32) {
+    // Returned in the storage dtype: one more rounding, to ±Inf past its largest value.
+    e = !c.overflows_lse(std::fabs(lse) + e)
+            ? e + unit_roundoff(prof.lse) * (std::fabs(lse) + e) + min_subnormal(prof.lse) / 2
+            : kInf;
+  }
+  out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = unbounded_if_nan(e * (1 + kDoubleSlack));
+}
+
 }  // namespace
 
 Approximation approximation(Tanh t) {
@@ -333,10 +555,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
   out.out.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq * sh.Dv), 0.0);
   out.lse.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq), 0.0);
   RowModel r;
-  const double u32 = unit_roundoff(Dtype::f32);
-  // Per column of a row: Σ P̂ρ|v − O|, max |v − O|, Σ P̂(1 + ρ)|v|, max |v|, the weights' rounding against |v| and
-  // against |v − O|.
-  std::vector<double> fb_arg, fb_hull, fb_abs, fb_vmax, fb_round, fb_centered;
+  ColumnSums fb;
   for (std::int64_t b = 0; b < sh.B; ++b)
     for (std::int64_t h = 0; h < sh.Hq; ++h)
       for (std::int64_t i = 0; i < sh.Lq; ++i) {
@@ -345,104 +564,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         if (std::isinf(lse)) continue;  // sees no key: O = 0 and LSE = −∞ exactly
         const FillerKeys *f = row < filler.size() && filler[row].count > 0 ? &filler[row] : nullptr;
         c.row(b, h, i, lse, r, f);
-        // n: the keys the kernel sums (the filler's count, not its one entry); δ: the filler's weight.
-        const double n_keys = static_cast<double>(r.keys.size()) + (f ? f->count - 1 : 0);
-        const std::size_t n = static_cast<std::size_t>(n_keys);
-        const double delta = f ? std::exp(r.s.back() - lse) : 0;
-        if (delta >= 0.5) r.overflow = true;
-        if (r.overflow) {
-          for (std::int64_t col = 0; col < sh.Dv; ++col)
-            out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] = kInf;
-          out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = kInf;
-          continue;
-        }
-        const double gs = c.gamma_sum(n);
-        const double comb = c.combine_error(n, lse, r.max_abs_s);
-        // Flushed-to-zero or underflowed terms: each p̂ ≤ tiny is lost, against a row sum l ≥ 1.
-        const double underflow = static_cast<double>(n) * c.exp_tiny;
-        // Row sum from the rounded P: Σ_j p̃_j = (1 + E)·Σ_j p̂_j with |E| ≤ u_s + n·η_s/2 (l ≥ 1).
-        // The filler's weights round with an error at most their value (round to nearest): δ(1 + ρ) in all.
-        const double filler_round = f ? delta * (1 + r.rho.back()) : 0;
-        const double n_own = static_cast<double>(r.keys.size() - (f ? 1 : 0));
-        const double e_rowsum = c.rowsum_p ? c.us + n_own * c.eta_s / 2 + filler_round : 0.0;
-        const std::int64_t hk = sh.kv_head(h);
-        const bool dropout = p.features.dropout_p > 0;
-        // The sums over the row's keys, for every column at once: key by key, v's row read in storage order (each
-        // column's sum in the same key order as one column at a time, so the same bits).
-        const std::size_t cols = static_cast<std::size_t>(sh.Dv);
-        const double *Orow = exact.out.data() + out_offset(sh, b, h, i, 0);
-        for (std::vector<double> *acc : {&fb_arg, &fb_hull, &fb_abs, &fb_vmax, &fb_round, &fb_centered})
-          acc->assign(cols, 0.0);
-        for (std::size_t t = 0; t < r.keys.size(); ++t) {
-          const bool fill = r.keys[t] == kFillerKey, sink = r.keys[t] == kSinkKey;
-          // A sink has no value (0); a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7).
-          const double zdv = fill || sink ? 0.0 : r.z[t] * c.dv;
-          const double *vrow = fill || sink ? nullptr : c.v.data() + c.v_index(b, hk, r.keys[t], 0);
-          const double w_arg = r.P[t] * r.rho[t], w_abs = r.P[t] * (1 + r.rho[t]);
-          // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight.
-          const double a = fill ? filler_round : c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2;
-          for (std::size_t col = 0; col < cols; ++col) {
-            const double O = Orow[col];
-            const double v = fill ? f->max_abs_v : vrow ? zdv * vrow[col] : 0.0;
-            const double dv = fill ? f->max_abs_v + std::fabs(O) : std::fabs(v - O);
-            fb_arg[col] += w_arg * dv;
-            fb_hull[col] = std::max(fb_hull[col], dv);
-            fb_abs[col] += w_abs * std::fabs(v);
-            fb_vmax[col] = std::max(fb_vmax[col], std::fabs(v));
-            if (prof.round_p) fb_round[col] += a * std::fabs(v);
-            if (c.rowsum_p) fb_centered[col] += a * dv;
-          }
-        }
-        for (std::size_t col = 0; col < cols; ++col) {
-          const double O = Orow[col], arg = fb_arg[col], hull = fb_hull[col], vmax = fb_vmax[col],
-                       p_centered = fb_centered[col];
-          double abs_sum = fb_abs[col], p_round = fb_round[col];
-          // Σ_j P̂_ij = 1, so Σ_j P̂_ij|v_jc| ≤ max_j |v_jc|: caps the terms when some θ is out of exp's range
-          // (0·∞ there is NaN, and the cap is the right bound).
-          const double b_arg = std::isnan(arg) ? hull : std::min(arg, hull);
-          const double abs_raw = abs_sum;
-          abs_sum = std::isnan(abs_sum) ? vmax : std::min(abs_sum, vmax);
-          p_round = std::isnan(p_round) ? c.us * vmax : p_round;
-          const double b_sum = gs / (1 - std::min(gs, 0.5)) * (abs_sum + std::fabs(O) + b_arg);
-          // Split-KV: O = Σ_s exp(lse_s − lse) O_s is not renormalized, so the roundings of lse_s and lse (at their
-          // magnitude), the log, the exp and the sum over splits scale the partial outputs (SPEC.md §4.2).
-          const double b_comb = comb * abs_sum;
-          double e = b_arg + b_sum + b_comb + p_round + underflow * vmax;
-          if (dropout) e += Budgets::kDropoutUlps * c.ua * abs_sum;  // the factor 1/(1 − p), rounded, and its product
-          if (c.dv != 1) e += Budgets::kDescaleUlps * c.ua * abs_sum;  // descale_v, on the values or on O
-          if (c.rowsum_p) {
-            // Numerator and row sum from the same rounded weights p̃_j = p̂_j(1 + ε_j): O stays a convex combination,
-            // P̃_j − P̂_j = P̂_j(ε_j − E)/(1 + E), so the rounding is centered at O (SPEC.md §4.2); |Õ − O| ≤ hull.
-            const double b_c = (p_centered + e_rowsum * b_arg) / (1 - e_rowsum);
-            const double b_argc = std::isnan(b_c) ? hull : std::min(b_arg + b_c, hull);
-            double abs_r = (abs_raw + p_round) / (1 - e_rowsum);  // Σ_j P̃_ij |v_jc|
-            abs_r = std::isnan(abs_r) ? vmax : std::min(abs_r, vmax);
-            const double b_sum_r = gs / (1 - std::min(gs, 0.5)) * (abs_r + std::fabs(O) + b_argc);
-            e = std::max(e, b_argc + b_sum_r + comb * abs_r + underflow * vmax);
-          }
-          if (c.overflows(static_cast<double>(n) * vmax)) e = kInf;  // Σ_j p_j|v_jc| with p_j ≤ 1
-          e += Budgets::kDivUlps * c.ua * (std::fabs(O) + e);
-          // Near the storage dtype's largest value a correct result may round to ±Inf.
-          e = c.overflows_storage(std::fabs(O) + e) ? kInf : c.store(std::fabs(O), e);
-          // The exact answer given is the row's without the filler: O_long − O = w(Ō_filler − O)/(1 + w), w ≤ δ.
-          if (f) e += delta * (f->max_abs_v + std::fabs(O)) / (1 - delta);
-          out.out[static_cast<std::size_t>(out_offset(sh, b, h, i, static_cast<std::int64_t>(col)))] =
-              unbounded_if_nan(e * (1 + kDoubleSlack));
-        }
-        // LSE = m + ln l: log-space errors of the terms, the row sum, the log and the final conversions.
-        const double gl = c.gamma_lse(n);
-        double e = std::max(r.log_A, r.theta_bar) - std::log1p(-std::min(gl, 0.5)) + underflow;
-        if (c.rowsum_p) e -= std::log1p(-std::min(e_rowsum, 0.5));  // ln(1 + E)
-        e += Budgets::kLogUlps * c.ua * std::log(static_cast<double>(std::max<std::size_t>(n, 1)));
-        e += (Budgets::kShiftUlps * c.ua + u32) * (std::fabs(lse) + e);
-        if (f) e += delta;  // LSE_long − LSE = ln(1 + w) ∈ [0, δ]
-        if (prof.lse != Dtype::f32) {
-          // Returned in the storage dtype: one more rounding, to ±Inf past its largest value.
-          e = !c.overflows_lse(std::fabs(lse) + e)
-                  ? e + unit_roundoff(prof.lse) * (std::fabs(lse) + e) + min_subnormal(prof.lse) / 2
-                  : kInf;
-        }
-        out.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))] = unbounded_if_nan(e * (1 + kDoubleSlack));
+        forward_row_bounds(c, exact, b, h, i, lse, r, f, fb, out);
       }
   return out;
 }
@@ -453,7 +575,11 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const Shape &sh = p.shape;
   const std::vector<double> dout = p.dout->to_vector();  // dO, dense [B, Hq, Lq, Dv]
   const Ctx c(p, prof, from);
-  const ForwardBounds fb = forward_bounds(p, exact, prof, from);
+  // The forward's bounds on O and LSE, row by row below from the same row model (forward_row_bounds).
+  ForwardBounds fb;
+  fb.out.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq * sh.Dv), 0.0);
+  fb.lse.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq), 0.0);
+  ColumnSums sums;
   const double scale = std::fabs(p.params.scale);
   const double g_dv = gamma_n(static_cast<double>(sh.Dv), c.ua);
   const double g_dq = gamma_n(static_cast<double>(sh.Lk) + 2, c.ua);
@@ -476,7 +602,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   // Each product of a gradient sum (dS·k, dS·q, P·dO) may be flushed below the smallest normal, or rounded there
   // with an absolute error: τ_a per term (times the scale when it is applied after), not relative to anything.
   const double flush = c.tiny_a * std::max(1.0, scale);
-  std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv;
+  std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv, dp_dot, dp_abs;
   for (std::int64_t b = 0; b < sh.B; ++b)
     for (std::int64_t h = 0; h < sh.Hq; ++h) {
       const std::int64_t hk = sh.kv_head(h);
@@ -484,6 +610,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         const double lse = exact.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
         if (std::isinf(lse)) continue;  // zero gradients, exactly
         c.row(b, h, i, lse, r);
+        forward_row_bounds(c, exact, b, h, i, lse, r, nullptr, sums, fb);
         const std::size_t n = r.keys.size();
         const double row_unbounded = r.overflow ? kInf : 0.0;
         const double e_lse = fb.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
@@ -503,15 +630,12 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         e_Pv.assign(n, 0);
         dS.assign(n, 0);
         e_dS.assign(n, 0);
+        // dO_i·v_j and Σ_c |dO_ic v_jc| of every key (a sink has no value: 0).
+        value_dots(dout.data() + out_offset(sh, b, h, i, 0), sh.Dv, r.keys,
+                   [&](std::int64_t j) { return c.v.data() + c.v_index(b, hk, j, 0); }, dp_dot, dp_abs);
         double eD_from_p = 0, D_p_mag = 0;
         for (std::size_t t = 0; t < n; ++t) {
-          const std::int64_t j = r.keys[t];
-          double dp = 0, dp_mag = 0;
-          for (std::int64_t col = 0; j >= 0 && col < sh.Dv; ++col) {  // a sink has no value: dP = 0
-            const double x = dout[static_cast<std::size_t>(out_offset(sh, b, h, i, col))] * c.v_at(b, hk, j, col);
-            dp += x;
-            dp_mag += std::fabs(x);
-          }
+          const double dp = dp_dot[t], dp_mag = dp_abs[t];
           // Dropout scales dP by z (its rounding: kDropoutUlps).
           dP[t] = r.z[t] * dp;
           e_dP[t] = c.overflows(dp_mag) ? kInf
@@ -564,16 +688,10 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           if (j < 0) continue;  // the sink: no key, no gradient
           const double z = r.z[t];
           const double ads = std::fabs(dS[t]) + e_dS[t];
-          for (std::int64_t d = 0; d < sh.D; ++d) {
-            const double kv = c.k_at(b, hk, j, d), qv = c.q_at(b, h, i, d);
-            const std::size_t iq = c.q_index(b, h, i, d), ik = c.k_index(b, hk, j, d);
-            dq_err[iq] += scale * e_dS[t] * std::fabs(kv) + flush;
-            dq_mag[iq] += scale * ads * std::fabs(kv);
-            dq_val[iq] += scale * dS[t] * kv;
-            dk_err[ik] += scale * e_dS[t] * std::fabs(qv) + flush;
-            dk_mag[ik] += scale * ads * std::fabs(qv);
-            dk_val[ik] += scale * dS[t] * qv;
-          }
+          const std::size_t iq = c.q_index(b, h, i, 0), ik = c.k_index(b, hk, j, 0);
+          const double se = scale * e_dS[t], sa = scale * ads, sd = scale * dS[t];
+          add_scaled(sh.D, c.k.data() + ik, se, sa, sd, flush, &dq_err[iq], &dq_mag[iq], &dq_val[iq]);
+          add_scaled(sh.D, c.q.data() + iq, se, sa, sd, flush, &dk_err[ik], &dk_mag[ik], &dk_val[ik]);
           for (std::int64_t col = 0; col < sh.Dv; ++col) {
             const double g = dout[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
             const std::size_t iv = c.v_index(b, hk, j, col);
