@@ -8,9 +8,14 @@ row lengths and head dims of the cases it judged. Standard library only.
 
 Runs `check --plugin builtin --profile default --jobs 1 --seed 1` (or the CHECK ARGS given after `--`) with each
 binary, one after the other in this run, and prints per (kernel, dtype, property): cases judged (search and targeted
-mutants), seconds, cases per second, and with a baseline the ratio after ÷ before; the same for attncheck's own
-time (the property's seconds less its kernel calls'). Then, per (kernel, dtype), the
-run's seconds and the geometric mean and range of those ratios, and the whole check's seconds; where the exact values
+mutants), seconds, cases per second, and with a baseline the ratio after ÷ before and its ceiling; the same for
+attncheck's own time (the property's seconds less its kernel calls'). The ceiling is the baseline's seconds ÷ its
+kernel calls' seconds: how far cases per second could rise on the baseline's cases if attncheck's own work took no
+time at all and the kernel's calls took what they took (Amdahl's law); "own needed" is how far attncheck's own
+cases per second must rise for after ÷ before to reach 10 on those cases (∞ where the ceiling is under 10). Then, per
+(kernel, dtype), the
+run's seconds, the geometric mean and range of those ratios and how many ceilings lie under 10×, and the whole
+check's seconds; where the exact values
 came from (report.json's `reference` counts: elements the fast path decided, elements MPFR judged, confirmations) and
 how many cases were undecided; and how the decided cases spread over row lengths (Lk) and head dims (D): the coverage
 corners of report.json (SPEC.md §7), summed over the properties. With --report, reads saved reports instead of
@@ -32,6 +37,7 @@ from statistics import median
 # Coverage corners (properties/src/coverage.cpp) that bucket Lk and D, in order.
 LK_CORNERS = ["lk0", "lk1", "lk-short", "lk-tile", "lk-multi", "lk-long", "lk-16k"]
 D_CORNERS = ["d-small", "d64", "d80", "d96", "d128", "d192", "d256", "d-odd"]
+TARGET = 10  # issue 21's goal for cases per second, after ÷ before
 DEFAULT_CHECK = ["check", "--plugin", "builtin", "--profile", "default", "--jobs", "1", "--seed", "1", "--quiet"]
 
 
@@ -83,6 +89,21 @@ def rates(report):
             if cases and total and total > kernel:
                 out[key] = (cases, total, total - kernel)
     return out
+
+
+def ceiling(rate):
+    """A baseline's (cases, seconds, own seconds) → seconds ÷ kernel seconds: the most its cases per second can grow
+    with the kernel's calls as they were and attncheck's own time at zero (∞ when the kernel took no time)."""
+    _, seconds, own = rate
+    return seconds / (seconds - own) if seconds > own else math.inf
+
+
+def own_needed(rate):
+    """A baseline's (cases, seconds, own seconds) → the factor its own time must shrink by for its cases per second to
+    grow TARGET-fold with the kernel's calls as they were (∞ when the kernel's calls alone take longer than that)."""
+    _, seconds, own = rate
+    left = seconds / TARGET - (seconds - own)  # own seconds allowed at TARGET× the speed
+    return own / left if left > 0 else math.inf
 
 
 def geometric_mean(values):
@@ -152,18 +173,18 @@ def main():
 
     now, then = rates(after), rates(before) if before else {}
     # cases/s counts the whole time; own cases/s only attncheck's (what the reference, bounds and staging cost).
-    print("| kernel | dtype | property | cases | seconds | cases/s | before cases/s | after ÷ before "
-          "| own cases/s | before own | own after ÷ before |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| kernel | dtype | property | cases | seconds | cases/s | before cases/s | after ÷ before | ceiling "
+          "| own cases/s | before own | own after ÷ before | own needed |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key in sorted(now, key=lambda k: (k[0], k[1])):
         cases, s, own = now[key]
         line = f"| {key[0]} | {key[1]} | {key[2]} | {cases} | {s:.3f} | {cases / s:.0f} |"
         if key in then:
             bc, bs, bown = then[key]
-            line += f" {bc / bs:.0f} | {(cases / s) / (bc / bs):.2f} | {cases / own:.0f} | {bc / bown:.0f} | " \
-                    f"{(cases / own) / (bc / bown):.2f} |"
+            line += f" {bc / bs:.0f} | {(cases / s) / (bc / bs):.2f} | {ceiling(then[key]):.2f} | {cases / own:.0f} " \
+                    f"| {bc / bown:.0f} | {(cases / own) / (bc / bown):.2f} | {own_needed(then[key]):.1f} |"
         else:
-            line += f" | | {cases / own:.0f} | | |"
+            line += f" | | | {cases / own:.0f} | | | |"
         print(line)
     print()
     # Per kernel and dtype: the run's seconds, and the geometric mean of after ÷ before over the properties both judged.
@@ -177,9 +198,10 @@ def main():
         if both:
             ratios = [(now[k][0] / now[k][1]) / (then[k][0] / then[k][1]) for k in both]
             own = [(now[k][0] / now[k][2]) / (then[k][0] / then[k][2]) for k in both]
+            capped = sum(ceiling(then[k]) < TARGET for k in both)
             line += f", cases/s after ÷ before: geometric mean {geometric_mean(ratios):.2f} over {len(ratios)} " \
-                    f"properties, {min(ratios):.2f}–{max(ratios):.2f}; own cases/s: {geometric_mean(own):.2f}, " \
-                    f"{min(own):.2f}–{max(own):.2f}"
+                    f"properties, {min(ratios):.2f}–{max(ratios):.2f} ({capped} with a ceiling under {TARGET:g}×); " \
+                    f"own cases/s: {geometric_mean(own):.2f}, {min(own):.2f}–{max(own):.2f}"
         print(line)
     print(f"the whole check: {whole:.1f} s" + (f" (before {before_whole:.1f} s)" if before else ""))
     print()
