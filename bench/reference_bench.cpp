@@ -1,6 +1,8 @@
 // attncheck_reference_bench: what the reference costs against a plain double naive attention (issue 21), one thread:
 //   fast_fwd, fast_bwd — fast_forward, fast_backward (double, Eigen GEMMs, with their per-element error bounds;
 //                        SPEC.md §5.1),
+//   bounds_fwd, bounds_bwd — the error model's bounds from the fast values, as the screen computes them
+//                        (forward_bounds, backward_bounds, BoundsFrom::approximate, float32 storage),
 //   mpfr_fwd, mpfr_bwd — reference_forward, reference_backward (128-bit MPFR; only up to kMpfrMaxLen, they take
 //                        seconds beyond),
 //   naive_fwd — plain double loops (logits, max, exp, sum, P·V, LSE), no bound;
@@ -231,6 +233,24 @@ void bm_fast(benchmark::State &st, std::int64_t L, std::int64_t D) {
   judge.report(st);
 }
 
+/// The error model's bounds as the screen computes them (judge.cpp): from the fast reference's values, with the
+/// thresholds of BoundsFrom::approximate, for float32 storage.
+void bm_bounds_fwd(benchmark::State &st, std::int64_t L, std::int64_t D) {
+  const Problem &p = problem(L, D);
+  const auto f = fast_forward(p);
+  const ExactForward values{.out = f->out, .lse = f->lse};
+  const PrecisionProfile profile = PrecisionProfile::for_storage(Dtype::f32);
+  timed(st, [&] { return forward_bounds(p, values, profile, BoundsFrom::approximate); });
+}
+
+void bm_bounds_bwd(benchmark::State &st, std::int64_t L, std::int64_t D) {
+  const Problem &p = problem(L, D);
+  const auto f = fast_forward(p);
+  const ExactForward values{.out = f->out, .lse = f->lse};
+  const PrecisionProfile profile = PrecisionProfile::for_storage(Dtype::f32);
+  timed(st, [&] { return backward_bounds(p, values, profile, BoundsFrom::approximate); });
+}
+
 std::string name(const char *row, std::int64_t L, std::int64_t D) {
   return std::string(row) + "/L:" + std::to_string(L) + "/D:" + std::to_string(D);
 }
@@ -254,6 +274,14 @@ int main(int argc, char **argv) {
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(name("fast_bwd", L, D).c_str(),
                                    [=](benchmark::State &st) { bm_fast_bwd(st, L, D); })
+          ->MinTime(kMinTimeS)
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(name("bounds_fwd", L, D).c_str(),
+                                   [=](benchmark::State &st) { bm_bounds_fwd(st, L, D); })
+          ->MinTime(kMinTimeS)
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(name("bounds_bwd", L, D).c_str(),
+                                   [=](benchmark::State &st) { bm_bounds_bwd(st, L, D); })
           ->MinTime(kMinTimeS)
           ->Unit(benchmark::kMillisecond);
       if (L <= kMpfrMaxLen) {
