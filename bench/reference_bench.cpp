@@ -260,40 +260,20 @@ std::string name(const char *row, std::int64_t L, std::int64_t D) {
 int main(int argc, char **argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  using Row = void (*)(benchmark::State &, std::int64_t, std::int64_t);
   for (std::int64_t L : kLens)
     for (std::int64_t D : kDims) {
-      benchmark::RegisterBenchmark(name("naive_fwd", L, D).c_str(), [=](benchmark::State &st) { bm_naive(st, L, D); })
-          ->MinTime(kMinTimeS)
-          ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(name("fast_fwd", L, D).c_str(), [=](benchmark::State &st) { bm_fast(st, L, D); })
-          ->MinTime(kMinTimeS)
-          ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(name("naive_bwd", L, D).c_str(),
-                                   [=](benchmark::State &st) { bm_naive_bwd(st, L, D); })
-          ->MinTime(kMinTimeS)
-          ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(name("fast_bwd", L, D).c_str(),
-                                   [=](benchmark::State &st) { bm_fast_bwd(st, L, D); })
-          ->MinTime(kMinTimeS)
-          ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(name("bounds_fwd", L, D).c_str(),
-                                   [=](benchmark::State &st) { bm_bounds_fwd(st, L, D); })
-          ->MinTime(kMinTimeS)
-          ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(name("bounds_bwd", L, D).c_str(),
-                                   [=](benchmark::State &st) { bm_bounds_bwd(st, L, D); })
-          ->MinTime(kMinTimeS)
-          ->Unit(benchmark::kMillisecond);
+      std::vector<std::pair<const char *, Row>> rows = {{"naive_fwd", bm_naive},       {"fast_fwd", bm_fast},
+                                                        {"naive_bwd", bm_naive_bwd},   {"fast_bwd", bm_fast_bwd},
+                                                        {"bounds_fwd", bm_bounds_fwd}, {"bounds_bwd", bm_bounds_bwd}};
       if (L <= kMpfrMaxLen) {
-        benchmark::RegisterBenchmark(name("mpfr_fwd", L, D).c_str(),
-                                     [=](benchmark::State &st) { bm_mpfr<reference_forward>(st, L, D); })
-            ->MinTime(kMinTimeS)
-            ->Unit(benchmark::kMillisecond);
-        benchmark::RegisterBenchmark(name("mpfr_bwd", L, D).c_str(),
-                                     [=](benchmark::State &st) { bm_mpfr<reference_backward>(st, L, D); })
-            ->MinTime(kMinTimeS)
-            ->Unit(benchmark::kMillisecond);
+        rows.emplace_back("mpfr_fwd", bm_mpfr<reference_forward>);
+        rows.emplace_back("mpfr_bwd", bm_mpfr<reference_backward>);
       }
+      for (const auto &[row, run] : rows)
+        benchmark::RegisterBenchmark(name(row, L, D).c_str(), [=](benchmark::State &st) { run(st, L, D); })
+            ->MinTime(kMinTimeS)
+            ->Unit(benchmark::kMillisecond);
     }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
