@@ -234,21 +234,17 @@ void bm_fast(benchmark::State &st, std::int64_t L, std::int64_t D) {
 }
 
 /// The error model's bounds as the screen computes them (judge.cpp): from the fast reference's values, with the
-/// thresholds of BoundsFrom::approximate, for float32 storage.
-void bm_bounds_fwd(benchmark::State &st, std::int64_t L, std::int64_t D) {
+/// thresholds of BoundsFrom::approximate, for float32 storage; the backward's with kBackward.
+template <bool kBackward>
+void bm_bounds(benchmark::State &st, std::int64_t L, std::int64_t D) {
   const Problem &p = problem(L, D);
   const auto f = fast_forward(p);
   const ExactForward values{.out = f->out, .lse = f->lse};
   const PrecisionProfile profile = PrecisionProfile::for_storage(Dtype::f32);
-  timed(st, [&] { return forward_bounds(p, values, profile, BoundsFrom::approximate); });
-}
-
-void bm_bounds_bwd(benchmark::State &st, std::int64_t L, std::int64_t D) {
-  const Problem &p = problem(L, D);
-  const auto f = fast_forward(p);
-  const ExactForward values{.out = f->out, .lse = f->lse};
-  const PrecisionProfile profile = PrecisionProfile::for_storage(Dtype::f32);
-  timed(st, [&] { return backward_bounds(p, values, profile, BoundsFrom::approximate); });
+  if constexpr (kBackward)
+    timed(st, [&] { return backward_bounds(p, values, profile, BoundsFrom::approximate); });
+  else
+    timed(st, [&] { return forward_bounds(p, values, profile, BoundsFrom::approximate); });
 }
 
 std::string name(const char *row, std::int64_t L, std::int64_t D) {
@@ -263,9 +259,9 @@ int main(int argc, char **argv) {
   using Row = void (*)(benchmark::State &, std::int64_t, std::int64_t);
   for (std::int64_t L : kLens)
     for (std::int64_t D : kDims) {
-      std::vector<std::pair<const char *, Row>> rows = {{"naive_fwd", bm_naive},       {"fast_fwd", bm_fast},
-                                                        {"naive_bwd", bm_naive_bwd},   {"fast_bwd", bm_fast_bwd},
-                                                        {"bounds_fwd", bm_bounds_fwd}, {"bounds_bwd", bm_bounds_bwd}};
+      std::vector<std::pair<const char *, Row>> rows = {
+          {"naive_fwd", bm_naive},         {"fast_fwd", bm_fast},          {"naive_bwd", bm_naive_bwd},
+          {"fast_bwd", bm_fast_bwd},       {"bounds_fwd", bm_bounds<false>}, {"bounds_bwd", bm_bounds<true>}};
       if (L <= kMpfrMaxLen) {
         rows.emplace_back("mpfr_fwd", bm_mpfr<reference_forward>);
         rows.emplace_back("mpfr_bwd", bm_mpfr<reference_backward>);
