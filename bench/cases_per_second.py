@@ -6,20 +6,18 @@ row lengths and head dims of the cases it judged. Standard library only.
                                       [-- CHECK ARGS...]
     python3 bench/cases_per_second.py --report report.json [--baseline-report old/report.json]
 
-Runs `check --plugin builtin --profile default --jobs 1 --seed 1` (or the CHECK ARGS given after `--`) with each
-binary, one after the other in this run, and prints per (kernel, dtype, property): cases judged (search and targeted
-mutants), seconds, cases per second, and with a baseline the ratio after ÷ before and its ceiling; the same for
-attncheck's own time (the property's seconds less its kernel calls'). The ceiling is the baseline's seconds ÷ its
-kernel calls' seconds: how far cases per second could rise on the baseline's cases if attncheck's own work took no
-time at all and the kernel's calls took what they took (Amdahl's law); "own needed" is how far attncheck's own
-cases per second must rise for after ÷ before to reach 10 on those cases (∞ where the ceiling is under 10). Then, per
-(kernel, dtype), the
-run's seconds, the geometric mean and range of those ratios and how many ceilings lie under 10×, and the whole
-check's seconds; where the exact values
-came from (report.json's `reference` counts: elements the fast path decided, elements MPFR judged, confirmations) and
-how many cases were undecided; and how the decided cases spread over row lengths (Lk) and head dims (D): the coverage
-corners of report.json (SPEC.md §7), summed over the properties. With --report, reads saved reports instead of
-running anything.
+Runs `check --plugin builtin --profile default --jobs 1 --seed 1` (or the CHECK ARGS given after `--`) with each binary,
+one after the other in this run, and prints per (kernel, dtype, property): cases judged (search and targeted mutants),
+seconds, cases per second, and with a baseline the ratio after ÷ before and its ceiling; the same for attncheck's own
+time (the property's seconds less its kernel calls'). The ceiling is the baseline's seconds ÷ its kernel calls' seconds:
+how far cases per second could rise on the baseline's cases if attncheck's own work took no time at all and the kernel's
+calls took what they took (Amdahl's law); "own needed" is how far attncheck's own cases per second must rise for after ÷
+before to reach 10 on those cases (∞ where the ceiling is under 10). Then, per (kernel, dtype), the run's seconds, the
+geometric mean and range of those ratios and how many ceilings lie under 10×, and the whole check's seconds; where the
+exact values came from (report.json's `reference` counts: elements the fast path decided, elements MPFR judged,
+confirmations) and how many cases were undecided; and how the decided cases spread over row lengths (Lk) and head dims
+(D): the coverage corners of report.json (SPEC.md §7), summed over the properties. With --report, reads saved reports
+instead of running anything.
 
 --repeat N runs each binary N times, alternating (before, after, before, …), and takes every time's median: on a
 machine whose speed drifts, a single run's ratio can be off by 15 %. The seed fixes the cases, so the runs must judge
