@@ -181,9 +181,6 @@ struct Ctx {
   std::size_t v_index(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t col) const {
     return static_cast<std::size_t>(((b * sh.Hkv + hk) * sh.Lk + j) * sh.Dv + col);
   }
-  double q_at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) const { return q[q_index(b, h, i, d)]; }
-  double k_at(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t d) const { return k[k_index(b, hk, j, d)]; }
-  double v_at(std::int64_t b, std::int64_t hk, std::int64_t j, std::int64_t c) const { return v[v_index(b, hk, j, c)]; }
 
   bool overflows(double magnitude) const { return !(magnitude < acc_max); }
   bool overflows_qk(double magnitude) const { return !(magnitude < qk_max); }
@@ -394,6 +391,14 @@ void value_dots(const double *g, std::int64_t n, const std::vector<std::int64_t>
   }
 }
 
+/// Bounds of shape sh's O and LSE, all 0 until forward_row_bounds fills their rows (a row that sees no key keeps 0).
+ForwardBounds zero_forward_bounds(const Shape &sh) {
+  ForwardBounds out;
+  out.out.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq * sh.Dv), 0.0);
+  out.lse.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq), 0.0);
+  return out;
+}
+
 /// Row i of head (b, h)'s bounds on O and LSE into `out`, from its row model `r` (c.row with the same lse and
 /// filler f); fb is scratch. forward_bounds runs it on every row, backward_bounds on each row it models, so that
 /// the row model is built once there.
@@ -551,9 +556,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
                              const std::vector<FillerKeys> &filler, BoundsFrom from) {
   const Shape &sh = p.shape;
   const Ctx c(p, prof, from);
-  ForwardBounds out;
-  out.out.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq * sh.Dv), 0.0);
-  out.lse.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq), 0.0);
+  ForwardBounds out = zero_forward_bounds(sh);
   RowModel r;
   ColumnSums fb;
   for (std::int64_t b = 0; b < sh.B; ++b)
@@ -576,9 +579,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const std::vector<double> dout = p.dout->to_vector();  // dO, dense [B, Hq, Lq, Dv]
   const Ctx c(p, prof, from);
   // The forward's bounds on O and LSE, row by row below from the same row model (forward_row_bounds).
-  ForwardBounds fb;
-  fb.out.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq * sh.Dv), 0.0);
-  fb.lse.assign(static_cast<std::size_t>(sh.B * sh.Hq * sh.Lq), 0.0);
+  ForwardBounds fb = zero_forward_bounds(sh);
   ColumnSums sums;
   const double scale = std::fabs(p.params.scale);
   const double g_dv = gamma_n(static_cast<double>(sh.Dv), c.ua);
