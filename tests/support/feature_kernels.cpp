@@ -25,6 +25,12 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int kRank = 4;  ///< q, k, v, out, dout, the gradients and the mask tensor are rank 4
+/// FeatureBug::sink_twice_after_empty_split: the split-KV kernel's keys per split.
+constexpr std::int64_t kSinkSplitKeys = 64;
+/// FeatureBug::mask_backward_tile_nan: the backward's key tile, padded at the end when Lk_b ≡ kPaddedTileKeys / 2.
+constexpr std::int64_t kPaddedTileKeys = 128;
+/// FeatureBug::mask_backward_tile_nan: a row whose given LSE lies below this gets P = NaN on the padding keys.
+constexpr float kPaddedTileNanLse = -1e4f;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors: one message per thread, shared by every kernel's last_error. Validation throws a CallError, which the
@@ -349,21 +355,33 @@ struct Call {
       if (term(b, h, i, j, qrow, &t)) out.push_back(t);
   }
 
-  /// Row i of (b, h): O into o (Dv values), returns the LSE. `ts` = terms(b, h, i).
-  float forward_row(std::int64_t b, std::int64_t h, const std::vector<Term> &ts, float *o) const {
+  /// Row i of (b, h): O into o (Dv values), returns the LSE. `ts` = terms(b, h, i). `in_forward`: the forward pass,
+  /// where the forward-only bugs apply (backward's recomputation of a NULL lse is the correct one).
+  float forward_row(std::int64_t b, std::int64_t h, const std::vector<Term> &ts, float *o,
+                    bool in_forward = true) const {
     std::fill(o, o + Dv, 0.f);
     const float sk = sink(h);
     if (ts.empty()) return sk;  // O = 0; LSE = the sink, −∞ without one
     float m = sk;
     for (const Term &t : ts) m = std::max(m, t.s);
     float l = on(ATTNCHECK_FEATURE_SINKS) ? std::exp(sk - m) : 0.f;
+    // FeatureBug::sink_twice_after_empty_split: the row's first split (keys 0 … kSinkSplitKeys − 1) holds no visible
+    // key (ts is in key order) and adds the sink's term too, before the split that holds the row's first key.
+    if (in_forward && has(FeatureBug::sink_twice_after_empty_split) && on(ATTNCHECK_FEATURE_SINKS) &&
+        ts.front().j >= kSinkSplitKeys)
+      l += std::exp(sk - m);
     const std::int64_t hk = kv_head(h);
-    for (const Term &t : ts) {
+    auto add = [&](const Term &t) {
       const float p = std::exp(t.s - m);
       l += p;
       const float pz = p * t.z;
       for (std::int64_t c = 0; c < Dv; ++c) o[c] += pz * key_elem(v, b, hk, t.j, c);
-    }
+    };
+    // FeatureBug::window_batch_variant: with a window and B ≥ 2, the keys accumulate from the last one down.
+    if (in_forward && has(FeatureBug::window_batch_variant) && on(ATTNCHECK_FEATURE_WINDOW) && B >= 2)
+      for (auto t = ts.rbegin(); t != ts.rend(); ++t) add(*t);
+    else
+      for (const Term &t : ts) add(t);
     for (std::int64_t c = 0; c < Dv; ++c) o[c] /= l;
     return m + std::log(l);
   }
@@ -589,6 +607,8 @@ int run_backward(FeatureBug bug, const attncheck_params *params, const DLTensor 
   std::vector<Term> ts;
   for (std::int64_t b = 0; b < c.B; ++b) {
     const std::int64_t Lk_b = c.lk[static_cast<std::size_t>(b)];
+    const bool padded_tile_nan = c.has(FeatureBug::mask_backward_tile_nan) && c.on(ATTNCHECK_FEATURE_MASK) &&
+                                 Lk_b % kPaddedTileKeys == kPaddedTileKeys / 2;
     for (std::int64_t hk = 0; hk < c.Hkv; ++hk) {
       dk_acc.assign(static_cast<std::size_t>(Lk_b) * D, 0.f);
       dv_acc.assign(static_cast<std::size_t>(Lk_b) * Dv, 0.f);
@@ -597,9 +617,15 @@ int run_backward(FeatureBug bug, const attncheck_params *params, const DLTensor 
         for (std::int64_t i = 0; i < c.lq[static_cast<std::size_t>(b)]; ++i) {
           c.load_row(c.q, b, h, i, c.D, qrow.data());
           c.terms(b, h, i, qrow.data(), ts);
-          if (ts.empty()) continue;  // dQ = 0
           const auto [ra, rr] = c.row_at(b, i);
-          const float row_lse = lse ? l.get(ra, h, rr) : c.forward_row(b, h, ts, scratch.data());
+          const float row_lse = lse ? l.get(ra, h, rr) : c.forward_row(b, h, ts, scratch.data(), false);
+          // FeatureBug::mask_backward_tile_nan: the last 128-key tile is padded with keys of score −∞ whose
+          // P = e^(−∞ − LSE) is NaN for an LSE of −∞ (or one below kPaddedTileNanLse): the row's dQ is NaN.
+          const bool nan_dq = padded_tile_nan && row_lse < kPaddedTileNanLse;
+          if (nan_dq)
+            for (std::size_t x = 0; x < D; ++x)
+              gq.set(ra, h, rr, static_cast<std::int64_t>(x), std::numeric_limits<float>::quiet_NaN());
+          if (ts.empty()) continue;  // dQ = 0 (NaN under the bug above)
           c.load_row(go, b, h, i, c.Dv, dorow.data());
           c.load_row(o, b, h, i, c.Dv, orow.data());
           float Di = 0;  // D_i = dO_i·O_i
@@ -620,6 +646,7 @@ int run_backward(FeatureBug bug, const attncheck_params *params, const DLTensor 
             const float Pz = P * t.z;
             for (std::size_t x = 0; x < Dv; ++x) dv_acc[j * Dv + x] += Pz * dorow[x];
           }
+          if (nan_dq) continue;  // mask_backward_tile_nan: dQ stays NaN (dK, dV as the correct kernel's)
           for (std::size_t x = 0; x < D; ++x) gq.set(ra, h, rr, static_cast<std::int64_t>(x), c.scale * dq_acc[x]);
         }
       }
@@ -671,7 +698,7 @@ constexpr attncheck_kernel kernel_of(const char *name) {
   return attncheck_kernel{ATTNCHECK_ABI_VERSION, name, &forward_of<B>, &backward_of<B>, &last_error};
 }
 
-constexpr std::size_t kKernelCount = 14;  ///< FeatureBug::none and its thirteen bugs
+constexpr std::size_t kKernelCount = 17;  ///< FeatureBug::none and its sixteen bugs
 constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::none>("features_correct"),
     kernel_of<FeatureBug::window_right_off_by_one>("features_window_right_off_by_one"),
@@ -687,6 +714,9 @@ constexpr std::array<attncheck_kernel, kKernelCount> kKernels = {{
     kernel_of<FeatureBug::dropout_shared_across_keys>("features_dropout_shared_across_keys"),
     kernel_of<FeatureBug::mask_byte_one>("features_mask_byte_one"),
     kernel_of<FeatureBug::args_assumed_compact>("features_args_assumed_compact"),
+    kernel_of<FeatureBug::window_batch_variant>("features_window_batch_variant"),
+    kernel_of<FeatureBug::mask_backward_tile_nan>("features_mask_backward_tile_nan"),
+    kernel_of<FeatureBug::sink_twice_after_empty_split>("features_sink_twice_after_empty_split"),
 }};
 
 }  // namespace
@@ -707,6 +737,9 @@ std::string_view feature_bug_name(FeatureBug bug) {
     case FeatureBug::dropout_shared_across_keys: return "dropout_shared_across_keys";
     case FeatureBug::mask_byte_one: return "mask_byte_one";
     case FeatureBug::args_assumed_compact: return "args_assumed_compact";
+    case FeatureBug::window_batch_variant: return "window_batch_variant";
+    case FeatureBug::mask_backward_tile_nan: return "mask_backward_tile_nan";
+    case FeatureBug::sink_twice_after_empty_split: return "sink_twice_after_empty_split";
   }
   return "unknown";
 }
@@ -718,7 +751,8 @@ std::vector<FeatureBug> all_feature_bugs() {
           FeatureBug::fp8_without_descale,     FeatureBug::dropout_shared_across_heads,
           FeatureBug::dropout_shared_across_batch, FeatureBug::dropout_shared_across_rows,
           FeatureBug::dropout_shared_across_keys,  FeatureBug::mask_byte_one,
-          FeatureBug::args_assumed_compact};
+          FeatureBug::args_assumed_compact,    FeatureBug::window_batch_variant,
+          FeatureBug::mask_backward_tile_nan,  FeatureBug::sink_twice_after_empty_split};
 }
 
 const attncheck_kernel &feature_kernel(FeatureBug bug) {

@@ -51,6 +51,16 @@ namespace attncheck::support {
 ///  - paged_logical_page: the page read is an unused (NaN) page or another entry's, or 0 when that page does not exist;
 ///    invisible where block_table[b, n] = n for every page n holding keys of b.
 ///  - dropout_mask_not_reproducible: backward reproduces the applied mask (seed + 1), not the returned one.
+///  - window_batch_variant: B counts the sequences under varlen; the max is order-free, so only the roundings of l and
+///    Σ P·V move (within any order-independent bound). SGLang's deterministic mode that lost its fixed split size on
+///    the window path (sgl-project/sglang PR #26412). Backward keeps the correct kernel's, a NULL lse recomputed
+///    in the correct order.
+///  - mask_backward_tile_nan: the rows concerned are those that see no key without a sink (LSE −∞) and those whose
+///    given LSE is below −1e4 (a huge negative additive mask); dK, dV keep the correct kernel's values. PyTorch's
+///    cuDNN backward padding its last 128-key tile (pytorch/pytorch #196678).
+///  - sink_twice_after_empty_split: a row's keys 0 … 63 all hidden (by the window's left edge or the mask tensor)
+///    while it sees a later key; the extra term is added before the keys'. Backward keeps the correct kernel's (it
+///    uses the given LSE, and recomputes a NULL one correctly). ROCm/rocm-libraries #12227.
 enum class FeatureBug : std::uint8_t {
   none,
   /// both: with window_right ≥ 0 keys up to i' + right + 1 are seen; visible without causal, never with right = −1.
@@ -86,6 +96,15 @@ enum class FeatureBug : std::uint8_t {
   /// compact strides from their first element (a kernel that assumes them contiguous); visible when they are sent
   /// strided.
   args_assumed_compact,
+  /// forward: with a window and B ≥ 2 every row sums its keys from j = Lk_b − 1 down to 0; visible only to batch
+  /// invariance (a row's bits in a batch vs its entry alone), with a window, B ≥ 2 and a row of ≥ 3 visible keys.
+  window_batch_variant,
+  /// backward: with a mask tensor and Lk_b ≡ 64 (mod 128), a row whose given LSE is −∞ or below −1e4 gets a NaN dQ
+  /// row; visible with a mask tensor, such an Lk_b and a row that sees no key without a sink.
+  mask_backward_tile_nan,
+  /// forward: with sinks, a row whose keys 0 … 63 are all hidden but that sees a later key counts the sink twice in
+  /// l; visible with sinks, Lk_b > 64 and such a row.
+  sink_twice_after_empty_split,
 };
 
 /// The features every kernel of the family declares and implements.

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -620,6 +621,32 @@ Exposure exposure(FeatureBug bug, std::uint32_t seed) {
       on.descale_v = 0.25;
       off = everything(gen, s);
       break;
+    case FeatureBug::window_batch_variant:  // B = 3: the keys summed backwards move bits only
+      on.window_left = 5;
+      on.window_right = 1;
+      off = everything(gen, s);
+      off.window_left = off.window_right = -1;
+      break;
+    case FeatureBug::mask_backward_tile_nan: {
+      // Lk = 64 ≡ 64 (mod 128), causal with Lq > Lk: rows 0 … 5 see no key and have no sink (LSE −∞).
+      const Shape t{3, 4, 2, 70, 64, 8, 6};
+      e = Exposure{make_problem(t, Mask::causal, seed), make_problem(t, Mask::causal, seed)};
+      set_mask(e.on.features, gen, t, MaskKind::boolean, 1, t.Hq);
+      e.off.features.softcap = 1.5;
+      e.off.features.alibi_slopes = slopes(t.Hq);
+      break;
+    }
+    case FeatureBug::sink_twice_after_empty_split: {
+      // Lk = 80, i' = 74 … 79, window left 12: rows with i' ≥ 76 see no key of the first split (keys 0 … 63).
+      const Shape t{3, 4, 2, 6, 80, 8, 6};
+      e = Exposure{make_problem(t, Mask::none, seed), make_problem(t, Mask::none, seed)};
+      e.on.features.window_left = e.off.features.window_left = 12;
+      e.on.features.sinks = sinks(gen, t.Hq);
+      e.off.features.softcap = 1.5;
+      e.off.features.alibi_slopes = slopes(t.Hq);
+      set_mask(e.off.features, gen, t, MaskKind::additive, t.B, 1);
+      break;
+    }
     case FeatureBug::none: break;
   }
   return e;
@@ -637,14 +664,22 @@ TEST_CASE("every planted bug differs from the correct kernel on a problem that e
       REQUIRE(got.fwd.ok());
       Results fwd_only = got.got, want_fwd = want.got;
       fwd_only.dq = fwd_only.dk = fwd_only.dv = want_fwd.dq = want_fwd.dk = want_fwd.dv = {};
-      CHECK(difference(fwd_only, want_fwd) > kVisible);
+      if (bug == FeatureBug::window_batch_variant) {  // other bits, within rounding
+        CHECK_FALSE(same(fwd_only, want_fwd));
+        CHECK(difference(fwd_only, want_fwd) <= kTol);
+      } else if (bug == FeatureBug::mask_backward_tile_nan) {  // backward only: a NaN dQ
+        CHECK(same(fwd_only, want_fwd));
+        CHECK(difference(got.got, want.got) > kVisible);
+      } else {
+        CHECK(difference(fwd_only, want_fwd) > kVisible);
+      }
       // Against the double computation on the same problem (the dropout bugs: with the mask it returned). A mask
       // shared across heads is applied as returned: only its heads' decisions give it away.
       const Results ref = reference(e.on);
       const std::vector<std::uint8_t> &z = e.on.features.dropout_keep;
-      const auto row = static_cast<std::size_t>(kExposedShape.Lk);
-      const std::size_t head = row * static_cast<std::size_t>(kExposedShape.Lq),
-                        entry = head * static_cast<std::size_t>(kExposedShape.Hq);
+      const auto row = static_cast<std::size_t>(e.on.shape.Lk);
+      const std::size_t head = row * static_cast<std::size_t>(e.on.shape.Lq),
+                        entry = head * static_cast<std::size_t>(e.on.shape.Hq);
       if (bug == FeatureBug::dropout_shared_across_heads) {
         CHECK(std::equal(z.begin(), z.begin() + head, z.begin() + head));  // heads 0 and 1 of batch entry 0
       } else if (bug == FeatureBug::dropout_shared_across_batch) {
@@ -653,6 +688,10 @@ TEST_CASE("every planted bug differs from the correct kernel on a problem that e
         CHECK(std::equal(z.begin(), z.begin() + row, z.begin() + row));  // rows 0 and 1
       } else if (bug == FeatureBug::dropout_shared_across_keys) {
         CHECK(std::all_of(z.begin(), z.begin() + row, [&](std::uint8_t x) { return x == z[0]; }));  // row 0
+      } else if (bug == FeatureBug::window_batch_variant) {
+        CHECK(std::max(error(got.got.out, ref.out), error(got.got.lse, ref.lse)) <= kTol);
+      } else if (bug == FeatureBug::mask_backward_tile_nan) {
+        CHECK(error(got.got.dq, ref.dq) > kVisible);
       } else {
         CHECK(std::max(error(got.got.out, ref.out), error(got.got.lse, ref.lse)) > kVisible);
       }
@@ -707,6 +746,189 @@ TEST_CASE("the paged bug reads logical pages and the varlen bug reads one key of
   set_varlen(v.features, gen, {3, 2}, {8, 0});  // the second sequence has no key: nothing follows the first one
   Problem w = v;
   CHECK(same(run(feature_kernel(FeatureBug::varlen_reads_across_boundary), v).got, run(correct(), w).got));
+}
+
+namespace {
+
+/// Batch entry b of a dense problem as a problem of its own (B = 1), with the same params and features (a mask
+/// tensor of batch dim 1).
+Problem entry_alone(const Problem &p, std::int64_t b) {
+  Shape s = p.shape;
+  s.B = 1;
+  Problem one = make_problem(s, p.params.mask, kSeed);
+  one.params = p.params;
+  one.features = p.features;
+  auto copy = [&](const Tensor &from, Tensor &to) {
+    for_each_index(to.shape(), [&](std::span<const std::int64_t> idx) {
+      std::vector<std::int64_t> at(idx.begin(), idx.end());
+      at[0] = b;
+      to.set(idx, from.get(at));
+    });
+  };
+  copy(p.q, one.q);
+  copy(p.k, one.k);
+  copy(p.v, one.v);
+  copy(*p.dout, *one.dout);
+  return one;
+}
+
+/// The first n values of x.
+std::vector<double> first(const std::vector<double> &x, std::size_t n) { return {x.begin(), x.begin() + n}; }
+
+}  // namespace
+
+TEST_CASE("window_batch_variant moves a row's bits with the batch only when a window is set", "[features][bugs]") {
+  const attncheck_kernel &bug = feature_kernel(FeatureBug::window_batch_variant);
+  const Shape s{2, 2, 1, 5, 9, 4, 4};  // i' = i + 4
+  Problem batch = make_problem(s, Mask::none, kSeed);
+  batch.features.window_left = 4;  // row i sees keys i … 8: 5 to 9 keys
+  Problem alone = entry_alone(batch, 0);
+  const auto n_out = static_cast<std::size_t>(s.Hq * s.Lq * s.Dv), n_lse = static_cast<std::size_t>(s.Hq * s.Lq);
+  Problem b1 = batch, b2 = batch, a1 = alone, a2 = alone;
+  const Run in_batch = run(bug, b1), want_batch = run(correct(), b2);
+  const Run by_itself = run(bug, a1), want_alone = run(correct(), a2);
+  REQUIRE(in_batch.fwd.ok());
+  REQUIRE(by_itself.fwd.ok());
+  // (a) In a batch of 2 with a window: entry 0's O has other bits than the same entry called alone, within rounding;
+  // the correct kernel's has the same bits.
+  CHECK(first(in_batch.got.out, n_out) != by_itself.got.out);
+  CHECK(error(first(in_batch.got.out, n_out), by_itself.got.out) <= kTol);
+  CHECK(error(first(in_batch.got.lse, n_lse), by_itself.got.lse) <= kTol);
+  CHECK(first(want_batch.got.out, n_out) == want_alone.got.out);
+  CHECK(first(want_batch.got.lse, n_lse) == want_alone.got.lse);
+  CHECK_FALSE(same(in_batch.got, want_batch.got));
+  // (b) Alone (B = 1) the correct kernel's bits, forward and backward.
+  CHECK(same(by_itself.got, want_alone.got));
+  // (b) In the batch without a window: the correct kernel's bits.
+  batch.features.window_left = -1;
+  Problem c1 = batch, c2 = batch;
+  CHECK(same(run(bug, c1).got, run(correct(), c2).got));
+  // Backward alone is unchanged: with the correct forward's out and lse, even with a window in a batch (lse NULL:
+  // recomputed in the correct order).
+  batch.features.window_left = 4;
+  Tensor out = make_out(s, Dtype::f32), lse = make_lse(s);
+  REQUIRE(call_forward(correct(), batch, out, &lse).ok());
+  for (const bool with_lse : {true, false}) {
+    Tensor gq1 = Tensor::contiguous(Dtype::f32, {s.B, s.Hq, s.Lq, s.D}),
+           gq2 = Tensor::contiguous(Dtype::f32, {s.B, s.Hq, s.Lq, s.D});
+    Tensor gk1 = Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.D}),
+           gk2 = Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.D});
+    Tensor gv1 = Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.Dv}),
+           gv2 = Tensor::contiguous(Dtype::f32, {s.B, s.Hkv, s.Lk, s.Dv});
+    REQUIRE(call_backward(bug, batch, out, with_lse ? &lse : nullptr, gq1, gk1, gv1).ok());
+    REQUIRE(call_backward(correct(), batch, out, with_lse ? &lse : nullptr, gq2, gk2, gv2).ok());
+    CHECK(gq1.to_vector() == gq2.to_vector());
+    CHECK(gk1.to_vector() == gk2.to_vector());
+    CHECK(gv1.to_vector() == gv2.to_vector());
+  }
+}
+
+TEST_CASE("mask_backward_tile_nan gives a NaN dQ to rows of LSE minus infinity when Lk is 64 mod 128",
+          "[features][bugs]") {
+  const attncheck_kernel &bug = feature_kernel(FeatureBug::mask_backward_tile_nan);
+  for (const std::int64_t Lk : {64, 192, 63, 128}) {
+    const bool fires = Lk % 128 == 64;
+    INFO("Lk=" << Lk);
+    const Shape s{1, 2, 1, 4, Lk, 4, 4};
+    Problem p = make_problem(s, Mask::none, kSeed);
+    // An additive mask: row 0 sees no key (LSE −∞), row 1 sees every key at −2·10⁴ (LSE below −10⁴), rows 2, 3
+    // every key at 0.
+    Features &f = p.features;
+    f.mask_kind = MaskKind::additive;
+    f.mask_B = f.mask_H = 1;
+    f.mask.assign(static_cast<std::size_t>(s.Lq * s.Lk), 0.0);
+    for (std::int64_t j = 0; j < s.Lk; ++j) {
+      f.mask[static_cast<std::size_t>(j)] = -kInf;
+      f.mask[static_cast<std::size_t>(s.Lk + j)] = -2e4;
+    }
+    for (const bool with_lse : {true, false}) {
+      for (const bool with_sinks : {false, true}) {
+        INFO("lse " << with_lse << " sinks " << with_sinks);
+        f.sinks = with_sinks ? std::vector<double>{0.5, -1.0} : std::vector<double>{};
+        Problem q = p, r = p;
+        const Run got = run(bug, q, with_lse), want = run(correct(), r, with_lse);
+        REQUIRE(got.bwd.ok());
+        Results rest = got.got, want_rest = want.got;
+        rest.dq = want_rest.dq = {};
+        CHECK(same(rest, want_rest));  // O, LSE, dK, dV: the correct kernel's bits
+        // dQ: rows 0 and 1 NaN when it fires and there is no sink (a sink makes every LSE ≥ its value); else the
+        // correct kernel's bits.
+        for (std::int64_t h = 0; h < s.Hq; ++h)
+          for (std::int64_t i = 0; i < s.Lq; ++i)
+            for (std::int64_t x = 0; x < s.D; ++x) {
+              const auto e = static_cast<std::size_t>((h * s.Lq + i) * s.D + x);
+              if (fires && !with_sinks && i < 2)
+                CHECK(std::isnan(got.got.dq[e]));
+              else
+                CHECK(got.got.dq[e] == want.got.dq[e]);
+            }
+      }
+    }
+  }
+}
+
+TEST_CASE("sink_twice_after_empty_split counts the sink twice for a row whose first 64 keys are hidden",
+          "[features][bugs]") {
+  const attncheck_kernel &bug = feature_kernel(FeatureBug::sink_twice_after_empty_split);
+  const Shape s{1, 2, 1, 2, 70, 4, 4};  // i' = 68, 69
+  const std::vector<double> sink{0.75, -0.5};
+  // The row r that changes and the row that keeps its bits: l gets e^(sink − m) once more, so
+  // LSE = log(e^LSE + e^sink) and O = O·e^(LSE − LSE').
+  auto check_rows = [&](Problem p, std::int64_t changed) {
+    Problem q = p;
+    const Run got = run(bug, p), want = run(correct(), q);
+    REQUIRE(got.fwd.ok());
+    for (std::int64_t h = 0; h < s.Hq; ++h)
+      for (std::int64_t i = 0; i < s.Lq; ++i) {
+        const auto row = static_cast<std::size_t>(h * s.Lq + i);
+        const double lse = got.got.lse[row], ok = want.got.lse[row];
+        if (i == changed) {
+          CHECK(lse == Approx(std::log(std::exp(ok) + std::exp(sink[static_cast<std::size_t>(h)]))).epsilon(1e-6));
+          CHECK(lse - ok > kVisible);
+        } else {
+          CHECK(lse == ok);
+        }
+        for (std::int64_t x = 0; x < s.Dv; ++x) {
+          const std::size_t e = row * static_cast<std::size_t>(s.Dv) + static_cast<std::size_t>(x);
+          if (i == changed)
+            CHECK(got.got.out[e] == Approx(want.got.out[e] * std::exp(ok - lse)).epsilon(1e-5).margin(1e-6));
+          else
+            CHECK(got.got.out[e] == want.got.out[e]);
+        }
+      }
+  };
+  SECTION("a window's left edge hides the first split of row 1 only") {
+    Problem p = make_problem(s, Mask::none, kSeed);
+    p.features.sinks = sink;
+    p.features.window_left = 5;  // row 0 sees keys 63 … 69 (63 in the first split), row 1 keys 64 … 69
+    check_rows(p, 1);
+  }
+  SECTION("a boolean mask hides keys 0 … 63 of row 0; row 1 sees key 10") {
+    Problem p = make_problem(s, Mask::none, kSeed);
+    p.features.sinks = sink;
+    Features &f = p.features;
+    f.mask_kind = MaskKind::boolean;
+    f.mask_B = f.mask_H = 1;
+    f.mask.assign(static_cast<std::size_t>(s.Lq * s.Lk), 0.0);
+    for (std::int64_t j = 64; j < s.Lk; ++j) f.mask[static_cast<std::size_t>(j)] = 1;  // row 0: keys 64 … 69
+    f.mask[static_cast<std::size_t>(s.Lk + 10)] = 1;                                   // row 1: key 10
+    check_rows(p, 0);
+  }
+  SECTION("every row has a visible key in the first split, or sees no key") {
+    Problem p = make_problem(s, Mask::causal, kSeed);
+    p.features.sinks = sink;
+    p.features.window_left = 6;  // both rows see key 63
+    Problem q = p;
+    CHECK(same(run(bug, p).got, run(correct(), q).got));
+    Problem e = make_problem(Shape{1, 2, 1, 2, 70, 4, 4}, Mask::none, kSeed);  // the mask hides every key of row 0
+    e.features.sinks = sink;
+    e.features.mask_kind = MaskKind::boolean;
+    e.features.mask_B = e.features.mask_H = 1;
+    e.features.mask.assign(static_cast<std::size_t>(s.Lq * s.Lk), 1.0);
+    std::fill(e.features.mask.begin(), e.features.mask.begin() + s.Lk, 0.0);
+    Problem e2 = e;
+    CHECK(same(run(bug, e).got, run(correct(), e2).got));
+  }
 }
 
 // ---- refusals, names and contracts -----------------------------------------------------------------------------
