@@ -267,9 +267,13 @@ std::string Case::describe(std::size_t max_values_per_tensor) const {
 }
 
 bool CaseOptions::admits(const CaseSpec &s) const {
+  if ((s.features.bits & features) != features || (s.features.bits & ~(features | combinable))) return false;
+  return admits_shape(s);
+}
+
+bool CaseOptions::admits_shape(const CaseSpec &s) const {
   if (s.stretch.active() != stretch) return false;
   if (s.stretch.active() && (s.stretch.Lk < s.shape.Lk || s.stretch.Lq < s.shape.Lq)) return false;
-  if ((s.features.bits & features) != features || (s.features.bits & ~(features | combinable))) return false;
   if (s.shape.Lk < least_keys()) return false;
   if (!empty_rows) return true;
   const Shape ps = s.problem_shape();

@@ -43,9 +43,34 @@ bool broadcast_is(const CaseSpec &s, const Shape &p) {
 template <Family F>
 bool family_is(const CaseSpec &s, const Shape &) { return s.family == F; }
 bool any(const CaseSpec &, const Shape &) { return true; }
+/// Lk a multiple of 16 or one off it, from 15 on: the tiles a kernel pads or splits.
+bool lk_at_tile(const Shape &p) { return p.Lk >= 15 && (p.Lk % 16 <= 1 || p.Lk % 16 == 15); }
+/// A split-KV kernel's first split: the keys before it.
+constexpr std::int64_t kFirstSplitKeys = 64;
+/// A row that sees a key past the first kFirstSplitKeys and none of them: a split-KV kernel's empty first split.
+bool empty_first_split(const CaseSpec &s, const Shape &p) {
+  if (p.Lk <= kFirstSplitKeys || p.Lq == 0) return false;
+  const Features f = features_of(s);
+  const std::int64_t heads = f.mask.empty() ? 1 : p.Hq;  // without a mask tensor every head sees the same keys
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < p.Lq; ++i) {
+        const RowFrame fr = row_frame(f, s.mask, b, i, p.Lq, p.Lk);
+        if (!fr.exists) continue;
+        auto seen = [&](std::int64_t from, std::int64_t to) {
+          for (std::int64_t j = from; j < to; ++j)
+            if (sees(f, s.mask, fr, p.Lq, p.Lk, b, h, i, j)) return true;
+          return false;
+        };
+        if (!seen(0, std::min(kFirstSplitKeys, fr.Lk_b)) && seen(kFirstSplitKeys, fr.Lk_b)) return true;
+      }
+  return false;
+}
 bool strided_args(const CaseSpec &s, const Shape &) { return s.features.strided_args; }
 
 using F = CornerNeeds;
+/// A corner of feature cases: any feature (the contract declares one).
+constexpr std::uint32_t kAnyFeature = ~std::uint32_t{0};
 constexpr std::uint32_t kWin = ATTNCHECK_FEATURE_WINDOW, kMask = ATTNCHECK_FEATURE_MASK,
                         kVarlen = ATTNCHECK_FEATURE_VARLEN, kPaged = ATTNCHECK_FEATURE_PAGED,
                         kDropout = ATTNCHECK_FEATURE_DROPOUT, kFp8 = ATTNCHECK_FEATURE_FP8;
@@ -185,6 +210,25 @@ const std::array<Row, kCornerCount> kRows{{
      [](const CaseSpec &s, const Shape &) { return s.features.fp8 == Fp8::e5m2; }},
     {{"combined", "features", "two features in one case (a window with softcap, sinks, ALiBi, …)", 0, F::two_features},
      [](const CaseSpec &s, const Shape &) { return std::popcount(s.features.bits) >= 2; }},
+    // Feature cases as wide as plain ones (gen.h's feature regimes): shapes, tiles and splits under a feature.
+    {{"feat-square", "features", "a feature case with Lq = Lk", kAnyFeature},
+     [](const CaseSpec &, const Shape &p) { return p.Lq == p.Lk && p.Lq > 0; }},
+    {{"feat-lk-long", "features", "a feature case with Lk ≥ 1024", kAnyFeature},
+     [](const CaseSpec &, const Shape &p) { return p.Lk >= kLongKeys; }},
+    {{"feat-lk-tile", "features", "a feature case with Lk a multiple of 16 or one off it (≥ 15)", kAnyFeature},
+     [](const CaseSpec &, const Shape &p) { return lk_at_tile(p); }},
+    {{"feat-lk-tile-bwd", "features", "a feature case with Lk at a tile (as feat-lk-tile) in the backward", kAnyFeature,
+      F::backward}, [](const CaseSpec &, const Shape &p) { return lk_at_tile(p); }},
+    {{"mask-half-tile-bwd", "features", "a mask with Lk ≡ 64 (mod 128) in the backward (a half-padded last tile)", kMask,
+      F::backward}, [](const CaseSpec &, const Shape &p) { return p.Lk % 128 == 64; }},
+    {{"split-empty-sinks", "features", "sinks with a row whose first 64 keys are hidden but a later one is not",
+      ATTNCHECK_FEATURE_SINKS}, &empty_first_split},
+    {{"decode-gqa-splits", "features", "a feature case decoding (Lq = 1) with Hq/Hkv ≥ 2, Hkv ≥ 2 and Lk ≥ 128",
+      kAnyFeature}, [](const CaseSpec &, const Shape &p) {
+       return p.Lq == 1 && p.Hkv >= 2 && group(p) >= 2 && p.Lk >= 2 * kFirstSplitKeys;
+     }},
+    {{"feat-independence", "features", "a declared feature in an independence property's case (batch invariance, "
+      "determinism, call history, padding)", kCombinableFeatures, F::declared_features}, &any},
 }};
 // clang-format on
 #undef ATTNCHECK_LAYOUTS
@@ -203,6 +247,7 @@ bool reachable(const Corner &c, const KernelContract &contract, bool ran_backwar
     case CornerNeeds::backward: return ran_backward;
     case CornerNeeds::lse: return contract.lse != LseOutput::none;
     case CornerNeeds::empty_rows: return contract.empty_rows == EmptyRows::zero;
+    case CornerNeeds::declared_features: return (contract.features & kCombinableFeatures) != 0;
     case CornerNeeds::two_features:
       return std::popcount(contract.features) >= 2 && (contract.features & kCombinableFeatures) != 0;
   }
@@ -237,6 +282,7 @@ CornerSet corners_of(const CaseSpec &s, CornerContext ctx) {
     if (r.corner.feature != 0 && (s.features.bits & r.corner.feature) == 0) continue;
     if (r.corner.needs == CornerNeeds::backward && !ctx.backward) continue;
     if (r.corner.needs == CornerNeeds::lse && !ctx.lse) continue;
+    if (r.corner.needs == CornerNeeds::declared_features && !ctx.declared_features) continue;
     set[i] = r.is(s, p);
   }
   return set;

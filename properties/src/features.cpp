@@ -22,7 +22,12 @@ std::uint64_t mix(std::uint64_t x) {
 }
 
 /// Independent streams of the seed for each derived quantity.
-enum class Stream : std::uint64_t { sinks = 1, mask = 2, seqlens_q = 3, seqlens_k = 4, pages = 5, dropout = 6, fp8 = 7 };
+enum class Stream : std::uint64_t {
+  sinks = 1, mask = 2, seqlens_q = 3, seqlens_k = 4, pages = 5, dropout = 6, fp8 = 7, mask_rows = 8
+};
+
+/// FeatureSpec::mask_empty_rows: the share of a mask's rows that see no key (its first row always).
+constexpr double kMaskEmptyRowShare = 0.25;
 
 /// FP8 descales: float32 values log-uniform in [2^kDescaleMinLog2, 2^kDescaleMaxLog2] (amax / the format's largest for
 /// tensors whose largest magnitude is 0.1 to a few hundred in e4m3fn), full 24-bit significands.
@@ -68,7 +73,8 @@ std::string FeatureSpec::describe() const {
   if (bits & ATTNCHECK_FEATURE_SOFTCAP) os << " softcap=" << softcap;
   if (bits & ATTNCHECK_FEATURE_MASK)
     os << " mask=" << (mask_kind == MaskKind::additive ? "additive" : "bool") << '[' << (mask_per_batch ? "B" : "1")
-       << ',' << (mask_per_head ? "Hq" : "1") << "] keep=" << mask_keep << (mask_bytes ? " bytes=1..255" : "");
+       << ',' << (mask_per_head ? "Hq" : "1") << "] keep=" << mask_keep << (mask_bytes ? " bytes=1..255" : "")
+       << (mask_prefix > 0 ? " prefix=" + std::to_string(mask_prefix) : "") << (mask_empty_rows ? " empty-rows" : "");
   if (bits & ATTNCHECK_FEATURE_PAGED) os << " page_size=" << page_size;
   if (bits & ATTNCHECK_FEATURE_DROPOUT) os << " dropout=" << dropout_p;
   if (bits & ATTNCHECK_FEATURE_FP8) os << " fp8=" << fp8_name(fp8);
@@ -115,12 +121,20 @@ Features features_of(const CaseSpec &spec) {
     f.mask_B = fs.mask_per_batch ? s.B : 1;
     f.mask_H = fs.mask_per_head ? s.Hq : 1;
     f.mask.resize(static_cast<std::size_t>(f.mask_B * f.mask_H * s.Lq * s.Lk));
-    for (double &m : f.mask) {
+    bool hidden_row = false;
+    Derived rows(fs.seed, Stream::mask_rows);  // its own stream: the entries' draws stay those of the seed
+    for (std::size_t x = 0; x < f.mask.size(); ++x) {
+      double &m = f.mask[x];
+      const auto j = static_cast<std::int64_t>(x) % s.Lk;
       const bool keep = d.unit() < fs.mask_keep;
       if (fs.mask_kind == MaskKind::boolean)  // visible: 1, or any nonzero byte (mask_bytes)
         m = keep ? (fs.mask_bytes ? static_cast<double>(d.uniform(1, kMaxByte)) : 1) : 0;
       else  // small exact biases (multiples of 1/4 in [−4, 4]) where visible
         m = keep ? static_cast<double>(d.uniform(-16, 16)) / 4 : -std::numeric_limits<double>::infinity();
+      // A hidden prefix, and rows that see no key: the whole row hidden from its first key on.
+      if (j == 0) hidden_row = fs.mask_empty_rows && (x == 0 || rows.unit() < kMaskEmptyRowShare);
+      if (j < fs.mask_prefix || hidden_row)
+        m = fs.mask_kind == MaskKind::boolean ? 0 : -std::numeric_limits<double>::infinity();
     }
   }
   if (fs.bits & ATTNCHECK_FEATURE_VARLEN) {

@@ -86,6 +86,8 @@ ojson spec_json(const CaseSpec &s) {
       fj["mask_per_head"] = f.mask_per_head;
       fj["mask_keep"] = hex(f.mask_keep);
       if (f.mask_bytes) fj["mask_bytes"] = true;
+      if (f.mask_prefix > 0) fj["mask_prefix"] = f.mask_prefix;
+      if (f.mask_empty_rows) fj["mask_empty_rows"] = true;
     }
     if (f.bits & ATTNCHECK_FEATURE_PAGED) fj["page_size"] = f.page_size;
     if (f.bits & ATTNCHECK_FEATURE_DROPOUT) fj["dropout_p"] = hex(f.dropout_p);
@@ -466,6 +468,8 @@ CaseSpec read_spec(const Obj &o) {
       f.mask_bytes = fo.has("mask_bytes") && fo.boolean("mask_bytes");
       if (f.mask_bytes && f.mask_kind != MaskKind::boolean)
         fail(fo.where() + "\"mask_bytes\" is for a boolean mask only");
+      if (fo.has("mask_prefix")) f.mask_prefix = fo.integer("mask_prefix", 0, kMaxDim);
+      f.mask_empty_rows = fo.has("mask_empty_rows") && fo.boolean("mask_empty_rows");
     }
     if (f.bits & ATTNCHECK_FEATURE_PAGED) f.page_size = fo.integer("page_size", 1, kMaxDim);
     if (f.bits & ATTNCHECK_FEATURE_FP8) {

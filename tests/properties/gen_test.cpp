@@ -7,6 +7,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "attncheck/coverage.h"
 #include "attncheck/gen.h"
 #include "attncheck/property.h"
 #include "attncheck/shrink.h"
@@ -630,4 +631,95 @@ TEST_CASE("every shrink of an expanded case changes it and keeps its inputs expa
     CHECK(y.broadcast_consistent());
   }
   CHECK(children > 0);
+}
+
+namespace {
+/// Shares of a spec list: Lq = Lk, causal with Lq > Lk, Lk a multiple of 16 or one off it (≥ 15).
+double share(const std::vector<CaseSpec> &specs, bool (*is)(const CaseSpec &)) {
+  return static_cast<double>(std::count_if(specs.begin(), specs.end(), is)) / static_cast<double>(specs.size());
+}
+bool square(const CaseSpec &s) { return s.shape.Lq == s.shape.Lk; }
+bool long_keys(const CaseSpec &s) { return s.shape.Lk >= kLongRowMin; }
+bool tile_keys(const CaseSpec &s) { return s.shape.Lk >= 15 && (s.shape.Lk % 16 <= 1 || s.shape.Lk % 16 == 15); }
+bool causal_more_rows(const CaseSpec &s) { return is_causal(s.mask) && s.shape.Lq > s.shape.Lk; }
+bool has_corner(const CaseSpec &s, std::string_view id) {
+  return corners_of(s, {.backward = true, .lse = true})[*corner_index(id)];
+}
+}  // namespace
+
+TEST_CASE("feature cases reach the shapes plain cases reach: Lq = Lk at the plain rate, long keys, Lq ≠ Lk both ways") {
+  const double plain_square = share(draw_specs(CaseOptions{}, kSpecDraws, 7), &square);
+  REQUIRE(plain_square > 0.1);
+  for (const std::uint32_t bit : kAllFeatures) {
+    CaseOptions o;
+    o.features = bit;
+    o.combinable = kCombinableFeatures;
+    const std::vector<CaseSpec> specs = draw_specs(o, kSpecDraws, 7);
+    INFO(feature_name(bit));
+    // Within a factor of two of the plain cases' rate (admission used to swap every feature case's Lq and Lk).
+    CHECK(share(specs, &square) > plain_square / 2);
+    CHECK(share(specs, &square) < plain_square * 2);
+    CHECK(share(specs, &long_keys) > 0.02);  // the long-row regime's 5 %, keys kept
+    CHECK(std::any_of(specs.begin(), specs.end(), [](const CaseSpec &s) { return s.shape.Lq < s.shape.Lk; }));
+    CHECK(std::any_of(specs.begin(), specs.end(), [](const CaseSpec &s) { return s.shape.Lq > s.shape.Lk; }));
+    for (const CaseSpec &s : specs) CHECK(o.admits(s));
+  }
+}
+
+TEST_CASE("under empty-rows=unspecified no feature case is causal with more rows than keys") {
+  for (const std::uint32_t bit : kAllFeatures) {
+    CaseOptions o;
+    o.features = bit;
+    o.empty_rows = false;
+    const std::vector<CaseSpec> specs = draw_specs(o, kSpecDraws / 4, 8);
+    INFO(feature_name(bit));
+    CHECK(share(specs, &causal_more_rows) == 0);
+    CHECK(share(specs, &square) > 0.05);
+  }
+}
+
+TEST_CASE("feature cases meet tile-boundary key lengths, and split corners with sinks, in a good share of cases") {
+  for (const std::uint32_t bit : kAllFeatures) {
+    CaseOptions o;
+    o.features = bit;
+    o.combinable = kCombinableFeatures;
+    o.backward = true;
+    const std::vector<CaseSpec> specs = draw_specs(o, kSpecDraws / 4, 9);
+    INFO(feature_name(bit));
+    CHECK(share(specs, &tile_keys) > 0.25);  // the boundary regime's 40 %, less the work cap's halvings
+  }
+  CaseOptions sinks;
+  sinks.features = ATTNCHECK_FEATURE_SINKS;
+  sinks.combinable = kCombinableFeatures;
+  const std::vector<CaseSpec> specs = draw_specs(sinks, kSpecDraws / 4, 10);
+  const auto split = std::count_if(specs.begin(), specs.end(), [](const CaseSpec &s) {
+    return has_corner(s, "split-empty-sinks");
+  });
+  const auto decode = std::count_if(specs.begin(), specs.end(), [](const CaseSpec &s) {
+    return has_corner(s, "decode-gqa-splits");
+  });
+  // The split regime's 20 %, half of them past the first 64 keys: at least one sinks case in twenty.
+  CHECK(split > static_cast<long>(specs.size()) / 20);
+  CHECK(decode > 0);
+  // A mask alone makes the corner too: its hidden prefix.
+  CaseOptions mask;
+  mask.features = ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_SINKS;
+  const std::vector<CaseSpec> masked = draw_specs(mask, kSpecDraws / 4, 11);
+  CHECK(std::any_of(masked.begin(), masked.end(), [](const CaseSpec &s) {
+    return s.features.mask_prefix > 0 && has_corner(s, "split-empty-sinks");
+  }));
+}
+
+TEST_CASE("the independence properties' cases carry the declared combinable features at their rate, and none else") {
+  CaseOptions o;
+  o.declared_features = true;
+  o.combinable = ATTNCHECK_FEATURE_WINDOW;
+  const std::vector<CaseSpec> specs = draw_specs(o, kSpecDraws, 12);
+  const double windowed = share(specs, [](const CaseSpec &s) { return s.features.bits == ATTNCHECK_FEATURE_WINDOW; });
+  CHECK(windowed > kIndependenceFeatureRate - kRateTolerance);
+  CHECK(windowed < kIndependenceFeatureRate + kRateTolerance);
+  for (const CaseSpec &s : specs) CHECK((s.features.bits == 0 || s.features.bits == ATTNCHECK_FEATURE_WINDOW));
+  for (const CaseSpec &s : specs) CHECK((s.features.active() || s.features == FeatureSpec{}));  // no stray seed
+  o.combinable = 0;
+  for (const CaseSpec &s : draw_specs(o, 200, 13)) CHECK(!s.features.active());
 }

@@ -69,6 +69,12 @@ struct FeatureSpec {
   double mask_keep = 1;                              ///< mask: share of visible entries
   /// Boolean mask: visible entries hold nonzero bytes other than 1 too (the ABI: any nonzero byte is visible).
   bool mask_bytes = false;
+  /// Mask: keys 0 … mask_prefix − 1 hidden from every row (a split-KV kernel's first split empty; ≥ Lk: every row
+  /// sees no key), on top of mask_keep.
+  std::int64_t mask_prefix = 0;
+  /// Mask: its first row and about one in four of the others (chosen by the seed) see no key at all (LSE −∞ without a
+  /// sink).
+  bool mask_empty_rows = false;
   /// The argument tensors (slopes, sinks, mask, sequence offsets, block table, seqused_k) sent strided and offset,
   /// poison between (Features::args_spread; its spread and offset derived from the seed).
   bool strided_args = false;
@@ -198,8 +204,14 @@ struct CaseOptions {
   /// With stretch: > 0 draws, at RapidCheck size kHugeSize (gen.h), a decode row whose key tensor holds more than
   /// 2³¹ elements (huge_stretch()), when its tensors take at most this many bytes; 0 = never.
   std::uint64_t huge_bytes = 0;
-  /// The spec meets the options' constraints that shrinking must keep (empty_rows, min_keys).
+  /// Draw the combinable features the kernel declares (`combinable`) in cases of a property that needs none of its
+  /// own, each at kIndependenceFeatureRate (gen.h): the independence properties (batch invariance, determinism, call
+  /// history, padding), so that a path only a feature takes is held to the same promises.
+  bool declared_features = false;
+  /// The spec meets the options' constraints that shrinking must keep (empty_rows, min_keys, its features).
   bool admits(const CaseSpec &s) const;
+  /// admits() but for the features: the shape, the mask and the stretch (a spec whose features are not drawn yet).
+  bool admits_shape(const CaseSpec &s) const;
   /// The dim follows Lk under the ties above: Dv (dv_equals_lk), and D too (tie_head_dims). Draws, shrinkers and
   /// slices leave such a dim alone; tie() sets it.
   bool tied_dim(std::int64_t Shape::*m) const {

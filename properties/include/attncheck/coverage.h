@@ -34,6 +34,7 @@ enum class CornerNeeds : std::uint8_t {
   lse,           ///< an LSE output (its layouts): the contract's lse is not none
   empty_rows,    ///< rows that see no key: the contract fixes them (empty-rows=zero)
   two_features,  ///< two features in one case: the contract declares two, one of them combinable (kCombinableFeatures)
+  declared_features,  ///< an independence property's case (CornerContext::declared_features) with a declared feature
 };
 
 /// One bucket of one dimension of the input space.
@@ -47,7 +48,7 @@ struct Corner {
 
 /// Every corner of the model, in report order (dimension by dimension).
 std::span<const Corner> corners();
-inline constexpr std::size_t kCornerCount = 104;
+inline constexpr std::size_t kCornerCount = 112;
 /// The index of corner `id` in corners(), or nullopt.
 std::optional<std::size_t> corner_index(std::string_view id);
 
@@ -56,6 +57,9 @@ using CornerSet = std::bitset<kCornerCount>;
 struct CornerContext {
   bool backward = false;
   bool lse = true;
+  /// The property needs no feature of its own and draws the declared ones now and then (CaseOptions::declared_features:
+  /// the independence properties).
+  bool declared_features = false;
 };
 /// The corners of these ids; throws std::invalid_argument for an id that names none.
 CornerSet corners_named(std::span<const std::string_view> ids);

@@ -72,6 +72,27 @@ inline constexpr std::int64_t kMaxStretchWork = std::int64_t{1} << 28;
 /// Feature cases: the chance that each combinable feature the kernel declares joins the property's own
 /// (CaseOptions::combinable).
 inline constexpr double kExtraFeatureRate = 0.125;
+/// Cases of the independence properties (CaseOptions::declared_features): the chance that each combinable feature the
+/// kernel declares joins the case — a quarter, so that about half of them carry one.
+inline constexpr double kIndependenceFeatureRate = 0.25;
+/// Feature cases' own shape regimes (not pooled nor stretched), drawn in place of the small regime (the boundary,
+/// long-row and reach regimes stay):
+///   boundary (kFeatureBoundaryRate): Lk — and Lq too, or Lq = Lk, a third of the time each — whole 128-key tiles
+///            (up to kFeatureTileMultiples − 1) and 16, 32, 64 or 128 keys more (kFeatureTileBases: a quarter of them
+///            half a tile past, ≡ 64 mod 128), one off it a third of the time: the tiles a masked, windowed, paged
+///            or varlen kernel and its backward pad or split;
+///   split    (kSplitCornerRate, when the case may take a window or has a mask): rows whose visible keys start after
+///            the first S ∈ kFeatureTileBases keys — a window's left edge, or a mask's hidden prefix — with the sinks
+///            the kernel declares, so that a split-KV kernel meets an empty first split (and, past 2S, an empty second
+///            one); half of them decode rows (Lq = 1), half of those with GQA over kSplitDecodeKvHeads kv heads.
+inline constexpr double kFeatureBoundaryRate = 0.6, kSplitCornerRate = 0.2;
+inline constexpr std::array<std::int64_t, 4> kFeatureTileBases{16, 32, 64, 128};
+inline constexpr std::int64_t kFeatureTileMultiples = 3, kSplitMaxWindow = 15, kSplitDecodeKvHeads = 2;
+/// GQA groups of the split regime's decode rows (≥ 2, not only powers of two).
+inline constexpr std::array<std::int64_t, 6> kSplitDecodeGroups{2, 3, 4, 5, 7, 8};
+/// Masks: the share with rows that see no key (FeatureSpec::mask_empty_rows; none under empty-rows=unspecified, which
+/// would not judge them) and with a hidden prefix of a tile's keys, or one off it (FeatureSpec::mask_prefix).
+inline constexpr double kMaskEmptyRowsRate = 0.75, kMaskPrefixRate = 0.25;
 /// Per-tensor layouts (CaseSpec::layouts) of cases that neither fix the layout nor use varlen, paged or stretch: each
 /// of q, k, v, out, lse, dout takes a layout of its own at kOwnLayoutRate (an LSE one of bhld, blhd, padded); k and v
 /// are expanded together (stride 0 on B or H, as a shared prefix or an expanded MQA cache) at kExpandedKvRate, and

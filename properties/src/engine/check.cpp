@@ -232,7 +232,9 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
   st.run = &run;
   st.index = index;
   // Feature properties draw dO and check the backward when the kernel has one.
-  st.corners = {.backward = co.backward && env.kernel.backward != nullptr, .lse = env.contract.lse != LseOutput::none};
+  st.corners = {.backward = co.backward && env.kernel.backward != nullptr,
+                .lse = env.contract.lse != LseOutput::none,
+                .declared_features = co.declared_features};
   st.reaches = corners_named(def.reaches);
   // A targeted counterexample is reproduced by the search and the targeted phase again, up to its mutant.
   const rc::detail::Reproduce *target_replay = nullptr;

@@ -271,7 +271,7 @@ std::int64_t window_side(Bits &b, std::int64_t Lk) {
 }
 
 /// The settings of the features `bits` for spec `s` (its seed derives the rest, features_of).
-FeatureSpec draw_features(Bits &b, const CaseSpec &s, std::uint32_t bits) {
+FeatureSpec draw_features(Bits &b, const CaseSpec &s, std::uint32_t bits, const CaseOptions &opts) {
   FeatureSpec f;
   f.bits = bits;
   f.seed = b.next();
@@ -299,6 +299,11 @@ FeatureSpec draw_features(Bits &b, const CaseSpec &s, std::uint32_t bits) {
   if (bits & ATTNCHECK_FEATURE_FP8) f.fp8 = b.chance(0.5) ? Fp8::e4m3fn : Fp8::e5m2;
   // Drawn last: the draws above stay those of the seeds before it.
   if ((bits & ATTNCHECK_FEATURE_MASK) && f.mask_kind == MaskKind::boolean) f.mask_bytes = b.chance(kMaskBytesRate);
+  if (bits & ATTNCHECK_FEATURE_MASK) {
+    // Not where the contract leaves such rows unspecified: they would not be judged (nor the case's backward).
+    f.mask_empty_rows = b.chance(kMaskEmptyRowsRate) && opts.empty_rows != false;
+    if (b.chance(kMaskPrefixRate)) f.mask_prefix = b.pick(kFeatureTileBases) + b.uniform(-1, 1);
+  }
   // From bits of its own, so that every draw above and after stays what it was before it existed.
   if (bits & kArgTensorFeatures) f.strided_args = Bits(rc::Random(f.seed ^ kStridedArgsSalt)).chance(kStridedArgsRate);
   return f;
@@ -358,6 +363,82 @@ void draw_layouts(Bits &b, CaseSpec &s, const CaseOptions &opts) {
   if (b.chance(kExpandedRate)) t[Operand::q].broadcast = dim(sh.Hq);
   if (opts.backward && b.chance(kExpandedRate)) t[Operand::dout].broadcast = dim(sh.Hq);
 }
+
+namespace {
+/// A length past whole 128-key tiles (0 … kFeatureTileMultiples − 1 of them) by one of kFeatureTileBases — a multiple
+/// of 16, of 32, of 64 (half a tile: ≡ 64 mod 128) or of 128 — and one off it a third of the time.
+std::int64_t feature_tile_length(Bits &b) {
+  const std::int64_t n = kFeatureTileBases.back() * b.uniform(0, kFeatureTileMultiples - 1) + b.pick(kFeatureTileBases);
+  return b.chance(2.0 / 3) ? n : n + (b.chance(0.5) ? 1 : -1);
+}
+
+/// The split regime's corner of a case (gen.h kSplitCornerRate): its rows' visible keys start at or after `at` keys
+/// (0: not drawn), by a window of left side `left` (window_left; the rows past at + left) or a mask's hidden prefix.
+struct SplitCorner {
+  std::int64_t at = 0, left = 0;
+  std::uint32_t bits = 0;  ///< the features it adds: a window (or the mask it needs), and the declared sinks
+};
+
+/// Feature cases' own regimes (gen.h): the decode regime of caches (paged, varlen: a few query rows against a long
+/// cache), tile-boundary lengths, and split corners, each within max_work with its length kept. Returns the split
+/// corner drawn, if any (its settings are placed once the features are drawn, place_split).
+SplitCorner draw_feature_shape(Bits &b, CaseSpec &s, const CaseOptions &opts) {
+  Shape &sh = s.shape;
+  const std::uint32_t may = opts.features | opts.combinable;
+  SplitCorner split;
+  if ((opts.features & (ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_VARLEN)) && b.chance(kDecodeRate)) {
+    sh.Lq = b.uniform(1, kMaxDecodeRows);
+    const std::int64_t room = opts.max_work / std::max<std::int64_t>(sh.B * sh.Hq * sh.Lq * (sh.D + sh.Dv), 1);
+    const double u = b.unit();
+    sh.Lk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::exp2(u * std::log2(kMaxDecodeKeys))), 1,
+                                     std::max<std::int64_t>(room, 1));
+    opts.tie(sh);
+    return split;
+  }
+  const double regime = b.unit();
+  const bool can_split = (may & ATTNCHECK_FEATURE_WINDOW) || (opts.features & ATTNCHECK_FEATURE_MASK);
+  if (regime < kFeatureBoundaryRate) {
+    sh.Lk = feature_tile_length(b);
+    switch (b.uniform(0, 2)) {
+      case 0: sh.Lq = sh.Lk; break;
+      case 1: sh.Lq = feature_tile_length(b); break;
+      default: break;
+    }
+  } else if (can_split && regime < kFeatureBoundaryRate + kSplitCornerRate) {
+    split.at = b.pick(kFeatureTileBases);
+    split.left = b.uniform(0, kSplitMaxWindow);
+    split.bits = ((may & ATTNCHECK_FEATURE_WINDOW) ? ATTNCHECK_FEATURE_WINDOW : 0) | (may & ATTNCHECK_FEATURE_SINKS);
+    // Rows past at + left keys: the last row's window starts at Lk − 1 − left ≥ at (a second split empty past 2·at).
+    sh.Lk = split.at + split.left + 1 + b.uniform(0, split.at);
+    if (b.chance(0.5)) {
+      sh.Lq = 1;
+      if (b.chance(0.5)) {
+        sh.B = 1;
+        sh.Hkv = kSplitDecodeKvHeads;
+        sh.Hq = sh.Hkv * b.pick(kSplitDecodeGroups);
+      }
+    } else {
+      sh.Lq = b.chance(0.5) ? sh.Lk : b.uniform(1, kMaxDecodeRows);
+    }
+  } else {
+    return split;
+  }
+  opts.tie(sh);
+  fit_work(s, opts, &Shape::Lk, opts.max_work);
+  return split;
+}
+
+/// The split corner's settings on features drawn: the window's left side (the right one unbounded or drawn), or the
+/// mask's hidden prefix of `at` keys when no window is declared.
+void place_split(Bits &b, FeatureSpec &f, const SplitCorner &split) {
+  if (f.bits & ATTNCHECK_FEATURE_WINDOW) {
+    f.window_left = split.left;
+    if (f.window_right >= 0 && b.chance(0.5)) f.window_right = -1;
+  } else {
+    f.mask_prefix = split.at;
+  }
+}
+}  // namespace
 
 CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) {
   Bits b(random);
@@ -430,7 +511,7 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
     for (const Shape &p : *opts.shape_pool) {
       CaseSpec t = s;
       t.shape = p;
-      if (opts.admits(t) && opts.tied(p)) fit.push_back(p);
+      if (opts.admits_shape(t) && opts.tied(p)) fit.push_back(p);
     }
     const std::vector<Shape> &from = fit.empty() ? *opts.shape_pool : fit;
     sh = from[pool_slot(size, from.size())];
@@ -444,8 +525,13 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
   // small, boundary and long-row regimes draw extremes).
   s.family = opts.family.value_or(static_cast<Family>(b.uniform(0, kFamilyCount - (reach ? 2 : 1))));
   fit_work(s, opts, protect, max_work);
+  // Feature cases' own regimes (gen.h) in place of the small one, on the shape before admission: what they draw is
+  // then admitted like any shape.
+  SplitCorner split;
+  if (opts.features && !opts.shape_pool && !protect && !reach) split = draw_feature_shape(b, s, opts);
   // Rows that see no key exactly when asked (CaseOptions::empty_rows): Lq > Lk makes them under bottom-right causal.
-  if (!opts.admits(s)) {
+  // On the shape alone: the features come next.
+  if (!opts.admits_shape(s)) {
     std::swap(sh.Lq, sh.Lk);
     if (sh.Lq == sh.Lk) ++sh.Lq;
     opts.tie(sh);
@@ -454,22 +540,17 @@ CaseSpec draw_spec(const rc::Random &random, int size, const CaseOptions &opts) 
     sh.Lk = opts.least_keys();
     opts.tie(sh);
   }
-  if (opts.features) {
-    // The decode regime of caches (paged, varlen): a few query rows against a long cache, within max_work.
-    if ((opts.features & (ATTNCHECK_FEATURE_PAGED | ATTNCHECK_FEATURE_VARLEN)) && !opts.shape_pool &&
-        b.chance(kDecodeRate)) {
-      sh.Lq = b.uniform(1, kMaxDecodeRows);
-      const std::int64_t room = opts.max_work / std::max<std::int64_t>(sh.B * sh.Hq * sh.Lq * (sh.D + sh.Dv), 1);
-      const double u = b.unit();
-      sh.Lk = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::exp2(u * std::log2(kMaxDecodeKeys))), 1,
-                                       std::max<std::int64_t>(room, 1));
-      opts.tie(sh);
-    }
+  if (opts.features || opts.declared_features) {
     std::uint32_t bits = opts.features;
+    const double rate = opts.features ? kExtraFeatureRate : kIndependenceFeatureRate;
     for (std::uint32_t f : kAllFeatures)
-      if ((opts.combinable & f) && b.chance(kExtraFeatureRate)) bits |= f;
-    s.features = draw_features(b, s, bits);
-    s.features.top_left = opts.causal == Mask::causal_top_left;
+      if ((opts.combinable & f) && b.chance(rate)) bits |= f;
+    if (split.at > 0) bits |= split.bits;
+    if (bits) {  // an independence property's case may draw none: it stays a plain case
+      s.features = draw_features(b, s, bits, opts);
+      s.features.top_left = opts.causal == Mask::causal_top_left;
+      if (split.at > 0) place_split(b, s.features, split);
+    }
   }
   draw_layouts(b, s, opts);
   return s;

@@ -33,7 +33,7 @@ void add_spec(std::vector<CaseSpec> &out, const CaseSpec &from, const CaseSpec &
 }
 /// Simpler settings of the case's features: first without each feature the property does not need (a combined one),
 /// then a window with one side unbounded, then narrower; softcap a small power of two; a mask shared by batches and heads, all visible,
-/// boolean; pages of one key; dropout at 1/2; the seed 0.
+/// without empty rows or a hidden prefix, boolean; pages of one key; dropout at 1/2; the seed 0.
 void feature_shrinks(const CaseSpec &s, const CaseOptions &opts, std::vector<CaseSpec> &out) {
   const FeatureSpec &f = s.features;
   if (!f.active()) return;
@@ -56,6 +56,8 @@ void feature_shrinks(const CaseSpec &s, const CaseOptions &opts, std::vector<Cas
   if (f.mask_per_head) with([](FeatureSpec &x) { x.mask_per_head = false; });
   if ((f.bits & ATTNCHECK_FEATURE_MASK) && f.mask_keep < 1) with([](FeatureSpec &x) { x.mask_keep = 1; });
   if (f.mask_bytes) with([](FeatureSpec &x) { x.mask_bytes = false; });
+  if (f.mask_empty_rows) with([](FeatureSpec &x) { x.mask_empty_rows = false; });
+  for (auto n : dim_toward(f.mask_prefix, 0)) with([&](FeatureSpec &x) { x.mask_prefix = n; });
   if (f.strided_args) with([](FeatureSpec &x) { x.strided_args = false; });
   if (f.mask_kind == MaskKind::additive) with([](FeatureSpec &x) { x.mask_kind = MaskKind::boolean; });
   for (auto n : dim_toward(f.page_size, 1)) with([&](FeatureSpec &x) { x.page_size = n; });

@@ -60,8 +60,11 @@ Outcome run(const Env &env, const Case &c) {
   if (s.B > 1)
     for (std::int64_t b : {std::int64_t{0}, s.B - 1})
       parts.push_back({alone(c, b, false), b, false, "batch entry " + std::to_string(b) + " alone (B = 1)", {}});
-  // A decode call of the last row sees the keys it sees in the case: no mask, or causal aligned bottom-right.
-  if (s.Lq > 1 && (c.spec.mask == Mask::none || c.spec.mask == Mask::causal))
+  // A decode call of the last row sees the keys it sees in the case: no mask, or causal aligned bottom-right — and
+  // a window's edges and ALiBi's distances, which follow the row's alignment, the same only bottom-right.
+  const bool aligned_features = c.spec.features.bits & (ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_ALIBI);
+  if (s.Lq > 1 && (c.spec.mask == Mask::none || c.spec.mask == Mask::causal) &&
+      !(aligned_features && c.spec.features.top_left))
     parts.push_back({alone(c, 0, true), 0, true, "the last query row of batch entry 0 alone (Lq = 1)", {}});
   for (Part &p : parts) {
     L.judging(p.c, p.what);
@@ -95,6 +98,9 @@ Outcome run(const Env &env, const Case &c) {
   return L.outcome();
 }
 
+/// The declared features now and then: a kernel's split size may change with the batch on one feature's path only.
+void require(CaseOptions &o) { o.declared_features = true; }
+
 Tier tier(const KernelContract &k) {
   return k.batch_invariant == BatchInvariance::bitwise ? Tier::required : Tier::advisory;
 }
@@ -107,6 +113,7 @@ const PropertyDef &batch_invariance_property() {
                  "query row with Lq = 1 (a decode call)",
       .summary = "a row's bits depend on the batch it is in or on how many rows share the call (a split count or a "
                  "tiling chosen by occupancy)",
+      .require = &require,
       .tier = &tier,
       .run = &run,
   };

@@ -14,6 +14,7 @@
 #include "attncheck/reference.h"
 
 #include <array>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@ namespace {
 /// Powers of two tried for step 3, in order: halving first (it cannot overflow), doubling when halving would lose
 /// a subnormal bit.
 constexpr std::array<double, 2> kScaleFactors{0.5, 2.0};
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// One judged call: its history, the case it judged (nullopt: the generated case itself), and its result.
 struct Judged {
@@ -61,12 +63,26 @@ std::optional<double> exact_factor(const Case &c, const Problem &p) {
   return std::nullopt;
 }
 
+/// Under empty-rows=unspecified (SPEC.md §3.1) the rows that see no key — a declared window's, say — are not judged:
+/// each call's O and LSE there are taken as the exact ones.
+void leave_empty_rows(std::vector<Judged> &calls, const ExactForward &exact, const Shape &s) {
+  for (Judged &j : calls)
+    for (std::int64_t b = 0; b < s.B; ++b)
+      for (std::int64_t h = 0; h < s.Hq; ++h)
+        for (std::int64_t i = 0; i < s.Lq; ++i) {
+          if (exact.lse[static_cast<std::size_t>(lse_offset(s, b, h, i))] != -kInf) continue;
+          for (std::int64_t x = 0; x < s.Dv; ++x) j.fr.out.set({b, h, i, x}, 0);
+          if (j.fr.has_lse) j.fr.lse.set({b, h, i}, -kInf);
+        }
+}
+
 /// The judged calls, which returned intact outputs, against the exact values of `moved` (the case's problem) from
 /// `src`: the relations of the histories to it are exact (the same logits, O → −O).
-Outcome compare(const Case &c, const Problem &moved, const std::vector<Judged> &calls, ExactSource &src) {
+Outcome compare(const Case &c, const Problem &moved, std::vector<Judged> calls, bool leave_empty, ExactSource &src) {
   const std::pair<ExactForward, ForwardBounds> reference = src.forward(moved);
   const ExactForward &exact = reference.first;
   const ForwardBounds &bound = reference.second;
+  if (leave_empty) leave_empty_rows(calls, exact, moved.shape);
   std::vector<double> negated_out = exact.out;
   for (double &x : negated_out) x = -x;
   Ladder L;
@@ -92,6 +108,9 @@ Outcome compare(const Case &c, const Problem &moved, const std::vector<Judged> &
   for (const Judged &j : calls) L.within(Step::values, "O", j.fr.out, judge(j), bound.out);
   return L.outcome();
 }
+
+/// The declared features now and then: a plan or a result cached on one feature's path only.
+void require(CaseOptions &o) { o.declared_features = true; }
 
 Outcome run(const Env &env, const Case &c) {
   Problem p = c.problem();
@@ -139,8 +158,10 @@ Outcome run(const Env &env, const Case &c) {
   if (!call(moved, Judged{"on the inputs copied to new addresses"})) return L.outcome();
 
   auto judged_calls = std::make_shared<const std::vector<Judged>>(std::move(calls));
-  return judged(env.precision,
-                [c, moved, judged_calls](ExactSource &src) { return compare(c, moved, *judged_calls, src); });
+  const bool leave_empty = env.contract.empty_rows == EmptyRows::unspecified;
+  return judged(env.precision, [c, moved, judged_calls, leave_empty](ExactSource &src) {
+    return compare(c, moved, *judged_calls, leave_empty, src);
+  });
 }
 }  // namespace
 
@@ -151,6 +172,7 @@ const PropertyDef &call_history_property() {
                  "(q·f, scale/f), on the same buffers refilled (v → −v, O → −O), at new addresses",
       .summary = "the kernel's result depends on earlier calls: a plan, a scale or a result cached by shape or by "
                  "address",
+      .require = &require,
       .screened = true,
       .run = &run,
   };

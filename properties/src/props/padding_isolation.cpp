@@ -17,7 +17,10 @@ namespace attncheck::props {
 namespace {
 constexpr const char *kContiguousWhat = "the same values contiguous (bhld)";
 
-void require(CaseOptions &o) { o.layout = Layout::padded; }
+void require(CaseOptions &o) {
+  o.layout = Layout::padded;
+  o.declared_features = true;  // a feature's path reads the padding too
+}
 
 Outcome run(const Env &env, const Case &c) {
   const Problem padded = c.problem();  // Layout::padded, every padding element NaN

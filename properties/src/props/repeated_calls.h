@@ -21,7 +21,11 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 /// A modest garbage value: accumulating onto it gives a finite, plainly wrong result.
 inline constexpr double kGarbage = 7;
 
-inline void require(CaseOptions &o) { o.backward = true; }  // dout, for kernels that have a backward
+/// dout, for kernels that have a backward; the declared features now and then (a path only a feature takes).
+inline void require(CaseOptions &o) {
+  o.backward = true;
+  o.declared_features = true;
+}
 
 /// The garbage written over output elements before the third call: kGarbage, the dtype's largest finite values,
 /// −0 and ±∞, cycling (each rounded to the dtype by Tensor::set). Padding stays NaN so that Ladder::intact applies.
