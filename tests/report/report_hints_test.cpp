@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -224,7 +225,7 @@ TEST_CASE("a hint is given only when verified: a near miss and a defect no hypot
 
 
 
-TEST_CASE("a hidden key's NaN that reaches O is traced to that key by re-running the kernel without it") {
+TEST_CASE("a hidden key's NaN that reaches O is traced to that key by re-running the kernel without it, never to a mask") {
   // P·V over every key of a block, hidden ones with P = 0 (hidden-keys=finite, the default: an advisory warning
   // when they hold NaN): 0·NaN = NaN reaches the row.
   std::optional<Variant> dense;
@@ -234,8 +235,12 @@ TEST_CASE("a hidden key's NaN that reaches O is traced to that key by re-running
   const Document doc = checked(support::variant_kernel(*dense), Dtype::f32);
   INFO(to_text(doc));
   std::vector<Hint> traced;
-  for (const Hint &h : group_hints(doc))
+  for (const Hint &h : group_hints(doc)) {
+    INFO(h.text);
+    // Never a mask hint: a mask that shows the NaN key would "reproduce" the NaN only by matching NaN to NaN.
+    CHECK(h.kind != Hint::Kind::mask_shift);
     if (h.kind == Hint::Kind::nan_source) traced.push_back(h);
+  }
   REQUIRE_FALSE(traced.empty());
   for (const Hint &h : traced) {
     INFO(h.text);
@@ -244,4 +249,40 @@ TEST_CASE("a hidden key's NaN that reaches O is traced to that key by re-running
     CHECK(h.text.find(fmt_key(h.first_key)) != std::string::npos);
     CHECK(h.text.find("a key the row does not see") != std::string::npos);
   }
+}
+
+TEST_CASE("a NaN that a mask off by one would let in is traced to its key: a hint never matches NaN to NaN") {
+  // Dense P·V (hidden keys with P = 0): the NaN in v of key 1, hidden from row 0 of a 2 × 2 bottom-right causal
+  // case, reaches row 0 as 0·NaN. A causal mask off by one (diagonal +1) would show key 1 to row 0, whose exact row
+  // is then NaN as well (its LSE unchanged: key 1's logit there is far below key 0's): matching NaN to NaN, it
+  // "reproduced" the kernel, and named a mask bug that is not there.
+  std::optional<Variant> dense;
+  for (const Variant &v : support::contract_variants())
+    if (v.dense_pv) dense = v;
+  REQUIRE(dense);
+  Case c;
+  c.spec.dtype = Dtype::f32;
+  c.spec.shape = Shape{.B = 1, .Hq = 1, .Hkv = 1, .Lq = 2, .Lk = 2, .D = 2, .Dv = 2};
+  c.spec.mask = Mask::causal;
+  c.resize_values(false);
+  c.q = {1, 0, 0, 1};
+  c.k = {1, 1, -100, 1};  // key 1's logit in row 0 far below key 0's: showing it leaves row 0's LSE as it is
+  c.v = {1, 2, std::numeric_limits<double>::quiet_NaN(), 3};
+  RunReport r;
+  r.kernel = "dense";
+  r.dtype = Dtype::f32;
+  r.contract = support::contract_of(*dense);
+  PropertyReport p;
+  p.id = "masked_nonfinite";
+  p.verdict = Verdict::warn;
+  p.counterexample = Counterexample{.minimal = c, .outcome = Outcome{.verdict = Verdict::fail, .step = Step::values}};
+  r.properties.push_back(p);
+  add_evidence(r, support::variant_kernel(*dense));
+  const Counterexample &cx = *r.properties.front().counterexample;
+  REQUIRE(cx.evidence);
+  const std::vector<Hint> &hints = cx.evidence->hints;
+  REQUIRE(hints.size() == 1);
+  INFO(hints.front().text);
+  CHECK(hints.front().kind == Hint::Kind::nan_source);
+  CHECK(hints.front().first_key == 1);
 }

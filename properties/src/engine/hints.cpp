@@ -48,11 +48,13 @@ struct Observed {
 /// is the smallest a logit may need to fit.
 constexpr Dtype kNarrowestLogits = Dtype::f16;
 
-/// error ÷ bound of a kernel's value against an exact one, for verifying: a NaN where the exact value is NaN is
-/// reproduced (a NaN input the changed problem lets in), and where the model cannot bound the element (+∞) only the
-/// very value is — a bound that excuses everything verifies nothing. NaN reads as +∞: as wrong as it gets.
+/// error ÷ bound of a kernel's value against an exact one, for verifying: where the model cannot bound the element
+/// (+∞) only the very value is — a bound that excuses everything verifies nothing. A NaN is never reproduced, not even
+/// by a NaN the changed problem lets in (a mask that shows a NaN key matches any NaN the kernel returns, whatever made
+/// it): only nan_source, which re-runs the kernel, explains one. NaN reads as +∞: as wrong as it gets.
 double hint_ratio(double got, double exact, double bound) {
-  if (got == exact || (std::isnan(got) && std::isnan(exact))) return 0;
+  if (std::isnan(got)) return INFINITY;
+  if (got == exact) return 0;
   if (!std::isfinite(bound)) return INFINITY;
   const double r = error_ratio(got, exact, bound);
   return std::isnan(r) ? INFINITY : r;
@@ -581,9 +583,10 @@ std::vector<Hint> evidence_hints(const Counterexample &cx, const attncheck_kerne
     const std::vector<double> baseline = row_ratios(k, exact.out, exact.lse, bounds);
     if (reproduced(baseline)) return {};  // O and LSE are right here: the failure is elsewhere
     std::optional<Hint> h = exp_overflow(k, exact);
+    // A non-finite input's trace first: the hypotheses below judge finite elements only.
+    if (!h) h = nan_source(k, exact, c, env);
     if (!h) h = other_scale(k, baseline, c, env);
     if (!h) h = mask_shift(k, baseline);
-    if (!h) h = nan_source(k, exact, c, env);
     if (!h) h = lost_rescale(k, exact, bounds, baseline);
     if (!h) h = dropped_keys(k, baseline);
     if (h) return {*h};
