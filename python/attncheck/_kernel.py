@@ -85,24 +85,28 @@ def kernel_name(fn):
 
 PROBE_DTYPES = ("f32", "f16", "bf16")
 _STORAGE = {"f32": np.float32, "f16": np.float16}  # bf16's storage form is its bits (f32_to_bf16_bits)
+# (L, D) of the probe's q, k, v [1, 1, L, D], smallest first: kernels that need D % 8 == 0, a production head dim or
+# whole tiles of keys decline the smaller ones.
+PROBE_SHAPES = ((2, 4), (16, 16), (128, 64), (128, 128))
 
 
 def probe_call(fn, adapter, dtypes=PROBE_DTYPES):
-    """fn's result on a small problem (q, k, v of shape [1, 1, 2, 4], scale 0.5, not causal) in `adapter`'s
-    framework, in the first of `dtypes` that fn does not decline: a kernel that takes only float16 and bfloat16
-    (FlashAttention, cuDNN) raises attncheck.Unsupported for float32. Raises fn's error, or the last Unsupported when
-    it declines them all."""
+    """fn's result on a small problem (q, k, v of shape [1, 1, L, D], scale 0.5, not causal) in `adapter`'s
+    framework: the first of PROBE_SHAPES, in the first of `dtypes`, that fn does not decline — a kernel that takes
+    only float16 and bfloat16 (FlashAttention, cuDNN) raises attncheck.Unsupported for float32, one that needs
+    D % 8 == 0 for D = 4. Raises fn's error, or the last Unsupported when it declines them all."""
     rng = np.random.default_rng(0)
-    values = [rng.standard_normal((1, 1, 2, 4)).astype(np.float32) for _ in range(3)]
     declined = None
-    for dtype in dtypes:
-        storage = [_frameworks.f32_to_bf16_bits(a) if dtype == "bf16" else a.astype(_STORAGE[dtype])
-                   for a in values]
-        q, k, v = (adapter.to_framework(a) for a in storage)
-        try:
-            return fn(q, k, v, scale=0.5, causal=False)
-        except Unsupported as e:
-            declined = e
+    for length, head_dim in PROBE_SHAPES:
+        values = [rng.standard_normal((1, 1, length, head_dim)).astype(np.float32) for _ in range(3)]
+        for dtype in dtypes:
+            storage = [_frameworks.f32_to_bf16_bits(a) if dtype == "bf16" else a.astype(_STORAGE[dtype])
+                       for a in values]
+            q, k, v = (adapter.to_framework(a) for a in storage)
+            try:
+                return fn(q, k, v, scale=0.5, causal=False)
+            except Unsupported as e:
+                declined = e
     raise declined if declined is not None else ValueError("probe_call: no dtype to probe")
 
 

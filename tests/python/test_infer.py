@@ -56,6 +56,20 @@ def test_infer_gives_a_function_without_lse_lse_none():
     assert report.passed, report.summary()
 
 
+def attention_d8_no_lse(q, k, v, *, scale, causal):
+    """Correct attention without an LSE output that, like many compiled kernels, takes only D % 8 == 0."""
+    if q.shape[-1] % 8 or v.shape[-1] % 8:
+        raise attncheck.Unsupported("head dims must be multiples of 8")
+    return attention_no_lse(q, k, v, scale=scale, causal=causal)
+
+
+def test_infer_probes_for_the_lse_at_a_shape_the_function_accepts():
+    # Declining the smallest probe (D = 4) is not "an LSE": the probe moves on to D = 16 and finds none.
+    inferred = attncheck.infer(attention_d8_no_lse, **OPTIONS)
+    assert "lse=none" in inferred.contract.split(), str(inferred)
+    assert inferred.outcome != "no-fit" and "that is a bug" not in str(inferred), str(inferred)
+
+
 def test_infer_asks_a_function_that_declines_float32_for_its_lse_in_float16():
     # A FlashAttention-style function (float16 and bfloat16 only, no LSE): the search still starts from lse=none.
     inferred = attncheck.infer(kernels.attention_half_only_no_lse, **dict(OPTIONS, dtypes=["f16"]))
