@@ -4,6 +4,7 @@
 #include "attncheck/gen.h"
 #include "attncheck/judge.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <exception>
@@ -104,6 +105,37 @@ bool holds_on_fresh_cases(const PropertyDef &def, const Env &judged, const CaseO
   return true;
 }
 
+/// How far a declaration explains a counterexample: not at all, on its minimal case only (its fresh cases fail — for
+/// another reason when the kernel follows a second practice as well), or wholly.
+enum class Fit { none, minimal_only, whole };
+
+/// Whether the contract `changed` explains the failure `o` of `c` (SPEC.md §3.1): the minimal case as the kernel
+/// received it passes under it (or leaves the plan, or is undecided by design with `undecided_explains`), a looser
+/// precision fits, and fresh cases of the property hold.
+Fit fits(const PropertyDef &def, const Env &env, const CaseOptions &co, std::uint64_t seed, const Case &c,
+         const KernelContract &changed, bool undecided_explains, const std::function<bool()> &stop) {
+  const std::optional<Case> received = as_received(c, env.contract, changed);
+  if (!received) return Fit::none;
+  const Env judged{env.kernel, changed.precision(env.precision.storage), changed};
+  const CaseOptions under = options_under(co, env.contract, changed);
+  try {
+    // A case the declaration takes out of the plan (rows that see no key under empty-rows=unspecified) is
+    // explained by it; any other must pass under it, and a looser precision must fit.
+    const bool excluded = changed.empty_rows != env.contract.empty_rows && !under.admits(received->spec);
+    if (!excluded) {
+      const Outcome again = def.run(judged, *received);
+      if (again.verdict != Verdict::pass && !(again.verdict == Verdict::undecided && undecided_explains))
+        return Fit::none;
+      if (again.verdict == Verdict::pass && judged.precision != env.precision &&
+          exact_if_at_least(again, kMinFit).worst_ratio < kMinFit)
+        return Fit::none;
+    }
+    return holds_on_fresh_cases(def, judged, under, seed, stop) ? Fit::whole : Fit::minimal_only;
+  } catch (const std::exception &) {
+    return Fit::none;  // the engine's trouble, not evidence for the declaration
+  }
+}
+
 }  // namespace
 
 std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
@@ -115,33 +147,37 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
   if (o.finding && (o.finding->kind == Finding::Kind::call || o.finding->kind == Finding::Kind::wrote_input ||
                     o.finding->kind == Finding::Kind::wrote_padding))
     return out;
+  std::vector<const Candidate *> partial;  // explain the minimal case, but not every fresh case
   for (const Candidate &cand : kCandidates) {
     if (stop && stop()) break;
     if (cand.applies && !cand.applies(o)) continue;
     const KernelContract changed = parse_contract(cand.declaration, env.contract);
     if (changed == env.contract) continue;  // declared already
-    const std::optional<Case> received = as_received(c, env.contract, changed);
-    if (!received) continue;
-    const Env judged{env.kernel, changed.precision(env.precision.storage), changed};
-    const CaseOptions under = options_under(co, env.contract, changed);
-    try {
-      // A case the declaration takes out of the plan (rows that see no key under empty-rows=unspecified) is
-      // explained by it; any other must pass under it, and a looser precision must fit.
-      const bool excluded = changed.empty_rows != env.contract.empty_rows && !under.admits(received->spec);
-      if (!excluded) {
-        const Outcome again = def.run(judged, *received);
-        if (again.verdict != Verdict::pass && !(again.verdict == Verdict::undecided && cand.undecided_explains))
-          continue;
-        if (again.verdict == Verdict::pass && judged.precision != env.precision &&
-            exact_if_at_least(again, kMinFit).worst_ratio < kMinFit)
-          continue;
-      }
-      if (!holds_on_fresh_cases(def, judged, under, seed, stop)) continue;
-      out.push_back({std::string(cand.declaration), std::string(cand.meaning)});
-    } catch (const std::exception &) {
-      // The engine's trouble, not evidence for the declaration.
-    }
+    const Fit f = fits(def, env, co, seed, c, changed, cand.undecided_explains, stop);
+    if (f == Fit::whole) out.push_back({std::string(cand.declaration), std::string(cand.meaning)});
+    if (f == Fit::minimal_only) partial.push_back(&cand);
   }
+  if (!out.empty()) return out;
+  // None alone: a kernel may follow two practices at once (rows that see no key and float16 logits), and then the
+  // fresh cases of each one fail for the other's reason. The smallest set is a pair: a declaration that explains the
+  // minimal case with any other, tried in the candidates' order.
+  for (const Candidate *first : partial)
+    for (const Candidate &second : kCandidates) {
+      if (stop && stop()) return out;
+      if (&second == first || (second.applies && !second.applies(o))) continue;
+      const bool ordered = first < &second;
+      const Candidate &a = ordered ? *first : second, &b = ordered ? second : *first;
+      const KernelContract one = parse_contract(a.declaration, env.contract);
+      const KernelContract both = parse_contract(b.declaration, one);
+      if (both == one || one == env.contract ||
+          std::any_of(out.begin(), out.end(), [&](const Explanation &e) {
+            return e.declaration == std::string(a.declaration) + " " + std::string(b.declaration);
+          }))
+        continue;
+      if (fits(def, env, co, seed, c, both, a.undecided_explains || b.undecided_explains, stop) == Fit::whole)
+        out.push_back({std::string(a.declaration) + " " + std::string(b.declaration),
+                       std::string(a.meaning) + "; and " + std::string(b.meaning)});
+    }
   return out;
 }
 
