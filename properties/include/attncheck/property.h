@@ -121,8 +121,17 @@ bool within_each_other(Ladder &L, std::string_view name, const std::vector<doubl
                        const std::vector<double> &a_exact, const std::vector<double> &a_bound, const ForwardSide &b,
                        const std::vector<double> &extra = {});
 
+/// Contract semantics in one place (SPEC.md §3.1): what a declaration takes out of a comparison. Under
+/// empty-rows=unspecified the rows of `p` that see no key (row_sees_no_key; a varlen sequence's rows past its length
+/// are the call layer's, not these) are the kernel's to fill, so that no check judges them: their O and LSE in `r`
+/// become the exact values (0; −∞, or the sink). Every property that compares a forward against exact values, or two
+/// forwards with each other, passes its runs through here. True when there was such a row: the problem's backward,
+/// whose dK and dV those rows feed, is then not judged either.
+bool leave_unspecified_rows(const KernelContract &c, const Problem &p, const ExactForward &exact, ForwardRun &r);
+
 /// The accuracy ladder of one problem: the kernel's forward against the reference, O and LSE within the error
-/// model's bounds under env.precision (shape → finite → mask → sums (LSE) → values (O)).
+/// model's bounds under env.precision (shape → finite → mask → sums (LSE) → values (O)); the rows the contract leaves
+/// to the kernel (leave_unspecified_rows) unjudged.
 Outcome forward_accuracy(const Env &env, const Problem &p);
 /// The same ladder with exact values and bounds from `exact_and_bounds` (called once the call returned intact
 /// outputs): for problems whose answer is not reference_forward's (a stretched one, stretch.h).

@@ -3,6 +3,7 @@
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 
@@ -55,6 +56,43 @@ BackwardRun run_backward(const Env &env, const Problem &p, const ForwardRun &fwd
 }
 
 namespace {
+/// Whether row i of batch entry b (query head h) sees no key of `p`: the window's and the causal mask's range of keys
+/// is empty, or the mask tensor hides every key in it.
+bool row_sees_no_key(const Problem &p, std::int64_t b, std::int64_t h, std::int64_t i, const RowFrame &fr) {
+  const Features &f = p.features;
+  const Shape &s = p.shape;
+  std::int64_t lo = 0, hi = fr.Lk_b - 1;
+  if (is_causal(p.params.mask)) hi = std::min(hi, fr.aligned);
+  if (f.window_left >= 0) lo = std::max(lo, fr.aligned - f.window_left);
+  if (f.window_right >= 0) hi = std::min(hi, fr.aligned + f.window_right);
+  if (lo > hi) return true;
+  if (f.mask.empty()) return false;
+  for (std::int64_t j = lo; j <= hi; ++j)
+    if (sees(f, p.params.mask, fr, s.Lq, s.Lk, b, h, i, j)) return false;
+  return true;
+}
+}  // namespace
+
+bool leave_unspecified_rows(const KernelContract &c, const Problem &p, const ExactForward &exact, ForwardRun &r) {
+  if (c.empty_rows != EmptyRows::unspecified) return false;
+  const Shape &s = p.shape;
+  bool any = false;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t i = 0; i < s.Lq; ++i) {
+      const RowFrame fr = row_frame(p.features, p.params.mask, b, i, s.Lq, s.Lk);
+      if (!fr.exists) continue;  // no row at all: the call layer's 0
+      for (std::int64_t h = 0; h < s.Hq; ++h) {
+        if (!row_sees_no_key(p, b, h, i, fr)) continue;
+        any = true;
+        for (std::int64_t x = 0; x < s.Dv; ++x)
+          r.out.set({b, h, i, x}, exact.out[static_cast<std::size_t>(out_offset(s, b, h, i, x))]);
+        if (r.has_lse) r.lse.set({b, h, i}, exact.lse[static_cast<std::size_t>(lse_offset(s, b, h, i))]);
+      }
+    }
+  return any;
+}
+
+namespace {
 /// The accuracy ladder's comparisons of a forward whose call returned intact outputs.
 Outcome accuracy_ladder(const ForwardRun &fr, const ExactForward &exact, const ForwardBounds &bound) {
   Ladder L;
@@ -75,18 +113,21 @@ Outcome forward_accuracy(const Env &env, const Problem &p) {
   auto fr = std::make_shared<const ForwardRun>(run_forward(env, p));
   Ladder L;
   if (!L.call(fr->call, "forward") || !L.intact(fr->out, "O") || !L.intact(fr->lse, "LSE")) return L.outcome();
-  return judged(env.precision, [p, fr](ExactSource &src) {
+  return judged(env.precision, [p, fr, contract = env.contract](ExactSource &src) {
     const auto [exact, bound] = src.forward(p);
-    return accuracy_ladder(*fr, exact, bound);
+    ForwardRun judged_run = *fr;
+    leave_unspecified_rows(contract, p, exact, judged_run);
+    return accuracy_ladder(judged_run, exact, bound);
   });
 }
 
 Outcome forward_accuracy(const Env &env, const Problem &p,
                          const std::function<std::pair<ExactForward, ForwardBounds>()> &exact_and_bounds) {
-  const ForwardRun fr = run_forward(env, p);
+  ForwardRun fr = run_forward(env, p);
   Ladder L;
   if (!L.call(fr.call, "forward") || !L.intact(fr.out, "O") || !L.intact(fr.lse, "LSE")) return L.outcome();
   const auto [exact, bound] = exact_and_bounds();
+  leave_unspecified_rows(env.contract, p, exact, fr);
   return accuracy_ladder(fr, exact, bound);
 }
 

@@ -14,7 +14,6 @@
 #include "attncheck/reference.h"
 
 #include <array>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,7 +26,6 @@ namespace {
 /// Powers of two tried for step 3, in order: halving first (it cannot overflow), doubling when halving would lose
 /// a subnormal bit.
 constexpr std::array<double, 2> kScaleFactors{0.5, 2.0};
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// One judged call: its history, the case it judged (nullopt: the generated case itself), and its result.
 struct Judged {
@@ -63,26 +61,14 @@ std::optional<double> exact_factor(const Case &c, const Problem &p) {
   return std::nullopt;
 }
 
-/// Under empty-rows=unspecified (SPEC.md §3.1) the rows that see no key — a declared window's, say — are not judged:
-/// each call's O and LSE there are taken as the exact ones.
-void leave_empty_rows(std::vector<Judged> &calls, const ExactForward &exact, const Shape &s) {
-  for (Judged &j : calls)
-    for (std::int64_t b = 0; b < s.B; ++b)
-      for (std::int64_t h = 0; h < s.Hq; ++h)
-        for (std::int64_t i = 0; i < s.Lq; ++i) {
-          if (exact.lse[static_cast<std::size_t>(lse_offset(s, b, h, i))] != -kInf) continue;
-          for (std::int64_t x = 0; x < s.Dv; ++x) j.fr.out.set({b, h, i, x}, 0);
-          if (j.fr.has_lse) j.fr.lse.set({b, h, i}, -kInf);
-        }
-}
-
 /// The judged calls, which returned intact outputs, against the exact values of `moved` (the case's problem) from
 /// `src`: the relations of the histories to it are exact (the same logits, O → −O).
-Outcome compare(const Case &c, const Problem &moved, std::vector<Judged> calls, bool leave_empty, ExactSource &src) {
+Outcome compare(const Case &c, const Problem &moved, std::vector<Judged> calls, const KernelContract &contract,
+                ExactSource &src) {
   const std::pair<ExactForward, ForwardBounds> reference = src.forward(moved);
   const ExactForward &exact = reference.first;
   const ForwardBounds &bound = reference.second;
-  if (leave_empty) leave_empty_rows(calls, exact, moved.shape);
+  for (Judged &j : calls) leave_unspecified_rows(contract, moved, exact, j.fr);  // every call: the same rows
   std::vector<double> negated_out = exact.out;
   for (double &x : negated_out) x = -x;
   Ladder L;
@@ -158,9 +144,8 @@ Outcome run(const Env &env, const Case &c) {
   if (!call(moved, Judged{"on the inputs copied to new addresses"})) return L.outcome();
 
   auto judged_calls = std::make_shared<const std::vector<Judged>>(std::move(calls));
-  const bool leave_empty = env.contract.empty_rows == EmptyRows::unspecified;
-  return judged(env.precision, [c, moved, judged_calls, leave_empty](ExactSource &src) {
-    return compare(c, moved, *judged_calls, leave_empty, src);
+  return judged(env.precision, [c, moved, judged_calls, contract = env.contract](ExactSource &src) {
+    return compare(c, moved, *judged_calls, contract, src);
   });
 }
 }  // namespace

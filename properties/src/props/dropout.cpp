@@ -102,7 +102,7 @@ Outcome run(const Env &env, const Case &c) {
       !call_feature(env, other.problem(), L, r2, "forward of the rate problem, another seed"))
     return L.outcome();
   again.exact = a.exact;
-  if (env.contract.empty_rows == EmptyRows::unspecified) leave_empty_rows(again);
+  if (leave_unspecified_rows(env.contract, again.p, again.exact, again.fr)) again.br.reset();
   if (!written(L, a, &kept, &n) || !written(L, r1, &rate_kept, &rate_n) || !feature_accuracy(a, mpfr, L))
     return L.outcome();
   // The same seed again: the same mask, the same bits.

@@ -41,25 +41,6 @@ struct FeatureRun {
   std::optional<BackwardRun> br;  ///< the backward, when asked for and the kernel did not decline it
 };
 
-/// Under empty-rows=unspecified the contract says nothing of rows that see no key (SPEC.md §3.1), and features make
-/// them (windows, masks, empty sequences): their O and LSE are taken as the exact ones (0, −∞) rather than judged, and
-/// the backward — whose dK, dV such rows may feed — is not checked on the case.
-inline void leave_empty_rows(FeatureRun &r) {
-  const Shape &s = r.p.shape;
-  bool any = false;
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t h = 0; h < s.Hq; ++h)
-      for (std::int64_t i = 0; i < s.Lq; ++i) {
-        if (r.exact.lse[static_cast<std::size_t>(lse_offset(s, b, h, i))] != -std::numeric_limits<double>::infinity() ||
-            !row_frame(r.p.features, r.p.params.mask, b, i, s.Lq, s.Lk).exists)  // no row at all: the call layer's 0
-          continue;
-        any = true;
-        for (std::int64_t c = 0; c < s.Dv; ++c) r.fr.out.set({b, h, i, c}, 0);
-        if (r.fr.has_lse) r.fr.lse.set({b, h, i}, -std::numeric_limits<double>::infinity());
-      }
-  if (any) r.br.reset();
-}
-
 /// The kernel's forward on `p` (its dropout mask taken into the problem, so that the reference applies it) and, with
 /// `backward`, when the kernel has one and the problem a dout, its backward — up to the shape step of `L` (every
 /// call of a property comes before its checks: the ladder climbs once). False when the ladder stopped. The exact
@@ -82,11 +63,11 @@ inline bool call_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, 
   return true;
 }
 
-/// The exact values and bounds of a run from `src`; with `leave_empty` (empty-rows=unspecified) its empty rows left
-/// alone.
-inline void take_exact(FeatureRun &r, ExactSource &src, bool leave_empty) {
+/// The exact values and bounds of a run from `src`, and the rows the contract `c` leaves to the kernel taken out of
+/// its comparisons (leave_unspecified_rows; then its backward too). Windows, masks and empty sequences make such rows.
+inline void take_exact(FeatureRun &r, ExactSource &src, const KernelContract &c) {
   std::tie(r.exact, r.bound) = src.forward(r.p);
-  if (leave_empty) leave_empty_rows(r);
+  if (leave_unspecified_rows(c, r.p, r.exact, r.fr)) r.br.reset();
 }
 
 /// call_feature, then the exact values and bounds from the MPFR reference (for checks that are not judged_runs).
@@ -94,7 +75,7 @@ inline bool run_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, s
                         bool backward = false) {
   if (!call_feature(env, std::move(p), L, out, what, backward)) return false;
   ExactSource mpfr(ExactSource::Mode::mpfr, env.precision);
-  take_exact(out, mpfr, env.contract.empty_rows == EmptyRows::unspecified);
+  take_exact(out, mpfr, env.contract);
   return true;
 }
 
@@ -103,10 +84,9 @@ inline bool run_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, s
 template <class Body>
 Outcome judged_runs(const Env &env, std::vector<FeatureRun> runs, Body body) {
   auto called = std::make_shared<const std::vector<FeatureRun>>(std::move(runs));
-  const bool leave_empty = env.contract.empty_rows == EmptyRows::unspecified;
-  return judged(env.precision, [leave_empty, called, body](ExactSource &src) {
-    std::vector<FeatureRun> r = *called;  // a copy: leave_empty_rows changes the outputs it judges
-    for (FeatureRun &x : r) take_exact(x, src, leave_empty);
+  return judged(env.precision, [contract = env.contract, called, body](ExactSource &src) {
+    std::vector<FeatureRun> r = *called;  // a copy: take_exact changes the outputs it judges
+    for (FeatureRun &x : r) take_exact(x, src, contract);
     return body(r, src);
   });
 }
