@@ -36,6 +36,22 @@ using namespace exec_detail;  // the protocol's parsers (protocol.h)
 
 namespace {
 
+/// The file an `error` answer may come with (EXEC_PROTOCOL.md §4): its details — a traceback — for the report.
+constexpr const char *kErrorDetails = "error.txt";
+constexpr std::size_t kMaxErrorDetails = 64 * 1024;
+
+/// "\n" and the text of <dir>/error.txt (at most kMaxErrorDetails bytes, "…" past them), or "" when there is none.
+std::string error_details(const std::string &dir) {
+  std::FILE *f = std::fopen((dir + "/" + kErrorDetails).c_str(), "rb");
+  if (!f) return "";
+  std::string text(kMaxErrorDetails + 1, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), f));
+  std::fclose(f);
+  if (text.size() > kMaxErrorDetails) text = text.substr(0, kMaxErrorDetails) + "…";
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text.empty() ? "" : "\n" + text;
+}
+
 /// Restarts after a call broke the child (timeout, garbled answer, exit) with no call answered in between: a kernel
 /// that hangs or crashes on some shapes keeps being checked on the others, one that cannot serve at all is given up.
 constexpr int kMaxRestarts = 8;
@@ -315,7 +331,7 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   // Inputs: a clean directory, so that a stale output never passes for an answer.
   std::error_code ec;
   for (const auto &e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".npy") fs::remove(e.path(), ec);
+    if (e.path().extension() == ".npy" || e.path().filename() == kErrorDetails) fs::remove(e.path(), ec);
   try {
     for (std::size_t i = 0; i < n_in; ++i)
       if (in[i]) npy::write(dir + "/" + in_names[i] + ".npy", *in[i]);
@@ -383,7 +399,8 @@ Outcome ExecKernel::State::call(std::size_t kernel, bool backward, const attnche
   if (ans.kind == Answer::Kind::unsupported) return {ATTNCHECK_UNSUPPORTED, ans.message};
   if (ans.kind == Answer::Kind::error) {
     const std::string memory = memory_note(ans.message, c);
-    return {ATTNCHECK_ERROR, who_call + (memory.empty() ? "" : memory + ":") + " reported an error: " + ans.message};
+    return {ATTNCHECK_ERROR, who_call + (memory.empty() ? "" : memory + ":") + " reported an error: " + ans.message +
+                                 error_details(dir)};
   }
 
   std::vector<std::pair<std::string, DLTensor *>> outputs;

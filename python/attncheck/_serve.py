@@ -25,7 +25,8 @@ def _send(line):
 
 
 def _one_line(message):
-    """The answer's message is one line: the exception's last line (the full traceback went to stderr)."""
+    """The answer's message is one line: the exception's first line and, after " — ", its last (the full traceback
+    goes to error.txt, into the report)."""
     lines = [ln for ln in message.splitlines() if ln.strip()]
     return (lines[0] + (" — " + lines[-1].strip() if len(lines) > 1 else ""))[:2000] if lines else ""
 
@@ -79,8 +80,13 @@ def _serve(kernel, lse):
             names = ("dq", "dk", "dv")
         status, payload = kernel.call(verb == "backward", scale, mask == "causal", ins, outs, features)
         if status != OK:
-            if len(payload.splitlines()) > 1:
-                sys.stderr.write(payload + "\n")
+            if status != UNSUPPORTED:
+                # Quiet on stderr: one line per failing call; the traceback goes into the report (error.txt).
+                first = next((ln for ln in payload.splitlines() if ln.strip()), "")
+                sys.stderr.write(f"attncheck: {kernel.name} {verb} failed: {first[:500]}\n")
+                if len(payload.splitlines()) > 1:
+                    with open(os.path.join(directory, "error.txt"), "w", encoding="utf-8") as f:
+                        f.write(payload)
             _send(("unsupported " if status == UNSUPPORTED else "error ") + _one_line(payload))
             continue
         missing = [n for n, a, o in zip(names, payload, outs) if o is not None and a is None]

@@ -1,6 +1,7 @@
 """isolate=True: the function runs in its own Python process (the exec protocol), so that a crash or a hang in
 native code is a failing call — and the caller's process, this pytest, lives on."""
 import importlib.util
+import json
 import os
 
 import pytest
@@ -41,6 +42,16 @@ def test_exceptions_in_an_isolated_function_keep_their_message():
     report = attncheck.check(kernels.attention_raises_on_gqa, dtypes=["f32"], properties=["accuracy"], isolate=True,
                              **FAST)
     assert "raised ValueError: no grouped-query attention here" in report.counterexamples[0].detail
+
+
+def test_an_isolated_function_that_raises_says_one_line_per_call_and_keeps_its_traceback_in_the_report(capfd):
+    report = attncheck.check(kernels.attention_raises_on_gqa, dtypes=["f32"], properties=["accuracy"], isolate=True,
+                             **FAST)
+    err = capfd.readouterr().err
+    failing = [ln for ln in err.splitlines() if "attention_raises_on_gqa forward failed: raised ValueError" in ln]
+    assert failing, err
+    assert "Traceback" not in err and "File \"" not in err, err  # no traceback on stderr
+    assert "Traceback (most recent call last)" in json.dumps(report.document), "the report keeps it"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cloudpickle") is not None, reason="cloudpickle pickles lambdas")
