@@ -83,3 +83,17 @@ TEST_CASE("a hidden key's NaN leaking through a dense P·V fails nothing under h
   for (const support::Variant &v : support::contract_variants())
     if (v.dense_pv) no_failure(support::variant_kernel(v), "hidden-keys=finite", "masked_nonfinite");
 }
+
+TEST_CASE("rows a window or mask leaves empty fail each feature property under the defaults, not under empty-rows=unspecified") {
+  for (const char *id : {"window", "attn_mask", "dropout"}) {
+    CheckOptions o = options();
+    o.contract = parse_contract(support::feature_contract(FeatureBug::none));
+    const RunReport strict = check_property(kGarbageEmptyRows, id, o);
+    INFO(strict.text());
+    CHECK(strict.verdict() == Verdict::fail);  // the default contract fixes them: O = 0, LSE = −∞
+    o.contract = parse_contract("empty-rows=unspecified " + support::feature_contract(FeatureBug::none));
+    const RunReport lenient = check_property(kGarbageEmptyRows, id, o);
+    INFO(lenient.text());
+    CHECK(lenient.verdict() == Verdict::pass);
+  }
+}
