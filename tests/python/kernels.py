@@ -49,6 +49,13 @@ def attention_segfaults_on_long_rows(q, k, v, *, scale, causal):
     return attention(q, k, v, scale=scale, causal=causal)
 
 
+def attention_aborts_on_long_rows(q, k, v, *, scale, causal):
+    """Native code aborting (an assertion in a C extension): abort() once Lk > 4."""
+    if k.shape[2] > 4:
+        ctypes.CDLL(None).abort()
+    return attention(q, k, v, scale=scale, causal=causal)
+
+
 def attention_hangs_on_long_rows(q, k, v, *, scale, causal):
     if k.shape[2] > 4:
         time.sleep(3600)

@@ -96,6 +96,8 @@ struct CorpusCase {
 struct CheckOptions {
   Dtype dtype = Dtype::f32;                ///< storage dtype of every case
   std::vector<std::string> properties;     ///< property ids, in this order; empty = every registered property
+  /// Ids left out of `properties` (a front's: the property a previous check died in, which would kill this one too).
+  std::vector<std::string> excluded;
   int cases = kDefaultCases;               ///< target cases per property (RapidCheck's maxSuccess)
   std::uint64_t seed = 1;                  ///< same seed ⇒ same cases ⇒ same report
   /// A guard, not a sampler: the wall-clock limit of the whole check, there to bound what a misbehaving kernel
@@ -202,6 +204,19 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options);
 /// problem, and on the scale probe or without a key's NaN where those are tried). check() calls it under
 /// CheckOptions::evidence.
 void add_evidence(RunReport &r, const attncheck_kernel &kernel);
+
+/// Where a check is now, for a front that must say where its process died (a fatal signal inside an in-process
+/// kernel): the property, dtype and run seed, what the engine was doing ("search", "shrink", "targeted",
+/// "reproduce"), and the case's spec line. check() sets it before each case it evaluates.
+struct CaseInProgress {
+  std::string property;
+  Dtype dtype = Dtype::f32;
+  std::uint64_t seed = 0;  ///< CheckOptions::seed: the same check with it reaches this case again
+  std::string phase;
+  std::string spec;
+};
+/// A copy of the case a check evaluates now (the last one set, on any thread); nullopt before any.
+std::optional<CaseInProgress> case_in_progress();
 
 /// check() on a single property; the report has one line.
 RunReport check_property(const attncheck_kernel &kernel, std::string_view id, CheckOptions options);

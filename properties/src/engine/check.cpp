@@ -411,6 +411,9 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
       if (!replay || names(*replay, d->id, options.dtype)) selected.push_back(d);
     }
   }
+  std::erase_if(selected, [&](const PropertyDef *d) {
+    return std::find(options.excluded.begin(), options.excluded.end(), d->id) != options.excluded.end();
+  });
   if (replay && selected.empty())
     throw std::invalid_argument("check: the reproduce string names no selected property for dtype " +
                                 std::string(dtype_name(options.dtype)));

@@ -147,6 +147,8 @@ void add_note(PropertyReport &pr, const std::string &clause);
 
 /// Runs property `def` on `c`: an exception is an undecided outcome, not evidence against the kernel.
 Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c);
+/// What case_in_progress (check.h) returns: the case evaluate_timed set last.
+std::optional<CaseInProgress> case_in_progress_now();
 /// Evaluates `c`, noting whether a call hit a limit (its timeout or the memory limit), how long the calls took, and
 /// the kernel's speed. When `slow` is given and a call hit its timeout though the kernel's speed says it needs more
 /// than the limit allows (KernelSpeed), *slow says so: the kernel is slow there, not hanging.

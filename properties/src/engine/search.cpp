@@ -13,6 +13,7 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <mutex>
 
 namespace attncheck::engine {
 
@@ -100,7 +101,31 @@ std::optional<std::chrono::milliseconds> call_allowance(const RunState &st, cons
 }
 }  // namespace
 
+namespace {
+/// The case check() evaluates now (case_in_progress): set by evaluate_timed.
+std::mutex g_in_progress_mutex;
+std::optional<CaseInProgress> g_in_progress;
+
+std::string_view phase_name(Phase p) {
+  switch (p) {
+    case Phase::search: return "search";
+    case Phase::shrink: return "shrink";
+    case Phase::target: return "targeted";
+    case Phase::reproduce: return "reproduce";
+  }
+  return "?";
+}
+}  // namespace
+
 Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string *slow) {
+  {
+    const std::lock_guard lock(g_in_progress_mutex);
+    g_in_progress = CaseInProgress{.property = std::string(st.def->id),
+                                   .dtype = st.run->opt.dtype,
+                                   .seed = st.run->opt.seed,
+                                   .phase = std::string(phase_name(st.phase)),
+                                   .spec = c.spec.describe()};
+  }
   CallRecord &record = CallRecord::of_this_thread();
   record.reset();
   std::optional<CallAllowance> allowance;
@@ -180,9 +205,16 @@ void report_progress(const RunState &st) {
                                         .shrinks_tried = st.failure.shrinks_tried});
 }
 
+std::optional<CaseInProgress> case_in_progress_now() {
+  const std::lock_guard lock(g_in_progress_mutex);
+  return g_in_progress;
+}
+
 }  // namespace attncheck::engine
 
 namespace attncheck {
+
+std::optional<CaseInProgress> case_in_progress() { return engine::case_in_progress_now(); }
 
 const CallRecord::Timed &KernelSpeed::basis(bool on_backward) const {
   const CallRecord::Timed &own = on_backward ? backward : forward, &other = on_backward ? forward : backward;
