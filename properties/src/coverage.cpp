@@ -56,13 +56,15 @@ bool empty_first_split(const CaseSpec &s, const Shape &p) {
     for (std::int64_t h = 0; h < heads; ++h)
       for (std::int64_t i = 0; i < p.Lq; ++i) {
         const RowFrame fr = row_frame(f, s.mask, b, i, p.Lq, p.Lk);
-        if (!fr.exists) continue;
+        const KeyRange r = key_range(f, s.mask, fr);
+        if (r.empty() || r.hi < kFirstSplitKeys) continue;
+        // The keys the row may see, those of the first split and those past it.
         auto seen = [&](std::int64_t from, std::int64_t to) {
-          for (std::int64_t j = from; j < to; ++j)
+          for (std::int64_t j = std::max(from, r.lo); j <= std::min(to, r.hi); ++j)
             if (sees(f, s.mask, fr, p.Lq, p.Lk, b, h, i, j)) return true;
           return false;
         };
-        if (!seen(0, std::min(kFirstSplitKeys, fr.Lk_b)) && seen(kFirstSplitKeys, fr.Lk_b)) return true;
+        if (!seen(0, kFirstSplitKeys - 1) && seen(kFirstSplitKeys, r.hi)) return true;
       }
   return false;
 }

@@ -149,8 +149,10 @@ KernelAnswer store_answer(const nb::object &returned, const KernelCall &c) {
 /// case_in_progress) is formatted into a buffer, and a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) writes
 /// it — with write(2), the one thing a signal handler may do — to stderr and to <report dir>/crash.txt, then dies as
 /// it would have (the handler before it, Python's faulthandler say, runs next). The next check with that report
-/// directory reports the property it died in as failed, naming the case, without calling it again (report_crash).
+/// directory reports the property it died in as failed, naming the case, without calling it again (crash::report).
 namespace crash {
+/// The line the handler writes starts so: the tool's prefix, then what happened.
+constexpr std::string_view kTool = "attncheck: ", kDied = "the process died of signal ";
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr std::size_t kSignalCount = std::size(kSignals);
 constexpr const char *kFile = "crash.txt";
@@ -173,8 +175,10 @@ extern "C" void on_fatal(int sig) {
   char number[16];
   std::size_t len = 0;
   for (int x = sig; len == 0 || x > 0; x /= 10) number[len++] = static_cast<char>('0' + x % 10);
-  char head[64] = "attncheck: the process died of signal ";
-  std::size_t at = std::strlen(head);
+  char head[64];
+  std::size_t at = 0;
+  for (std::string_view part : {kTool, kDied})
+    for (char ch : part) head[at++] = ch;
   while (len > 0) head[at++] = number[--len];
   const std::size_t n = g_crumb_size.load();
   for (int fd : {2, g_fd}) {
@@ -275,7 +279,9 @@ void report(reporting::Document &doc, const Previous &p) {
     }
     pr.tier = Tier::required;
     pr.verdict = Verdict::fail;
-    pr.note = "not run again: the previous check with this report directory died in it (" + p.line.substr(11) + ")";
+    std::string_view what = p.line;
+    if (what.starts_with(kTool)) what.remove_prefix(kTool.size());
+    pr.note = "not run again: the previous check with this report directory died in it (" + std::string(what) + ")";
     // In the registry's order, as the report lists properties.
     const auto rank = [](std::string_view id) {
       const auto all = all_properties();

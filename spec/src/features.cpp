@@ -2,6 +2,7 @@
 
 #include "attncheck/problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -144,12 +145,19 @@ double mask_value(const Features &f, std::int64_t Lq, std::int64_t Lk, std::int6
   return f.mask[static_cast<std::size_t>(((mb * f.mask_H + mh) * Lq + i) * Lk + j)];
 }
 
+KeyRange key_range(const Features &f, Mask m, const RowFrame &fr) {
+  if (!fr.exists) return {};
+  KeyRange r{0, fr.Lk_b - 1};
+  if (is_causal(m)) r.hi = std::min(r.hi, fr.aligned);
+  if (f.window_left >= 0) r.lo = std::max(r.lo, fr.aligned - f.window_left);
+  if (f.window_right >= 0) r.hi = std::min(r.hi, fr.aligned + f.window_right);
+  return r;
+}
+
 bool sees(const Features &f, Mask m, const RowFrame &fr, std::int64_t Lq, std::int64_t Lk, std::int64_t b,
           std::int64_t h, std::int64_t i, std::int64_t j) {
-  if (!fr.exists || j >= fr.Lk_b) return false;
-  if (is_causal(m) && j > fr.aligned) return false;
-  if (f.window_left >= 0 && j < fr.aligned - f.window_left) return false;
-  if (f.window_right >= 0 && j > fr.aligned + f.window_right) return false;
+  const KeyRange r = key_range(f, m, fr);
+  if (j < r.lo || j > r.hi) return false;
   if (f.mask_kind == MaskKind::boolean) return mask_value(f, Lq, Lk, b, h, i, j) != 0;
   if (f.mask_kind == MaskKind::additive) return mask_value(f, Lq, Lk, b, h, i, j) != -INFINITY;
   return true;

@@ -167,10 +167,11 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
     const KernelContract alone = parse_contract(x.declaration, env.contract);
     return alone.precision(env.precision.storage) != env.precision;
   };
-  for (const Candidate *first : partial)
+  for (const Candidate *first : partial) {
+    const bool first_loosens = loosens(*first);
     for (const Candidate &second : kCandidates) {
       if (stop && stop()) return out;
-      if (&second == first || (second.applies && !second.applies(o)) || (loosens(*first) && loosens(second))) continue;
+      if (&second == first || (second.applies && !second.applies(o)) || (first_loosens && loosens(second))) continue;
       const bool ordered = first < &second;
       const Candidate &a = ordered ? *first : second, &b = ordered ? second : *first;
       const KernelContract one = parse_contract(a.declaration, env.contract);
@@ -184,6 +185,7 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
         out.push_back({std::string(a.declaration) + " " + std::string(b.declaration),
                        std::string(a.meaning) + "; and " + std::string(b.meaning)});
     }
+  }
   return out;
 }
 

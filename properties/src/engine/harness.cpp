@@ -60,15 +60,11 @@ namespace {
 /// is empty, or the mask tensor hides every key in it.
 bool row_sees_no_key(const Problem &p, std::int64_t b, std::int64_t h, std::int64_t i, const RowFrame &fr) {
   const Features &f = p.features;
-  const Shape &s = p.shape;
-  std::int64_t lo = 0, hi = fr.Lk_b - 1;
-  if (is_causal(p.params.mask)) hi = std::min(hi, fr.aligned);
-  if (f.window_left >= 0) lo = std::max(lo, fr.aligned - f.window_left);
-  if (f.window_right >= 0) hi = std::min(hi, fr.aligned + f.window_right);
-  if (lo > hi) return true;
+  const KeyRange r = key_range(f, p.params.mask, fr);
+  if (r.empty()) return true;
   if (f.mask.empty()) return false;
-  for (std::int64_t j = lo; j <= hi; ++j)
-    if (sees(f, p.params.mask, fr, s.Lq, s.Lk, b, h, i, j)) return false;
+  for (std::int64_t j = r.lo; j <= r.hi; ++j)
+    if (sees(f, p.params.mask, fr, p.shape.Lq, p.shape.Lk, b, h, i, j)) return false;
   return true;
 }
 }  // namespace

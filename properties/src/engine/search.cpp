@@ -102,9 +102,15 @@ std::optional<std::chrono::milliseconds> call_allowance(const RunState &st, cons
 }  // namespace
 
 namespace {
-/// The case check() evaluates now (case_in_progress): set by evaluate_timed.
+/// The case check() evaluates now (case_in_progress): set by evaluate_timed, its spec line written only when asked.
+struct InProgress {
+  std::string_view property, phase;
+  Dtype dtype;
+  std::uint64_t seed;
+  CaseSpec spec;
+};
 std::mutex g_in_progress_mutex;
-std::optional<CaseInProgress> g_in_progress;
+std::optional<InProgress> g_in_progress;
 
 std::string_view phase_name(Phase p) {
   switch (p) {
@@ -120,11 +126,7 @@ std::string_view phase_name(Phase p) {
 Outcome evaluate_timed(RunState &st, const Case &c, bool *timed_out, std::string *slow) {
   {
     const std::lock_guard lock(g_in_progress_mutex);
-    g_in_progress = CaseInProgress{.property = std::string(st.def->id),
-                                   .dtype = st.run->opt.dtype,
-                                   .seed = st.run->opt.seed,
-                                   .phase = std::string(phase_name(st.phase)),
-                                   .spec = c.spec.describe()};
+    g_in_progress = InProgress{st.def->id, phase_name(st.phase), st.run->opt.dtype, st.run->opt.seed, c.spec};
   }
   CallRecord &record = CallRecord::of_this_thread();
   record.reset();
@@ -207,7 +209,13 @@ void report_progress(const RunState &st) {
 
 std::optional<CaseInProgress> case_in_progress_now() {
   const std::lock_guard lock(g_in_progress_mutex);
-  return g_in_progress;
+  if (!g_in_progress) return std::nullopt;
+  const InProgress &p = *g_in_progress;
+  return CaseInProgress{.property = std::string(p.property),
+                        .dtype = p.dtype,
+                        .seed = p.seed,
+                        .phase = std::string(p.phase),
+                        .spec = p.spec.describe()};
 }
 
 }  // namespace attncheck::engine

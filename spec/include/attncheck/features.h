@@ -111,6 +111,13 @@ std::int64_t seq_keys(const Features &f, std::int64_t b, std::int64_t Lk);
 /// The frame of row i of batch entry b: aligned top-left under Mask::causal_top_left or f.top_left, else
 /// bottom-right.
 RowFrame row_frame(const Features &f, Mask m, std::int64_t b, std::int64_t i, std::int64_t Lq, std::int64_t Lk);
+/// The keys lo … hi (inclusive; empty when lo > hi) that the row of frame `fr` may see by its sequence's length, the
+/// causal mask and the window — the mask tensor may hide some of them still (sees).
+struct KeyRange {
+  std::int64_t lo = 0, hi = -1;
+  bool empty() const { return lo > hi; }
+};
+KeyRange key_range(const Features &f, Mask m, const RowFrame &fr);
 /// Whether row (b, h, i) sees key j (causal, window, lengths, the mask tensor), with `fr` = row_frame(…).
 bool sees(const Features &f, Mask m, const RowFrame &fr, std::int64_t Lq, std::int64_t Lk, std::int64_t b,
           std::int64_t h, std::int64_t i, std::int64_t j);
