@@ -41,6 +41,56 @@ double min_normal(Dtype dt) {
   return 0;
 }
 
+/// Rounding one operand of a matrix product to the contract's fp32-precision format (SPEC.md §4.1): |x̃ − x| ≤
+/// u·|x| + η, with u one ulp relative (a conversion may chop: tensor cores read a float32 register's top bits) and η
+/// the format's smallest subnormal; magnitudes past `max` may become ±Inf. All 0: the operand is already in a format
+/// the chosen one holds.
+struct OperandRounding {
+  double u = 0, eta = 0, max = kInf;
+  bool active() const { return u > 0; }
+  /// |x̃ − x| for |x| ≤ x_abs.
+  double error(double x_abs) const { return u * x_abs + eta; }
+};
+
+/// The rounding of an operand held in `from` to the format `to` (nothing when `to` holds every value of `from`).
+OperandRounding operand_rounding(Dtype from, Fp32Precision to) {
+  const auto holds = [&] {
+    switch (to) {
+      case Fp32Precision::ieee: return true;
+      case Fp32Precision::tf32: return from != Dtype::f32;  // float16, bfloat16: fewer bits, the same or less range
+      case Fp32Precision::bf16: return from == Dtype::bf16;
+      case Fp32Precision::f16: return from == Dtype::f16;
+    }
+    return true;
+  };
+  if (holds()) return {};
+  switch (to) {
+    case Fp32Precision::ieee: break;
+    case Fp32Precision::tf32:  // float32's exponent, 11 significant bits
+      return {.u = std::ldexp(1.0, -10), .eta = std::ldexp(1.0, -136),
+              .max = std::ldexp(2 - std::ldexp(1.0, -10), 127)};
+    case Fp32Precision::bf16:
+      return {.u = 2 * unit_roundoff(Dtype::bf16), .eta = min_subnormal(Dtype::bf16), .max = max_finite(Dtype::bf16)};
+    case Fp32Precision::f16:
+      return {.u = 2 * unit_roundoff(Dtype::f16), .eta = min_subnormal(Dtype::f16), .max = max_finite(Dtype::f16)};
+  }
+  return {};
+}
+
+/// Σ_d |x_d| and max_d |x_d| of each row of a dense row-major [rows, n] tensor (for operands rounded to a format
+/// with subnormals and a largest value of its own).
+void row_norms(const std::vector<double> &x, std::int64_t n, std::vector<double> &l1, std::vector<double> &amax) {
+  const std::size_t rows = n > 0 ? x.size() / static_cast<std::size_t>(n) : 0;
+  l1.assign(rows, 0.0);
+  amax.assign(rows, 0.0);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::int64_t d = 0; d < n; ++d) {
+      const double a = std::fabs(x[r * static_cast<std::size_t>(n) + static_cast<std::size_t>(d)]);
+      l1[r] += a;
+      amax[r] = std::max(amax[r], a);
+    }
+}
+
 /// The per-row quantities shared by the forward and backward bounds.
 struct RowModel {
   std::vector<std::int64_t> keys;  ///< visible keys j
@@ -151,10 +201,13 @@ struct Ctx {
   double exp_arg_u;              // unit roundoff of the exp's argument dtype (0: the accumulation arithmetic)
   double exp_tiny;               // exp results below it may be flushed: τ_a, or the approximation's own threshold
   double tanh_arg_u;             // unit roundoff of tanh's argument dtype (0: the accumulation arithmetic)
-
   double limit;                  // overflow thresholds as a fraction of the dtype's largest value (BoundsFrom)
+  OperandRounding op_in;         // fp32-precision: q, k, v, dO as the products read them
+  OperandRounding op_w;          // fp32-precision: P and dS as the products read them (after round_p's storage)
   // q, k, v as dense row-major [B, H, L, X] doubles, read once: the rows below read each element many times.
   std::vector<double> q, k, v;
+  // With op_in: Σ_d |x| and max |x| of each row of q, k, v (by q_index, k_index, v_index of element 0 over D or Dv).
+  std::vector<double> q_l1, q_max, k_l1, k_max, v_l1, v_max;
 
   Ctx(const Problem &p_, const PrecisionProfile &prof_, BoundsFrom from = BoundsFrom::exact)
       : p(p_), sh(p_.shape), prof(prof_), ua(unit_roundoff(prof_.accumulate)), us(unit_roundoff(prof_.storage)),
@@ -169,7 +222,35 @@ struct Ctx {
         exp_arg_u(exp_approx.argument ? unit_roundoff(*exp_approx.argument) : 0.0),
         exp_tiny(std::max(tiny_a, exp_approx.flush)),
         tanh_arg_u(tanh_approx.argument ? unit_roundoff(*tanh_approx.argument) : 0.0), limit(limit_fraction(from)),
-        q(p_.q.to_vector()), k(p_.k.to_vector()), v(p_.v.to_vector()) {}
+        // FP8 operands (e4m3, e5m2) are held by every format; P and dS are in storage with round_p.
+        op_in(p_.features.fp8 ? OperandRounding{} : operand_rounding(prof_.storage, prof_.fp32_precision)),
+        op_w(operand_rounding(prof_.round_p ? prof_.storage : prof_.accumulate, prof_.fp32_precision)),
+        q(p_.q.to_vector()), k(p_.k.to_vector()), v(p_.v.to_vector()) {
+    if (op_in.active()) {
+      row_norms(q, sh.D, q_l1, q_max);
+      row_norms(k, sh.D, k_l1, k_max);
+      row_norms(v, sh.Dv, v_l1, v_max);
+    }
+  }
+
+  /// Row r of a [.., X] tensor from the offset of its element 0.
+  static std::size_t row_of(std::size_t offset, std::int64_t X) {
+    return X > 0 ? offset / static_cast<std::size_t>(X) : 0;
+  }
+
+  /// The error of a dot product of n terms accumulated with γ = g, |Σ| ≤ abs (Σ|x_d y_d| times any factor), whose
+  /// operands x, y have Σ|x| + Σ|y| = l1 and are rounded by op (op_in): each product off by
+  /// u(2 + u)|x_d y_d| + (1 + u)η(|x_d| + |y_d|) + η², and the sum's own γ on the rounded products' magnitudes.
+  /// `factor` scales the operands' part as abs is scaled (the logits' |scale|).
+  double product_error(double g, double abs, double l1, double n, double factor) const {
+    if (!op_in.active()) return g * abs;
+    const double u = op_in.u, eta = op_in.eta;
+    const double small = factor * ((1 + u) * eta * l1 + n * eta * eta);
+    return g * ((1 + u) * (1 + u) * abs + small) + u * (2 + u) * abs + small;
+  }
+  /// An operand of this magnitude may round to ±Inf: past the format's largest value (no rounding error adds up in
+  /// one conversion, so no margin).
+  bool operand_overflows(double magnitude) const { return !(magnitude <= op_in.max); }
 
   /// Row-major offsets of q [B, Hq, Lq, D], k [B, Hkv, Lk, D] and v [B, Hkv, Lk, Dv] (and of their gradients).
   std::size_t q_index(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) const {
@@ -207,6 +288,23 @@ struct Ctx {
 
   /// Rounding x (with error bound e) to the storage dtype adds at most u_s·(|x| + e) + η_s/2.
   double store(double x_abs, double e) const { return e + us * (x_abs + e) + eta_s / 2; }
+  /// A weight (P, or dS) x with error e as the products read it: rounded to storage with round_p, then by op_w.
+  double weight(double x_abs, double e) const {
+    if (prof.round_p) e = store(x_abs, e);
+    return op_w.active() ? e + op_w.error(x_abs + e) : e;
+  }
+  /// The relative and absolute parts of weight()'s rounding alone, for Σ_j P̂_j-relative sums: |p̃ − p̂| ≤
+  /// rel·p̂ + abs.
+  double weight_rel() const {
+    const double r = prof.round_p ? us : 0;
+    return op_w.active() ? r + op_w.u * (1 + r) : r;
+  }
+  double weight_abs() const {
+    const double a = prof.round_p ? eta_s / 2 : 0;
+    return op_w.active() ? a * (1 + op_w.u) + op_w.eta : a;
+  }
+  /// Whether the products read P (and dS) other than as computed.
+  bool weights_rounded() const { return prof.round_p || op_w.active(); }
 
   /// The row's visible keys; with `filler`, one more entry (key −1) standing for the filler class: weight
   /// P = count·exp(max_logit − LSE) (δ), θ of its largest |logit| and Σ|q k|, and M raised to its largest |logit|.
@@ -264,8 +362,16 @@ struct Ctx {
       r.t.push_back(t);
       r.e_t.push_back(e_t);
       r.z.push_back(dropout_factor(f, sh.Hq, sh.Lq, sh.Lk, b, h, i, j));
-      r.e_x.push_back(gamma_dot * abs_dot);
+      r.e_x.push_back(op_in.active() ? product_error(gamma_dot, abs_dot,
+                                                      q_l1[row_of(q_index(b, h, i, 0), sh.D)] +
+                                                          k_l1[row_of(k_index(b, hk, j, 0), sh.D)],
+                                                      static_cast<double>(sh.D), std::fabs(scale))
+                                     : gamma_dot * abs_dot);
       r.extra.push_back(extra);
+      if (op_in.active())  // q, k or v may round to ±Inf as operands
+        r.overflow |= operand_overflows(std::max({q_max[row_of(q_index(b, h, i, 0), sh.D)],
+                                                  k_max[row_of(k_index(b, hk, j, 0), sh.D)],
+                                                  v_max[row_of(v_index(b, hk, j, 0), sh.Dv)]}));
       // Partial sums of q·k reach Σ|q k| before (or after) the scale is applied; the logit then enters the softmax
       // arithmetic.
       r.overflow |= overflows_qk(static_cast<double>(std::max<long double>(adot, std::fabs(scale) * adot))) ||
@@ -279,7 +385,11 @@ struct Ctx {
       r.t.push_back(0);
       r.e_t.push_back(0);
       r.z.push_back(1);
-      r.e_x.push_back(gamma_dot * abs_dot);
+      // A sink has no product; the filler's operands are the row's q and keys of at most max_k_l1.
+      const bool operands = key == kFillerKey && op_in.active();
+      const double l1 = operands ? q_l1[row_of(q_index(b, h, i, 0), sh.D)] + filler->max_k_l1 : 0.0;
+      r.e_x.push_back(operands ? product_error(gamma_dot, abs_dot, l1, static_cast<double>(sh.D), std::fabs(scale))
+                               : gamma_dot * abs_dot);
       r.extra.push_back(0);
       M = std::max(M, abs_logit);
     };
@@ -292,7 +402,8 @@ struct Ctx {
       add_class(kFillerKey, filler->max_logit + std::log(filler->count), filler->max_abs_dot,  // exp(s − LSE) = δ
                 filler->max_abs_logit);
       r.overflow |= overflows_qk(filler->max_abs_dot * std::max(1.0, 1 / std::fabs(scale))) ||
-                    overflows(filler->max_abs_dot);
+                    overflows(filler->max_abs_dot) ||
+                    (op_in.active() && operand_overflows(std::max(filler->max_abs_v, filler->max_k_l1)));
     }
     double tb = 0, log_A_max = -kInf;
     for (std::size_t n = 0; n < r.keys.size(); ++n) {
@@ -427,7 +538,8 @@ void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b,
   // The filler's weights round with an error at most their value (round to nearest): δ(1 + ρ) in all.
   const double filler_round = f ? delta * (1 + r.rho.back()) : 0;
   const double n_own = static_cast<double>(r.keys.size() - (f ? 1 : 0));
-  const double e_rowsum = c.rowsum_p ? c.us + n_own * c.eta_s / 2 + filler_round : 0.0;
+  const double w_rel = c.weight_rel(), w_abs_err = c.weight_abs();
+  const double e_rowsum = c.rowsum_p ? w_rel + n_own * w_abs_err + filler_round : 0.0;
   const std::int64_t hk = sh.kv_head(h);
   const bool dropout = p.features.dropout_p > 0;
   // The sums over the row's keys, for every column at once: key by key, v's row read in storage order (each
@@ -438,15 +550,15 @@ void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b,
   for (std::size_t t = 0; t < r.keys.size(); ++t) {
     const bool fill = r.keys[t] == kFillerKey, sink = r.keys[t] == kSinkKey;
     const double w_arg = r.P[t] * r.rho[t], w_abs = r.P[t] * (1 + r.rho[t]);
-    // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight.
-    const double a = fill ? filler_round : c.us * r.P[t] * (1 + r.rho[t]) + c.eta_s / 2;
+    // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight (and the operand's, fp32-precision).
+    const double a = fill ? filler_round : w_rel * w_abs + w_abs_err;
     if (fill) {  // the filler's values are at most max_abs_v in magnitude
       const double fv = f->max_abs_v;
       fb.add(Orow, cols, [fv](std::size_t, double O) { return std::pair{fv, fv + std::fabs(O)}; }, w_arg,
-             w_abs, a, prof.round_p, c.rowsum_p);
+             w_abs, a, c.weights_rounded(), c.rowsum_p);
     } else if (sink) {  // a sink has no value (0)
       fb.add(Orow, cols, [](std::size_t, double O) { return std::pair{0.0, std::fabs(0.0 - O)}; }, w_arg,
-             w_abs, a, prof.round_p, c.rowsum_p);
+             w_abs, a, c.weights_rounded(), c.rowsum_p);
     } else {  // a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7)
       const double zdv = r.z[t] * c.dv;
       const double *vrow = c.v.data() + c.v_index(b, hk, r.keys[t], 0);
@@ -455,7 +567,7 @@ void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b,
                const double v = zdv * vrow[col];
                return std::pair{v, std::fabs(v - O)};
              },
-             w_arg, w_abs, a, prof.round_p, c.rowsum_p);
+             w_arg, w_abs, a, c.weights_rounded(), c.rowsum_p);
     }
   }
   for (std::size_t col = 0; col < cols; ++col) {
@@ -467,12 +579,20 @@ void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b,
     const double b_arg = std::isnan(arg) ? hull : std::min(arg, hull);
     const double abs_raw = abs_sum;
     abs_sum = std::isnan(abs_sum) ? vmax : std::min(abs_sum, vmax);
-    p_round = std::isnan(p_round) ? c.us * vmax : p_round;
+    // The weights' rounding, |p̃_j − p̂_j| ≤ rel·P̂_j + abs with Σ_j P̂_ij = 1: at most (rel + n·abs)·max_j |v_jc|.
+    const double p_round_cap = (w_rel + static_cast<double>(n) * w_abs_err) * vmax;
+    p_round = std::isnan(p_round) ? p_round_cap : std::min(p_round, p_round_cap);
+    // fp32-precision: v rounded as an operand, Σ_j P̃_j|ṽ_jc − v_jc| with Σ_j P̃_j ≤ 1 + E (the weights' rounding);
+    // the products then sum magnitudes up to Σ_j |p̃_j ṽ_jc|.
+    const double v_round = c.op_in.active() ? c.op_in.u * (abs_sum + p_round) +
+                                                  c.op_in.eta * (1 + w_rel + static_cast<double>(n) * w_abs_err)
+                                            : 0.0;
+    if (c.op_in.active() || c.op_w.active()) abs_sum += p_round + v_round;
     const double b_sum = gs / (1 - std::min(gs, 0.5)) * (abs_sum + std::fabs(O) + b_arg);
     // Split-KV: O = Σ_s exp(lse_s − lse) O_s is not renormalized, so the roundings of lse_s and lse (at their
     // magnitude), the log, the exp and the sum over splits scale the partial outputs (SPEC.md §4.2).
     const double b_comb = comb * abs_sum;
-    double e = b_arg + b_sum + b_comb + p_round + underflow * vmax;
+    double e = b_arg + b_sum + b_comb + p_round + v_round + underflow * vmax;
     if (dropout) e += Budgets::kDropoutUlps * c.ua * abs_sum;  // the factor 1/(1 − p), rounded, and its product
     if (c.dv != 1) e += Budgets::kDescaleUlps * c.ua * abs_sum;  // descale_v, on the values or on O
     if (c.rowsum_p) {
@@ -483,7 +603,8 @@ void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b,
       double abs_r = (abs_raw + p_round) / (1 - e_rowsum);  // Σ_j P̃_ij |v_jc|
       abs_r = std::isnan(abs_r) ? vmax : std::min(abs_r, vmax);
       const double b_sum_r = gs / (1 - std::min(gs, 0.5)) * (abs_r + std::fabs(O) + b_argc);
-      e = std::max(e, b_argc + b_sum_r + comb * abs_r + underflow * vmax);
+      const double v_round_r = c.op_in.active() ? c.op_in.u * abs_r + c.op_in.eta * (1 + e_rowsum) : 0.0;
+      e = std::max(e, b_argc + b_sum_r + comb * abs_r + v_round_r + underflow * vmax);
     }
     if (c.overflows(static_cast<double>(n) * vmax)) e = kInf;  // Σ_j p_j|v_jc| with p_j ≤ 1
     e += Budgets::kDivUlps * c.ua * (std::fabs(O) + e);
@@ -578,6 +699,8 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const Shape &sh = p.shape;
   const std::vector<double> dout = p.dout->to_vector();  // dO, dense [B, Hq, Lq, Dv]
   const Ctx c(p, prof, from);
+  std::vector<double> do_l1, do_max;  // with fp32-precision: dO's rows as operands of dP = dO·v and dV = Pᵀ·dO
+  if (c.op_in.active()) row_norms(dout, sh.Dv, do_l1, do_max);
   // The forward's bounds on O and LSE, row by row below from the same row model (forward_row_bounds).
   ForwardBounds fb = zero_forward_bounds(sh);
   ColumnSums sums;
@@ -632,22 +755,31 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         dS.assign(n, 0);
         e_dS.assign(n, 0);
         // dO_i·v_j and Σ_c |dO_ic v_jc| of every key (a sink has no value: 0).
-        value_dots(dout.data() + out_offset(sh, b, h, i, 0), sh.Dv, r.keys,
+        const std::size_t o_row = static_cast<std::size_t>(out_offset(sh, b, h, i, 0));
+        value_dots(dout.data() + o_row, sh.Dv, r.keys,
                    [&](std::int64_t j) { return c.v.data() + c.v_index(b, hk, j, 0); }, dp_dot, dp_abs);
+        // fp32-precision: dO read as an operand (dP = dO·v, dV = Pᵀ·dO); a row that may round to ±Inf is unbounded.
+        const double do_row_l1 = c.op_in.active() ? do_l1[Ctx::row_of(o_row, sh.Dv)] : 0.0;
+        const double do_unbounded =
+            c.op_in.active() && c.operand_overflows(do_max[Ctx::row_of(o_row, sh.Dv)]) ? kInf : 0.0;
         double eD_from_p = 0, D_p_mag = 0;
         for (std::size_t t = 0; t < n; ++t) {
           const double dp = dp_dot[t], dp_mag = dp_abs[t];
           // Dropout scales dP by z (its rounding: kDropoutUlps).
           dP[t] = r.z[t] * dp;
-          e_dP[t] = c.overflows(dp_mag) ? kInf
-                                        : r.z[t] * g_dv * dp_mag + (r.z[t] != 1 ? Budgets::kDropoutUlps * c.ua * std::fabs(dP[t]) : 0) +
-                                              row_unbounded;
+          const double v_row_l1 =
+              c.op_in.active() && r.keys[t] >= 0 ? c.v_l1[Ctx::row_of(c.v_index(b, hk, r.keys[t], 0), sh.Dv)] : 0.0;
+          e_dP[t] = c.overflows(dp_mag)
+                        ? kInf
+                        : r.z[t] * c.product_error(g_dv, dp_mag, do_row_l1 + v_row_l1, static_cast<double>(sh.Dv), 1) +
+                              (r.z[t] != 1 ? Budgets::kDropoutUlps * c.ua * std::fabs(dP[t]) : 0) + row_unbounded +
+                              do_unbounded;
           // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding (and the
           // argument's, to a declared exp approximation's dtype).
           const double phi = r.theta[t] + e_lse + (c.ua + c.exp_arg_u) * (std::fabs(r.s[t]) + std::fabs(lse));
           // A recomputed P̂ whose argument may pass exp's range can be +Inf: nothing downstream is bounded then.
           e_P[t] = c.exp_overflows(r.s[t] - lse + phi) ? kInf : r.P[t] * std::expm1(phi) + c.exp_tiny;
-          e_Pv[t] = prof.round_p ? c.store(r.P[t], e_P[t]) : e_P[t];
+          e_Pv[t] = c.weight(r.P[t], e_P[t]);  // P as dV's product reads it
           eD_from_p += e_P[t] * std::fabs(dp) + (r.P[t] + e_P[t]) * e_dP[t];
           D_p_mag += (r.P[t] + e_P[t]) * (std::fabs(dp) + e_dP[t]);
         }
@@ -681,6 +813,11 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           } else if (prof.round_p) {
             e = stored(std::fabs(dS[t]), e);
           }
+          // fp32-precision: dS as dQ's and dK's products read it (to ±Inf past the format's range).
+          if (c.op_w.active()) {
+            const double mag = std::fabs(dS[t]) + e;
+            e = mag <= c.op_w.max ? e + c.op_w.error(mag) : kInf;
+          }
           e_dS[t] = e;
         }
         // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij z_ij dO_i.
@@ -690,15 +827,22 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           const double z = r.z[t];
           const double ads = std::fabs(dS[t]) + e_dS[t];
           const std::size_t iq = c.q_index(b, h, i, 0), ik = c.k_index(b, hk, j, 0);
-          const double se = scale * e_dS[t], sa = scale * ads, sd = scale * dS[t];
-          add_scaled(sh.D, c.k.data() + ik, se, sa, sd, flush, &dq_err[iq], &dq_mag[iq], &dq_val[iq]);
-          add_scaled(sh.D, c.q.data() + iq, se, sa, sd, flush, &dk_err[ik], &dk_mag[ik], &dk_val[ik]);
+          // fp32-precision: k (for dQ) and q (for dK) read as operands, |ỹ − y| ≤ u|y| + η: the term's error
+          // e_dS|ỹ| + |dS̃||ỹ − y| and its magnitude |dS̃||ỹ|.
+          const double u_in = c.op_in.u;
+          const double se = scale * (e_dS[t] * (1 + u_in) + ads * u_in), sa = scale * ads * (1 + u_in),
+                       sd = scale * dS[t];
+          const double flush_in = c.op_in.active() ? flush + 2 * scale * ads * c.op_in.eta : flush;
+          add_scaled(sh.D, c.k.data() + ik, se, sa, sd, flush_in, &dq_err[iq], &dq_mag[iq], &dq_val[iq]);
+          add_scaled(sh.D, c.q.data() + iq, se, sa, sd, flush_in, &dk_err[ik], &dk_mag[ik], &dk_val[ik]);
           for (std::int64_t col = 0; col < sh.Dv; ++col) {
             const double g = dout[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
             const std::size_t iv = c.v_index(b, hk, j, col);
             const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
-            dv_err[iv] += (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * std::fabs(g) + flush;
-            dv_mag[iv] += (r.P[t] + e_Pv[t]) * (z + e_z) * std::fabs(g);
+            const double w = (r.P[t] + e_Pv[t]) * (z + e_z);  // |P̃ z|
+            dv_err[iv] += (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * std::fabs(g) * (1 + u_in) + flush;
+            if (c.op_in.active()) dv_err[iv] += w * c.op_in.error(std::fabs(g)) + do_unbounded;
+            dv_mag[iv] += w * std::fabs(g) * (1 + u_in);
             dv_val[iv] += r.P[t] * z * g;
           }
         }

@@ -212,6 +212,7 @@ StretchedForward stretched_forward(const Case &c, const PrecisionProfile &profil
   filler_class.max_logit = -scale * g.A * g.C;
   filler_class.max_abs_logit = filler_class.max_abs_dot = scale * g.A * g.C;
   filler_class.max_abs_v = kFillerValueMax;
+  filler_class.max_k_l1 = g.C;  // k = −C·e_D
 
   StretchedForward sf;
   sf.exact.out.assign(at(ls.B * ls.Hq * ls.Lq * ls.Dv), 0.0);

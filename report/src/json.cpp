@@ -39,11 +39,13 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
 }
 constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kBroadcasts = 3, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
 constexpr int kApprox = 4;  ///< Tanh and Exp values
+constexpr int kFp32Precisions = 4;  ///< Fp32Precision values
 constexpr int kFindingKinds = 6;
 static_assert(static_cast<int>(Finding::Kind::aggregate) == kFindingKinds - 1);
 static_assert(static_cast<int>(Verdict::warn) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
               static_cast<int>(Mask::causal_top_left) == kMasks - 1);
 static_assert(static_cast<int>(Tanh::approx_bf16) == kApprox - 1 && static_cast<int>(Exp::approx_bf16) == kApprox - 1);
+static_assert(static_cast<int>(Fp32Precision::f16) == kFp32Precisions - 1);
 
 // ---- writer ----
 
@@ -221,7 +223,8 @@ ojson profile_json(const PrecisionProfile &p) {
                {"grad_per_head", p.grad_per_head},
                {"lse", dtype_name(p.lse)},
                {"tanh", approximation_name(p.tanh)},
-               {"exp", approximation_name(p.exp)}};
+               {"exp", approximation_name(p.exp)},
+               {"fp32_precision", fp32_precision_name(p.fp32_precision)}};
 }
 
 /// A property's corners: {"decided": {id: n}, "declined": {id: n}}, nonzero counts only, in corners() order, and
@@ -637,6 +640,7 @@ Counterexample read_counterexample(const Obj &o, std::size_t number) {
     const Obj e(explained[n], o.path() + ".explained_by[" + std::to_string(n) + "]");
     c.explained_by.push_back({e.str("declaration"), e.str("meaning")});
   }
+
   if (o.has("evidence")) c.evidence = read_evidence(o.obj("evidence"));
   return c;
 }
@@ -657,6 +661,8 @@ PrecisionProfile read_profile(const Obj &prof, std::int64_t version) {
   // Added in version 2 without a version change: absent means accurate.
   if (prof.has("tanh")) p.tanh = prof.name<Tanh, kApprox>("tanh", [](Tanh t) { return approximation_name(t); });
   if (prof.has("exp")) p.exp = prof.name<Exp, kApprox>("exp", [](Exp e) { return approximation_name(e); });
+  if (prof.has("fp32_precision"))
+    p.fp32_precision = prof.name<Fp32Precision, kFp32Precisions>("fp32_precision", fp32_precision_name);
   return p;
 }
 

@@ -41,7 +41,7 @@ constexpr std::array<std::string_view, 4> kAllow{"auto", "yes", "no"};
 constexpr std::array<std::string_view, 4> kApprox{"accurate", "approx", "approx-f16", "approx-bf16"};
 
 // The order of describe(); `accumulate` and `determinism` are shorthands that set two keys and are not listed.
-const std::array<Key, 14> kKeys{{
+const std::array<Key, 15> kKeys{{
     {"causal", {"bottom-right", "top-left", ""}, [](const KernelContract &c) { return as_int(c.causal); },
      [](KernelContract &c, int v) { c.causal = static_cast<CausalAlign>(v); }},
     {"lse", {"f32", "storage", "none"}, [](const KernelContract &c) { return as_int(c.lse); },
@@ -60,6 +60,9 @@ const std::array<Key, 14> kKeys{{
      [](KernelContract &c, int v) { c.accumulate_qk = static_cast<Dtype>(v); }},
     {"accumulate-pv", kDtypes, [](const KernelContract &c) { return as_int(c.accumulate_pv); },
      [](KernelContract &c, int v) { c.accumulate_pv = static_cast<Dtype>(v); }},
+    {"fp32-precision", {"ieee", "tf32", "bf16", "f16"},
+     [](const KernelContract &c) { return as_int(c.fp32_precision); },
+     [](KernelContract &c, int v) { c.fp32_precision = static_cast<Fp32Precision>(v); }},
     {"round-p", kAllow, [](const KernelContract &c) { return as_int(c.round_p); },
      [](KernelContract &c, int v) { c.round_p = static_cast<Allow>(v); }},
     {"rowsum", {"auto", "rounded-p", "exact"}, [](const KernelContract &c) { return as_int(c.rowsum_rounded_p); },
@@ -153,6 +156,16 @@ std::string_view approximation_name(Exp e) {
   return "?";
 }
 
+std::string_view fp32_precision_name(Fp32Precision f) {
+  switch (f) {
+    case Fp32Precision::ieee: return "ieee";
+    case Fp32Precision::tf32: return "tf32";
+    case Fp32Precision::bf16: return "bf16";
+    case Fp32Precision::f16: return "f16";
+  }
+  return "?";
+}
+
 PrecisionProfile PrecisionProfile::for_storage(Dtype storage) { return KernelContract{}.precision(storage); }
 
 std::string PrecisionProfile::describe() const {
@@ -167,6 +180,8 @@ std::string PrecisionProfile::describe() const {
   if (lse != Dtype::f32) s += ", LSE in " + std::string(dtype_name(lse));
   if (tanh != Tanh::accurate) s += ", tanh " + std::string(approximation_name(tanh));
   if (exp != Exp::accurate) s += ", exp " + std::string(approximation_name(exp));
+  if (fp32_precision != Fp32Precision::ieee)
+    s += ", matmul operands in " + std::string(fp32_precision_name(fp32_precision));
   return s;
 }
 
@@ -182,6 +197,7 @@ PrecisionProfile KernelContract::precision(Dtype storage) const {
   p.lse = lse == LseOutput::storage ? storage : Dtype::f32;
   p.tanh = tanh;
   p.exp = exp;
+  p.fp32_precision = fp32_precision;
   return p;
 }
 

@@ -138,3 +138,69 @@ TEST_CASE("the approximations' budgets are PTX's stated maxima", "[error_model][
   CHECK(approximation(Exp::approx_bf16).rel == std::exp2(-7));
   CHECK(approximation(Exp::approx_bf16).argument == Dtype::bf16);
 }
+
+TEST_CASE("kernels whose matrix products read TF32, bfloat16 or float16 operands stay within fp32-precision's bound "
+          "and exceed the IEEE one",
+          "[error_model][soundness][fp32_precision]") {
+  // Every fourth problem has q, k, v and dO scaled by 2^-18: float16 operands of a float32 run fall into float16's
+  // subnormals there, where the rounding is absolute (η), not relative.
+  constexpr int kTinyEvery = 4;
+  constexpr double kTiny = 0x1p-18;
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    std::mt19937_64 rng(kSeed + 10 + static_cast<std::uint64_t>(dt));
+    std::map<std::string, Judged> declared, undeclared;
+    RandomProblemOptions opt;
+    opt.max_work = kSmallWork;
+    for (int n = 0; n < kProblemsPerDtype; ++n) {
+      Problem p = random_problem(rng, dt, opt);
+      if (n % kTinyEvery == kTinyEvery - 1)
+        for (Tensor *t : {&p.q, &p.k, &p.v, &*p.dout})
+          for_each_index(t->shape(), [&](std::span<const std::int64_t> idx) { t->set(idx, kTiny * t->get(idx)); });
+      const ExactForward ef = reference_forward(p);
+      const ExactBackward eb = reference_backward(p);
+      for (const Variant &v : support::fp32_precision_variants()) {
+        const KernelContract c = support::contract_of(v);
+        KernelContract ieee = c;
+        ieee.fp32_precision = Fp32Precision::ieee;
+        INFO(v.name() << " on " << p.shape.describe() << " " << mask_name(p.params.mask) << " q " << p.q.describe());
+        Judged &d = declared[v.name()];
+        judge(support::variant_kernel(v), p, ef, eb, c.precision(dt), ieee.precision(dt), d);
+        INFO(d.where);
+        REQUIRE(d.worst <= 1);
+        judge(support::variant_kernel(v), p, ef, eb, ieee.precision(dt), ieee.precision(dt), undeclared[v.name()]);
+      }
+    }
+    std::cout << "fp32-precision variants, " << dtype_name(dt) << " storage, " << kProblemsPerDtype
+              << " problems — worst error ÷ bound declared / undeclared, geometric mean of the bound's widening:\n";
+    for (const Variant &v : support::fp32_precision_variants()) {
+      const Judged &d = declared[v.name()], &u = undeclared[v.name()];
+      std::cout << "  " << v.name() << " [" << support::contract_of(v).describe_changes() << "]: " << d.worst
+                << " / " << u.worst << ", ×"
+                << std::exp(d.log_widening / static_cast<double>(std::max<std::int64_t>(d.widening_count, 1))) << '\n';
+      if (dt == Dtype::f32) CHECK(u.worst > 1);  // a float32 run: every narrower operand needs its declaration
+    }
+  }
+}
+
+TEST_CASE("fp32-precision changes nothing where the storage already fits and cannot bound float16 operands past "
+          "float16's range",
+          "[error_model][fp32_precision]") {
+  std::mt19937_64 rng(kSeed + 20);
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) {  // TF32 holds float16 and bfloat16, and P rounded to them
+    const Problem p = make_problem(rng, Shape{1, 2, 1, 3, 5, 8, 4}, dt, Values::normal, Mask::causal);
+    const ExactForward ef = reference_forward(p);
+    const PrecisionProfile ieee = PrecisionProfile::for_storage(dt);
+    const PrecisionProfile tf32 = parse_contract("fp32-precision=tf32").precision(dt);
+    CHECK(forward_bounds(p, ef, tf32).out == forward_bounds(p, ef, ieee).out);
+    CHECK(backward_bounds(p, ef, tf32).dq == backward_bounds(p, ef, ieee).dq);
+  }
+  Problem big = make_problem(rng, Shape{1, 1, 1, 2, 3, 4, 4}, Dtype::f32, Values::normal, Mask::none);
+  big.k.set(std::array<std::int64_t, 4>{0, 0, 1, 2}, 1e6);  // past float16's largest value, 65504
+  const ExactForward ef = reference_forward(big);
+  const ForwardBounds f16 = forward_bounds(big, ef, parse_contract("fp32-precision=f16").precision(Dtype::f32));
+  const ForwardBounds bf16 = forward_bounds(big, ef, parse_contract("fp32-precision=bf16").precision(Dtype::f32));
+  for (std::size_t x = 0; x < f16.out.size(); ++x) {
+    CHECK(std::isinf(f16.out[x]));   // undecided: the operand may round to Inf
+    CHECK(std::isfinite(bf16.out[x]));  // bfloat16 has float32's range
+  }
+}

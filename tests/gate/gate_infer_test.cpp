@@ -64,6 +64,17 @@ TEST_CASE("infer adopts the declaration a failure names, and keeps the report of
   CHECK(j["no_fit"].is_null());
 }
 
+TEST_CASE("infer finds the format a float32 kernel's products read: TF32, bfloat16, float16") {
+  for (const support::Variant &v : support::fp32_precision_variants()) {
+    const gate::InferResult r =
+        gate::infer(support::variant_kernel(v), quick({"accuracy", "lse", "gradient_accuracy"}, Dtype::f32), {});
+    INFO(v.name() << "\n" << gate::infer_text(r));
+    CHECK(r.exit_code == gate::kExitPass);
+    CHECK(r.contract.fp32_precision == v.fp32_precision);
+    CHECK(r.contract.describe_changes().find(support::contract_of(v).describe_changes()) != std::string::npos);
+  }
+}
+
 TEST_CASE("infer stops at a failure no declaration explains, naming it") {
   const attncheck_kernel &k = support::variant_kernel(support::bug_variant(support::Bug::no_rescale));
   const gate::InferResult r = gate::infer(k, quick({"accuracy", "sum_to_one"}, Dtype::f32), {});

@@ -64,6 +64,17 @@ TEST_CASE("contracts: logits accumulated in float16 pass when declared accumulat
   for (Dtype dt : {Dtype::f32, Dtype::bf16}) passes(v, support::contract_of(v), dt, {"nonfinite_output"});
 }
 
+TEST_CASE("contracts: float32 products of TF32, bfloat16 or float16 operands pass when declared fp32-precision=…, "
+          "and fail the defaults") {
+  for (const Variant &v : support::fp32_precision_variants()) {
+    passes(v, support::contract_of(v), Dtype::f32);
+    CheckOptions o = options(Dtype::f32);
+    o.properties = {"accuracy"};
+    INFO(v.name());
+    CHECK(check(support::variant_kernel(v), o).verdict() == Verdict::fail);
+  }
+}
+
 TEST_CASE("contracts: a row sum of the rounded P passes when declared rowsum=rounded-p") {
   const Variant v = variant_with(&Variant::rowsum_rounded_p);
   for (Dtype dt : {Dtype::f16, Dtype::bf16}) passes(v, support::contract_of(v), dt);

@@ -107,6 +107,35 @@ def _chop_to_12_bits(x):
     return np.ldexp(np.trunc(mantissa * 2.0**12) / 2.0**12, exponent)
 
 
+def _to_bfloat16(x):
+    """x (float32 values) rounded to the nearest bfloat16, ties to even — how oneDNN's fpmath_mode=bf16 reads a
+    float32 operand."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def attention_bf16_products(q, k, v, *, scale, causal):
+    """Correct float32 attention computed the way runtimes compute float32 models in bfloat16 on CPUs that have it:
+    every matrix product reads its operands (q, k; P, v) rounded to bfloat16 and accumulates in float32 or wider."""
+    with np.errstate(all="ignore"):
+        dtype = q.dtype
+        q, k, v = (_to_bfloat16(x) for x in (q, k, v))
+        group = q.shape[1] // k.shape[1]
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        s = scale * np.einsum("bhid,bhjd->bhij", q, k)
+        if causal:
+            lq, lk = s.shape[-2], s.shape[-1]
+            s = np.where(np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq), -np.inf, s)
+        m = s.max(axis=-1, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(s - m)
+        total = e.sum(axis=-1, keepdims=True)
+        p = _to_bfloat16(e / np.where(total > 0, total, 1.0))
+        out = np.einsum("bhij,bhjd->bhid", p, v)
+        return out.astype(dtype), (np.log(total) + m)[..., 0].astype(np.float32)
+
+
 def attention_with_features(q, k, v, *, scale, causal, window=(-1, -1), softcap=0.0, alibi_slopes=None,
                             sinks=None, attn_mask=None, tanh=np.tanh):
     """`attention` with the features a Python function may declare, as spec/SPEC.md §2.7 defines them."""

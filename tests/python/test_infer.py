@@ -90,6 +90,18 @@ def test_infer_leaves_out_the_dtypes_a_function_declines_and_check_then_calls_no
     assert attncheck.infer(attention, **OPTIONS).declined_dtypes is None
 
 
+def test_a_float32_function_with_bfloat16_products_is_explained_found_and_passes_under_fp32_precision():
+    # Under the defaults its float32 run fails, each failure explained by the declaration; infer finds it.
+    report = attncheck.check(kernels.attention_bf16_products, **OPTIONS)
+    assert not report.passed, report.summary()
+    assert "explained by the declaration fp32-precision=bf16" in report.summary(), report.summary()
+    assert "no declaration explains it" not in report.summary(), report.summary()
+    inferred = attncheck.infer(kernels.attention_bf16_products, **OPTIONS)
+    assert inferred.found and "fp32-precision=bf16" in inferred.contract.split(), str(inferred)
+    report = attncheck.check(kernels.attention_bf16_products, contract=inferred.contract, **OPTIONS)
+    assert report.passed, report.summary()
+
+
 def test_infer_says_no_contract_fits_a_bug():
     inferred = attncheck.infer(attention_unscaled, **OPTIONS)
     assert inferred.outcome == "no-fit" and inferred.exit_code == 1, str(inferred)

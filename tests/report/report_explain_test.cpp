@@ -40,9 +40,15 @@ std::set<std::string> named(const Document &doc) {
   return out;
 }
 
-/// The convention variant whose contract (contract_of) has `declaration` as its one change from the defaults.
+/// The convention variant whose contract (contract_of) has `declaration` as its one change from the defaults: a
+/// contract variant, one whose products read narrower operands, or logits in bfloat16 on the same base.
 Variant convention(const std::string &declaration) {
-  for (const Variant &v : support::contract_variants())
+  std::vector<Variant> all = support::contract_variants();
+  for (const Variant &v : support::fp32_precision_variants()) all.push_back(v);
+  Variant bf16_logits = all.front();
+  bf16_logits.accumulate_qk = Dtype::bf16;
+  all.push_back(bf16_logits);
+  for (const Variant &v : all)
     if (support::contract_of(v).describe_changes() == declaration) return v;
   FAIL("no contract variant declares " << declaration);
   return {};
@@ -56,6 +62,8 @@ TEST_CASE("a correct kernel of each declarable convention fails the defaults exp
       {"causal=top-left", Dtype::f32},       {"causal=top-left", Dtype::f16},
       {"rowsum=rounded-p", Dtype::f16},      {"lse=storage", Dtype::f16},
       {"accumulate-qk=f16", Dtype::f32},     {"empty-rows=unspecified", Dtype::f32},
+      {"accumulate-qk=bf16", Dtype::bf16},   {"fp32-precision=tf32", Dtype::f32},
+      {"fp32-precision=bf16", Dtype::f32},   {"fp32-precision=f16", Dtype::f32},
   };
   for (const auto &[declaration, dt] : conventions) {
     const Variant v = convention(declaration);

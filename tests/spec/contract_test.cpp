@@ -33,7 +33,7 @@ TEST_CASE("every key parses, and describe() parses back to the same contract", "
   const KernelContract c = parse_contract(
       "causal=top-left, lse=storage empty-rows=unspecified,hidden-keys=any forward-determinism=within-bound "
       "backward-determinism=bitwise batch-invariant=bitwise accumulate-qk=f16 accumulate-pv=bf16 round-p=no "
-      "rowsum=exact grad-sum=per-head tanh=approx exp=approx-bf16");
+      "rowsum=exact grad-sum=per-head tanh=approx exp=approx-bf16 fp32-precision=tf32");
   CHECK(c.causal == CausalAlign::top_left);
   CHECK(c.lse == LseOutput::storage);
   CHECK(c.empty_rows == EmptyRows::unspecified);
@@ -48,6 +48,7 @@ TEST_CASE("every key parses, and describe() parses back to the same contract", "
   CHECK(c.grad_per_head == Allow::yes);
   CHECK(c.tanh == Tanh::approx);
   CHECK(c.exp == Exp::approx_bf16);
+  CHECK(c.fp32_precision == Fp32Precision::tf32);
   CHECK(parse_contract(c.describe()) == c);
   CHECK(parse_contract(c.describe_changes()) == c);
   const PrecisionProfile p = c.precision(Dtype::f16);
@@ -58,6 +59,7 @@ TEST_CASE("every key parses, and describe() parses back to the same contract", "
   CHECK(p.grad_per_head);
   CHECK(p.lse == Dtype::f16);
   CHECK(p.tanh == Tanh::approx);
+  CHECK(p.fp32_precision == Fp32Precision::tf32);
   CHECK(p.exp == Exp::approx_bf16);
   CHECK(p.describe().find("tanh tanh.approx.f32, exp ex2.approx.ftz.bf16") != std::string::npos);
 }

@@ -26,6 +26,7 @@ namespace {
 
 constexpr float kLog2e = 1.44269504088896340736f;  ///< log₂ e
 constexpr float kLn2 = 0.693147180559945309417f;   ///< ln 2 = 1 / log₂ e
+constexpr int kTf32Bits = 11;  ///< TensorFloat-32: float32's exponent, 10 stored significand bits
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr int kMaxRank = 4;             ///< q, k, v, out and the gradients are [B, H, L, X]
@@ -335,7 +336,7 @@ struct Ctx {
   /// With softcap: u_j = c·tanh(scale·q·k_j / c) (× log₂e with exp2_fold), and *chain = 1 − tanh² (when given).
   float score(const float *qrow, std::int64_t b, std::int64_t hk, std::int64_t j, float *chain = nullptr) const {
     float d = 0;
-    for (std::int64_t x = 0; x < s.D; ++x) d = dot.add(d, dot.mul(qrow[x], key_elem(k, b, hk, j, x)));
+    for (std::int64_t x = 0; x < s.D; ++x) d = dot.add(d, dot.mul(operand(qrow[x]), operand(key_elem(k, b, hk, j, x))));
     if (cap == 0) return logit.mul(d, score_mul);
     const bool unscaled = has(Bug::softcap_unscaled);
     const float t = acc.r(tanh_of(var.tanh, acc.div(unscaled ? d : logit.mul(d, scale), cap)));
@@ -356,6 +357,16 @@ struct Ctx {
   /// A max in the score domain as a natural logarithm (× ln 2 with exp2_fold), and back.
   float to_natural(float m) const { return var.exp2_fold ? acc.mul(m, kLn2) : m; }
   float from_natural(float l) const { return var.exp2_fold ? acc.mul(l, kLog2e) : l; }
+  /// x as a matrix product's operand (Variant::fp32_precision).
+  float operand(float x) const {
+    switch (var.fp32_precision) {
+      case Fp32Precision::ieee: return x;
+      case Fp32Precision::tf32: return static_cast<float>(chop(x, kTf32Bits, grid_of(Dtype::f32).min_exp));
+      case Fp32Precision::bf16: return static_cast<float>(round_to(Dtype::bf16, x));
+      case Fp32Precision::f16: return static_cast<float>(round_to(Dtype::f16, x));
+    }
+    return x;
+  }
   /// p as P·V (and backward) use it: rounded to the storage dtype with round_p.
   float stored_p(float p) const { return var.round_p ? static_cast<float>(round_to(storage, p)) : p; }
   /// What l = Σ p adds for one key: p, or the rounded p with rowsum_rounded_p.
@@ -499,10 +510,11 @@ void run_split(const Ctx &c, Scratch &w, std::int64_t b, std::int64_t hk, std::i
         const bool vis = c.sees(i, j);
         if (!vis && !c.var.dense_pv) continue;  // dense_pv: a masked key enters with p = 0
         const float p = vis ? c.expo(c.acc.sub(w.u[static_cast<std::size_t>(j)], m_new)) : 0.f;
-        const float pv = c.stored_p(p);
+        const float pv = c.operand(c.stored_p(p));
         block_l = c.acc.add(block_l, c.rowsum_term(p, pv));
         for (std::size_t x = 0; x < Dv; ++x)
-          w.blk[x] = c.acc.add(w.blk[x], c.acc.mul(pv, c.key_elem(c.v, b, hk, j, static_cast<std::int64_t>(x))));
+          w.blk[x] = c.acc.add(w.blk[x],
+                               c.acc.mul(pv, c.operand(c.key_elem(c.v, b, hk, j, static_cast<std::int64_t>(x)))));
       }
       if (rescale) {
         l = c.acc.mul(l, alpha);
@@ -753,7 +765,8 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
             P[j] = live[j] ? c.expo(c.acc.sub(c.score(qrow.data(), b, hk, jj, &chain[j]), lse_u)) : 0.f;
             float d = 0;
             for (std::size_t x = 0; x < Dv; ++x)
-              d = c.acc.add(d, c.acc.mul(dorow[x], c.key_elem(c.v, b, hk, jj, static_cast<std::int64_t>(x))));
+              d = c.acc.add(d, c.acc.mul(c.operand(dorow[x]),
+                                         c.operand(c.key_elem(c.v, b, hk, jj, static_cast<std::int64_t>(x)))));
             dP[j] = d;
           }
           // D_i = Σ_c dO_ic O_ic, or Σ_j P_ij dP_ij.
@@ -772,13 +785,13 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
             float dSj =
                 c.has(Bug::ds_without_d_term) ? c.acc.mul(P[j], dP[j]) : c.acc.mul(P[j], c.acc.sub(dP[j], Di));
             if (c.cap != 0) dSj = c.acc.mul(dSj, chain[j]);  // softcap's chain rule, before dS is rounded
-            const float ps = c.stored_p(P[j]), dss = c.stored_p(dSj);
+            const float ps = c.operand(c.stored_p(P[j])), dss = c.operand(c.stored_p(dSj));
             dS[j] = dss;
             if (jj >= s.Lk) continue;  // the read-past key has no dK, dV
             for (std::size_t x = 0; x < D; ++x)
-              dk_sum[j * D + x] = c.acc.add(dk_sum[j * D + x], c.acc.mul(dss, qrow[x]));
+              dk_sum[j * D + x] = c.acc.add(dk_sum[j * D + x], c.acc.mul(dss, c.operand(qrow[x])));
             for (std::size_t x = 0; x < Dv; ++x)
-              dv_sum[j * Dv + x] = c.acc.add(dv_sum[j * Dv + x], c.acc.mul(ps, dorow[x]));
+              dv_sum[j * Dv + x] = c.acc.add(dv_sum[j * Dv + x], c.acc.mul(ps, c.operand(dorow[x])));
           }
           // dQ_i = scale Σ_j dS_ij k_j.
           std::fill(dq_acc.begin(), dq_acc.end(), 0.f);
@@ -788,7 +801,8 @@ int run_backward(const Variant &var, const attncheck_params *params, const DLTen
             const auto jj = static_cast<std::int64_t>(j);
             for (std::size_t x = 0; x < D; ++x)
               dq_acc[x] =
-                  c.acc.add(dq_acc[x], c.acc.mul(dS[j], c.key_elem(c.k, b, hk, jj, static_cast<std::int64_t>(x))));
+                  c.acc.add(dq_acc[x],
+                            c.acc.mul(dS[j], c.operand(c.key_elem(c.k, b, hk, jj, static_cast<std::int64_t>(x)))));
           }
           for (std::int64_t x = 0; x < s.D; ++x) {
             const std::int64_t off = gq.offset(b, h, i, x);
@@ -908,6 +922,7 @@ std::string config_name(const Variant &v) {
   if (v.splits_by_occupancy) n += "_splitsByOccupancy";
   if (v.softcap) n += "_softcap";
   if (v.tanh != Tanh::accurate) n += "_tanh" + approximation_suffix(v.tanh);
+  if (v.fp32_precision != Fp32Precision::ieee) n.append("_fp32").append(fp32_precision_name(v.fp32_precision));
   if (v.exp != Exp::accurate) n += "_exp" + approximation_suffix(v.exp);
   return n;
 }
@@ -1082,6 +1097,20 @@ std::vector<Variant> contract_variants() {
   return out;
 }
 
+std::vector<Variant> fp32_precision_variants() {
+  constexpr int kTile = 16;
+  Variant base;  // FlashAttention-like
+  base.key_block = kTile;
+  base.exp2_fold = true;
+  base.round_p = true;
+  std::vector<Variant> out;
+  for (Fp32Precision f : {Fp32Precision::tf32, Fp32Precision::bf16, Fp32Precision::f16}) {
+    out.push_back(base);
+    out.back().fp32_precision = f;
+  }
+  return out;
+}
+
 std::vector<Variant> approximation_variants() {
   constexpr int kTile = 16;
   Variant base;  // FlashAttention-like, with softcap
@@ -1111,6 +1140,7 @@ KernelContract contract_of(const Variant &v) {
   if (v.softcap) c.features |= ATTNCHECK_FEATURE_SOFTCAP;
   c.tanh = v.tanh;
   c.exp = v.exp;
+  c.fp32_precision = v.fp32_precision;
   // dense_pv: hidden-keys=finite and nondeterministic_backward: backward-determinism=within-bound are the defaults.
   return c;
 }

@@ -265,12 +265,19 @@ struct Variant {
   /// to that dtype, chopped toward zero to its significand (relative error < 2⁻¹⁰, 2⁻⁷) and flushed to 0 below its
   /// smallest normal. Exp::approx (ex2.approx.f32) computes as accurate does.
   Exp exp = Exp::accurate;
+  /// The operands of every matrix product — q and k of the logits, P (after round_p) and v of P·V; backward's dO and
+  /// v of dP, dS and q of dK, P and dO of dV, dS and k of dQ — rounded to this format first, products accumulated in
+  /// `accumulate` (contract: fp32-precision=…): tf32 chopped to 11 significant bits (tensor cores reading a float32
+  /// register's top bits), bf16 and f16 rounded to nearest even (oneDNN's fpmath_mode, cvt.rn). D_i = Σ dO·O and the
+  /// row sum are not products of matrices and keep float32.
+  Fp32Precision fp32_precision = Fp32Precision::ieee;
 
   Bug bug = Bug::none;
 
   /// Unique description: e.g. "online_b7_rev_exp2_f32acc", "twopass_split5_roundp_f16acc"; the contract options
   /// append "_qkf16acc", "_rowsumP", "_gradPerHead", "_lseS", "_topleft", "_densePV", "_emptyMean", "_nondetBwd",
-  /// "_softcap", "_tanh" + the approximation ("_tanhApprox", "_tanhApproxF16", …) and "_exp" + it.
+  /// "_softcap", "_tanh" + the approximation ("_tanhApprox", "_tanhApproxF16", …), "_exp" + it and "_fp32" + the
+  /// operand format ("_fp32tf32").
   /// A bug variant is "bug:<bug_name>" when its configuration is bug_variant(bug)'s, else
   /// "bug:<bug_name>/<configuration>".
   std::string name() const;
@@ -299,6 +306,12 @@ std::vector<Variant> correct_variants();
 /// causal_top_left, dense_pv, empty_rows_mean, nondeterministic_backward), in that order, each on a
 /// FlashAttention-like base (key_block 16, exp2_fold, round_p). Each is correct under contract_of(v).
 std::vector<Variant> contract_variants();
+
+/// Correct float32 kernels whose matrix products read narrower operands (fp32_precision): TF32 (PyTorch's
+/// allow_tf32 on NVIDIA GPUs, chopped), bfloat16 (a float32 model run in bfloat16 on CPUs that have it, oneDNN's
+/// fpmath_mode=bf16) and float16 (inputs cast to half for tensor cores), each on the FlashAttention-like base. Each is
+/// correct under contract_of(v) (fp32-precision=…), and fails a float32 run under the defaults.
+std::vector<Variant> fp32_precision_variants();
 
 /// Correct variants that use a hardware approximation, each on the FlashAttention-like base with softcap: tanh
 /// approx, approx_f16 and approx_bf16; exp approx_f16 and approx_bf16 (with an accurate tanh); exp approx (the

@@ -12,6 +12,9 @@
 // rounding; [grad_per_head, G > 1] dK, dV may be G per-head parts rounded to storage, then summed.
 // [tanh, exp approximations] softcap's tanh and the softmax's exp each carry their declared accuracy
 // (approximation()): a relative and absolute error, the argument rounded to float16/bfloat16, results flushed.
+// [fp32_precision] every matrix product's operands (q, k, v, dO; P and dS) rounded to TF32, bfloat16 or float16
+// first: |x̃ − x| ≤ u·|x| + η per operand (u one ulp: a conversion may chop), so the logit gains
+// u(2 + u)·scale·Σ_d|q_id k_jd| (+ η terms), P's rounding joins round_p's, and v's adds u·Σ_j P̂_ij|v_jc|.
 // LSE, dQ, dK and dV follow by the same running-error propagation (SPEC.md §4.3–4.4).
 // The bound holds whatever the summation order: naive, blocked, online softmax, split-KV.
 //
@@ -100,6 +103,8 @@ struct FillerKeys {
   double count = 0;
   double max_logit = -std::numeric_limits<double>::infinity();
   double max_abs_logit = 0, max_abs_dot = 0, max_abs_v = 0;
+  /// Σ_d |k_jd| of a filler key: what rounding its operands adds under fp32-precision (SPEC.md §4.1); +∞ unknown.
+  double max_k_l1 = std::numeric_limits<double>::infinity();
 };
 /// Bounds on |kernel − exact| where the kernel computes each row of `p` with `filler[row]` (row = lse_offset) more
 /// keys and `exact` is reference_forward(p) — the answer WITHOUT the filler: with the filler's weight relative to the

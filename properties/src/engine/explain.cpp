@@ -23,7 +23,10 @@ struct Candidate {
   std::string_view meaning;
   bool (*applies)(const Outcome &) = nullptr;
   bool undecided_explains = false;
+  std::uint8_t dtypes = kAllDtypes;  ///< the storage dtypes whose runs it is tried on (dtype_bit)
 };
+
+constexpr std::uint8_t kF32 = dtype_bit(Dtype::f32), kF16 = dtype_bit(Dtype::f16), kBf16 = dtype_bit(Dtype::bf16);
 
 /// lse=none drops every LSE check: it explains an LSE the kernel left unwritten (the harness's NaN), not a wrong one.
 bool lse_unwritten(const Outcome &o) {
@@ -32,11 +35,13 @@ bool lse_unwritten(const Outcome &o) {
 
 /// Every practice the contract can declare (SPEC.md §3.1) that production kernels follow, narrowest first — those
 /// that concern one kind of case (softcap, a causal Lq ≠ Lk, rows that see no key) before those that loosen the
-/// bounds of every case: a report names the one that explains most of a run's counterexamples
-/// (reporting::group_failures), and this order breaks ties. Left out on purpose: the float16 and bfloat16 tanh and
-/// exp instructions (errors of 2^-11 to 2^-7 per element that excuse real bugs on small cases), and accumulate=f16
-/// for the same reason.
-constexpr std::array<Candidate, 10> kCandidates{{
+/// bounds of every case, and among those the logits' arithmetic before every product's operands: a report names the
+/// one that explains most of a run's counterexamples (reporting::group_failures), and this order breaks ties. Narrow
+/// logits are offered in the arithmetic a kernel of the run's dtype has (float16 for float32 and float16 runs,
+/// bfloat16 for bfloat16 ones), narrower operands only to float32 runs. Left out on purpose: the float16 and bfloat16
+/// tanh and exp instructions (errors of 2^-11 to 2^-7 per element that excuse real bugs on small cases), and
+/// accumulate=f16 for the same reason.
+constexpr std::array<Candidate, 14> kCandidates{{
     {"tanh=approx",
      "softcap's tanh is the hardware approximation (tanh.approx.f32, relative error 2^-10.987, as in FlashAttention-2)"},
     {"causal=top-left", "the causal mask is aligned top-left (row i sees keys j ≤ i when Lq ≠ Lk, as PyTorch's "
@@ -50,7 +55,15 @@ constexpr std::array<Candidate, 10> kCandidates{{
     {"grad-sum=per-head", "GQA dK and dV are summed from each query head's part stored in the storage dtype"},
     {"rowsum=rounded-p", "the row sum is taken from the P rounded to storage (e.g. a ones column appended to V)"},
     {"lse=storage", "the LSE is returned rounded to the storage dtype", nullptr, true},
-    {"accumulate-qk=f16", "the logits q·k are accumulated in float16"},
+    {"accumulate-qk=f16", "the logits q·k are accumulated in float16", nullptr, false, kF32 | kF16},
+    {"accumulate-qk=bf16", "the logits q·k are accumulated in bfloat16", nullptr, false, kBf16},
+    {"fp32-precision=tf32", "the matrix products read float32 operands as TensorFloat-32 (11 significant bits: "
+                            "tensor cores under PyTorch's allow_tf32 or fp32_precision=\"tf32\")",
+     nullptr, false, kF32},
+    {"fp32-precision=f16", "the matrix products read float32 operands cast to float16", nullptr, false, kF32},
+    {"fp32-precision=bf16", "the matrix products read float32 operands as bfloat16 (a float32 model computed in "
+                            "bfloat16: oneDNN's fpmath_mode, PyTorch's fp32_precision=\"bf16\")",
+     nullptr, false, kF32},
     {"lse=none", "the kernel returns no LSE", lse_unwritten},
 }};
 
@@ -147,10 +160,11 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
   if (o.finding && (o.finding->kind == Finding::Kind::call || o.finding->kind == Finding::Kind::wrote_input ||
                     o.finding->kind == Finding::Kind::wrote_padding))
     return out;
+  const auto tried_on = [&](const Candidate &x) { return (x.dtypes & dtype_bit(env.precision.storage)) != 0; };
   std::vector<const Candidate *> partial;  // explain the minimal case, but not every fresh case
   for (const Candidate &cand : kCandidates) {
     if (stop && stop()) break;
-    if (cand.applies && !cand.applies(o)) continue;
+    if ((cand.applies && !cand.applies(o)) || !tried_on(cand)) continue;
     const KernelContract changed = parse_contract(cand.declaration, env.contract);
     if (changed == env.contract) continue;  // declared already
     const Fit f = fits(def, env, co, seed, c, changed, cand.undecided_explains, stop);
@@ -171,7 +185,9 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
     const bool first_loosens = loosens(*first);
     for (const Candidate &second : kCandidates) {
       if (stop && stop()) return out;
-      if (&second == first || (second.applies && !second.applies(o)) || (first_loosens && loosens(second))) continue;
+      if (&second == first || (second.applies && !second.applies(o)) || !tried_on(second) ||
+          (first_loosens && loosens(second)))
+        continue;
       const bool ordered = first < &second;
       const Candidate &a = ordered ? *first : second, &b = ordered ? second : *first;
       const KernelContract one = parse_contract(a.declaration, env.contract);

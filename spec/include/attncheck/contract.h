@@ -20,6 +20,10 @@
 //   accumulate      f32 | f16 | bf16                 every dot product and sum (sets accumulate-qk and -pv)
 //   accumulate-qk   f32 | f16 | bf16                 the logits q·k (and the scale)
 //   accumulate-pv   f32 | f16 | bf16                 softmax, P·V and every backward product
+//   fp32-precision  ieee | tf32 | bf16 | f16         the float32 operands of every matrix product (q·k, P·V and the
+//                                                    backward's): as they are, or rounded (or chopped) to TensorFloat-32,
+//                                                    bfloat16 or float16 first, products accumulated in float32 — as
+//                                                    torch.backends.*.fp32_precision = "tf32" / "bf16" make them
 //   round-p         auto | yes | no                  P (and dS) rounded to storage before the matmuls; auto = yes
 //                                                    for float16/bfloat16 storage
 //   rowsum          auto | exact | rounded-p         l = Σ p from the unrounded p (auto, as FlashAttention-2), or
@@ -71,6 +75,14 @@ enum class Exp : std::uint8_t { accurate, approx, approx_f16, approx_bf16 };
 std::string_view approximation_name(Tanh t);
 std::string_view approximation_name(Exp e);
 
+/// The format a kernel rounds the float32 operands of its matrix products to (SPEC.md §3.1, §4.1): none (IEEE
+/// float32 products), TensorFloat-32 (float32's range, 11 significant bits: tensor cores' float32 mode), bfloat16
+/// or float16 — accumulation stays in its dtype. Operands already in a format the chosen one holds (float16 or
+/// bfloat16 storage under tf32) are unchanged.
+enum class Fp32Precision : std::uint8_t { ieee, tf32, bf16, f16 };
+/// "ieee", "tf32", "bf16", "f16": the contract's spelling (PyTorch's fp32_precision values, plus f16).
+std::string_view fp32_precision_name(Fp32Precision f);
+
 /// What a kernel declares about its arithmetic (SPEC.md §4): the error model's input.
 struct PrecisionProfile {
   Dtype storage = Dtype::f32;        ///< dtype of q, k, v, out (and dq, dk, dv)
@@ -82,6 +94,7 @@ struct PrecisionProfile {
   Dtype lse = Dtype::f32;            ///< dtype the LSE is returned in (float32, or the storage dtype)
   Tanh tanh = Tanh::accurate;        ///< softcap's tanh
   Exp exp = Exp::accurate;           ///< the softmax's exp, its rescale factors and backward's recomputed P
+  Fp32Precision fp32_precision = Fp32Precision::ieee;  ///< the format the matrix products' operands are rounded to
   /// FlashAttention-2's practice: float32 accumulation; for float16/bfloat16 P rounded to storage (its row sum
   /// from the unrounded P) and GQA gradients summed from per-head parts rounded to storage.
   static PrecisionProfile for_storage(Dtype storage);
@@ -109,6 +122,7 @@ struct KernelContract {
   BatchInvariance batch_invariant = BatchInvariance::no;  ///< split counts chosen by occupancy are the default
   Dtype accumulate_qk = Dtype::f32;
   Dtype accumulate_pv = Dtype::f32;
+  Fp32Precision fp32_precision = Fp32Precision::ieee;
   Allow round_p = Allow::automatic;
   Allow rowsum_rounded_p = Allow::automatic;
   Allow grad_per_head = Allow::automatic;
