@@ -228,6 +228,18 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
                                             : explained.end();
     if (chosen != explained.end()) explained = {*chosen};
     explained.resize(std::min<std::size_t>(explained.size(), 1));
+    // What the run learned: a group nothing explains alone is the run's declaration's when every member's minimal
+    // case passes under it (Counterexample::passes_under) — its fresh cases failed, for this practice's sibling or
+    // for a bug, which the check under the declaration will tell.
+    bool by_siblings = false;
+    if (explained.empty() && run_declaration[ri]) {
+      by_siblings = std::all_of(g.members.begin(), g.members.end(), [&](const auto &m) {
+        const Counterexample &c = *doc.runs[m.first].report.properties[m.second].counterexample;
+        return std::find(c.passes_under.begin(), c.passes_under.end(), run_declaration[ri]->declaration) !=
+               c.passes_under.end();
+      });
+      if (by_siblings) explained = {*run_declaration[ri]};
+    }
     g.caption = caption_of(b.sig, first, worst);
     if (!what.empty()) g.caption += " — on the modified problem: " + what;
     // What the evidence shows (Evidence::hints, verified where they were computed): the first member's that has
@@ -240,7 +252,11 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
           break;
         }
     for (const Explanation &e : explained)
-      g.caption += " — explained by the declaration " + e.declaration + ": if " + e.meaning + ", declare it";
+      g.caption += " — explained by the declaration " + e.declaration +
+                   (by_siblings ? " as the run's other failures are (its minimal case passes under it, not every "
+                                  "fresh case)"
+                                : "") +
+                   ": if " + e.meaning + ", declare it";
     if (explained.empty() && !g.warning) g.caption += " — no declaration explains it";
     g.explained = std::move(explained);
     std::string numbers;

@@ -210,6 +210,7 @@ ojson counterexample_json(const Counterexample &c, std::size_t number) {
     for (const Explanation &e : c.explained_by) ex.push_back({{"declaration", e.declaration}, {"meaning", e.meaning}});
     j["explained_by"] = std::move(ex);
   }
+  if (!c.passes_under.empty()) j["passes_under"] = c.passes_under;  // only then, as explained_by
   if (c.evidence) j["evidence"] = evidence_json(*c.evidence);
   return j;
 }
@@ -640,7 +641,13 @@ Counterexample read_counterexample(const Obj &o, std::size_t number) {
     const Obj e(explained[n], o.path() + ".explained_by[" + std::to_string(n) + "]");
     c.explained_by.push_back({e.str("declaration"), e.str("meaning")});
   }
-
+  if (o.has("passes_under")) {
+    const json &under = o.array("passes_under");
+    for (std::size_t n = 0; n < under.size(); ++n) {
+      if (!under[n].is_string()) fail(o.where() + "passes_under[" + std::to_string(n) + "] is not a string");
+      c.passes_under.push_back(under[n].get<std::string>());
+    }
+  }
   if (o.has("evidence")) c.evidence = read_evidence(o.obj("evidence"));
   return c;
 }

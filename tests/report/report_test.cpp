@@ -780,6 +780,39 @@ Document nan_rows_document() {
   return doc;
 }
 
+TEST_CASE("a failure whose minimal case passes under the run's declaration is explained as its siblings are") {
+  const Case c = empty_row_case();
+  Case other = c, third = c;
+  other.spec.shape.Lq = 3;
+  other.resize_values(false);
+  third.spec.shape.Lq = 4;
+  third.resize_values(false);
+  const Finding o = found(Finding::Kind::value, "O", {0, 0, 0, 0}, 1.0, 0.0, 0.0);
+  const std::string text = "O[0,0,0,0]: got 0x1p+0 (1), exact 0x0p+0 (0), bound 0x0p+0 (0)";
+  const Explanation empty_rows{"empty-rows=unspecified", "rows that see no key are left to the kernel"};
+  Document doc = hand_document({failing("accuracy", c, Step::mask, o, text), failing("lse", other, Step::mask, o, text),
+                                failing("convex_hull", third, Step::mask, o, text)});
+  std::vector<PropertyReport> &ps = doc.runs[0].report.properties;
+  ps[0].counterexample->explained_by = {empty_rows};
+  ps[1].counterexample->explained_by = {empty_rows};
+  // Its fresh cases failed under the declaration alone: it passes under it, unconfirmed.
+  ps[2].counterexample->passes_under = {"causal=top-left", "empty-rows=unspecified"};
+  const std::vector<FailureGroup> groups = group_failures(doc);
+  REQUIRE(groups.size() == 3);
+  INFO(groups[2].caption);
+  CHECK(groups[2].explained == std::vector<Explanation>{empty_rows});
+  CHECK(groups[2].caption.find("explained by the declaration empty-rows=unspecified as the run's other failures "
+                               "are") != std::string::npos);
+  CHECK(groups[2].caption.find("no declaration explains it") == std::string::npos);
+  // report.json keeps what it passed under.
+  CHECK(from_json(to_json(doc)).runs[0].report.properties[2].counterexample->passes_under ==
+        ps[2].counterexample->passes_under);
+  // Passing under another declaration than the run's is no explanation.
+  ps[2].counterexample->passes_under = {"causal=top-left"};
+  CHECK(group_failures(doc)[2].explained.empty());
+  CHECK(group_failures(doc)[2].caption.find("no declaration explains it") != std::string::npos);
+}
+
 TEST_CASE("grouping reads findings, not messages: reworded details leave groups, captions' elements and headlines") {
   const Document doc = nan_rows_document();
   REQUIRE(doc.failures().size() >= 2);

@@ -185,10 +185,13 @@ struct CheckOptions {
 /// A failed call or a write outside the outputs is explained by none. A declaration that explains the case must also
 /// hold on a few fresh cases of the property drawn under it (from `co`, the property's case options, and `seed`):
 /// minimal cases are small enough to be ambiguous. `stop` (the run's guard or a cancellation) ends the search before
-/// the next kernel call: the declarations confirmed by then are kept.
+/// the next kernel call: the declarations confirmed by then are kept. When none is confirmed, `passes_under` (if
+/// given) receives the single declarations under which the minimal case passes though fresh cases fail
+/// (Counterexample::passes_under).
 std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
                                          std::uint64_t seed, const Case &c, const Outcome &o,
-                                         const std::function<bool()> &stop = {});
+                                         const std::function<bool()> &stop = {},
+                                         std::vector<std::string> *passes_under = nullptr);
 
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.

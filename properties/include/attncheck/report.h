@@ -42,6 +42,10 @@ struct Counterexample {
   std::string reproduce;
   /// The declarations under which the minimal case passes (explain_failure, check.h); empty when none does.
   std::vector<Explanation> explained_by;
+  /// The declarations under which the minimal case passes but fresh cases of the property still fail (for another
+  /// reason, or for a bug): not an explanation alone, but what a group names when a declaration explains the run's
+  /// other counterexamples (reporting::group_failures). Empty when explained_by is not.
+  std::vector<std::string> passes_under;
   /// The failing problem's values (add_evidence, check.h), when the check gathered them.
   std::optional<Evidence> evidence;
   /// The content hash of the corpus entry this counterexample was replayed from (CheckOptions::corpus); empty when

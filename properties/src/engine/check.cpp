@@ -143,6 +143,7 @@ void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env 
   pr.verdict = Verdict::fail;
   cx.outcome = o;
   cx.explained_by.clear();
+  cx.passes_under.clear();
   add_note(pr, std::string(judge->id) + " fails this case: NaN or ±Inf where the exact value and its bound are finite");
 }
 
@@ -170,9 +171,9 @@ bool replay_corpus(const PropertyDef &def, const CheckRun &run, const CaseOption
                                        .shrinks_tried = 0,
                                        .seed = pr.seed,
                                        .reproduce = cc.reproduce,
-                                       .explained_by = explain_failure(def, run.env, co, pr.seed, cc.minimal, o),
-                                       .evidence = std::nullopt,
                                        .corpus_entry = cc.hash};
+    pr.counterexample->explained_by =
+        explain_failure(def, run.env, co, pr.seed, cc.minimal, o, {}, &pr.counterexample->passes_under);
     add_note(pr, fmt::format("from the corpus: entry {} fails again (corpus case {} of this property)", cc.hash,
                              pr.corpus.replayed));
     if (pr.tier == Tier::advisory) escalate_if_required(pr, def, run.env);
@@ -302,10 +303,10 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
                                          .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
                                          .shrinks_tried = 0,
                                          .seed = pr.seed,
-                                         .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce),
-                                         .explained_by =
-                                             explain_failure(def, env, co, pr.seed, *st.last, st.last_outcome,
-                                                             [&] { return must_stop(st); })};
+                                         .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce)};
+      pr.counterexample->explained_by =
+          explain_failure(def, env, co, pr.seed, *st.last, st.last_outcome, [&] { return must_stop(st); },
+                          &pr.counterexample->passes_under);
       pr.note = "reproduced";
       if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     } else if (st.last) {
@@ -338,9 +339,10 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
                                        .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
                                        .shrinks_tried = f.shrinks_tried,
                                        .seed = pr.seed,
-                                       .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce),
-                                       .explained_by = explain_failure(def, env, co, pr.seed, f.best, f.best_outcome,
-                                                                      [&] { return must_stop(st); })};
+                                       .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce)};
+    pr.counterexample->explained_by =
+        explain_failure(def, env, co, pr.seed, f.best, f.best_outcome, [&] { return must_stop(st); },
+                        &pr.counterexample->passes_under);
     if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
     if (failure_key != key) {
       pr.targeted.to = std::max(pr.targeted.to, f.first_outcome.worst_ratio);

@@ -153,7 +153,7 @@ Fit fits(const PropertyDef &def, const Env &env, const CaseOptions &co, std::uin
 
 std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
                                          std::uint64_t seed, const Case &c, const Outcome &o,
-                                         const std::function<bool()> &stop) {
+                                         const std::function<bool()> &stop, std::vector<std::string> *passes_under) {
   std::vector<Explanation> out;
   if (o.verdict != Verdict::fail || !o.step) return out;
   // A failed call, or a write where the kernel may not write, is what it is under any contract.
@@ -202,6 +202,8 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
                        std::string(a.meaning) + "; and " + std::string(b.meaning)});
     }
   }
+  if (out.empty() && passes_under)
+    for (const Candidate *x : partial) passes_under->emplace_back(x->declaration);
   return out;
 }
 
