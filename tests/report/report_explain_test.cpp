@@ -87,12 +87,14 @@ TEST_CASE("conventions that the defaults already allow leave nothing to explain"
 
 TEST_CASE("planted real bugs are explained by no declaration, and their captions say so") {
   using support::Bug;
-  // No rescale, a dropped tail block, a misaligned mask and wrong scales: the real bugs, and four more.
+  // No rescale, a dropped tail block, a misaligned mask and wrong scales: the real bugs, and four more; two on
+  // bfloat16, whose runs are offered bfloat16 logits.
   const std::pair<Bug, Dtype> bugs[] = {
       {Bug::no_rescale, Dtype::f32},         {Bug::drop_last_partial_block, Dtype::f32},
       {Bug::causal_off_by_one, Dtype::f32},  {Bug::missing_scale, Dtype::f16},
       {Bug::scale_1_over_d, Dtype::f32},     {Bug::no_max_subtraction, Dtype::f32},
       {Bug::gqa_head_mod, Dtype::f16},       {Bug::ds_without_d_term, Dtype::f32},
+      {Bug::missing_scale, Dtype::bf16},     {Bug::causal_off_by_one, Dtype::bf16},
   };
   for (const auto &[bug, dt] : bugs) {
     const Document doc = checked_under_defaults(support::variant_kernel(support::bug_variant(bug)), dt);
