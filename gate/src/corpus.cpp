@@ -1,5 +1,6 @@
 #include "attncheck/corpus.h"
 
+#include "attncheck/check.h"
 #include "attncheck/property.h"
 
 #include <fmt/core.h>
@@ -169,12 +170,7 @@ ReplayResult replay_entry(const reporting::CorpusEntry &e, const attncheck_kerne
     return result;
   }
   const Env env{kernel, e.contract.precision(e.dtype), e.contract};
-  try {
-    result.outcome = def->run(env, e.minimal);
-  } catch (const std::exception &err) {  // the engine's trouble (as in a check), not evidence against the kernel
-    result.outcome.verdict = Verdict::undecided;
-    result.outcome.detail = std::string("the check threw: ") + err.what();
-  }
+  result.outcome = evaluate(*def, env, e.minimal);
   return result;
 }
 

@@ -49,14 +49,16 @@ RunReport run_header(const attncheck_kernel &kernel, const CheckOptions &opt) {
 }
 
 int exit_code(const reporting::Document &doc, bool strict, bool cancelled) {
-  bool fail = false, undecided = cancelled, any_ran = false;
+  bool fail = false, error = false, undecided = cancelled, any_ran = false;
   for (const reporting::Run &run : doc.runs) {
     const Verdict v = run.report.verdict(strict);
     fail |= v == Verdict::fail;
+    error |= v == Verdict::error;
     undecided |= v == Verdict::undecided;
     any_ran |= v != Verdict::unsupported;
   }
-  if (fail) return kExitCounterexample;
+  if (fail) return kExitCounterexample;  // evidence against the kernel stands whatever else went wrong
+  if (error) return kExitInternal;
   return (undecided || !any_ran) ? kExitInconclusive : kExitPass;
 }
 

@@ -1,5 +1,6 @@
 #include "attncheck/replay.h"
 
+#include "attncheck/check.h"
 #include "attncheck/gate.h"
 
 #include <string>
@@ -44,7 +45,7 @@ ReplayResult replay(const ReplayTarget &target, const attncheck_kernel &kernel,
   ReplayResult result = replay_plan(target, contract);
   if (result.tier == Tier::off) return result;
   const Env env{kernel, contract ? contract->precision(recorded.dtype) : recorded.precision(), result.contract};
-  result.outcome = target.def->run(env, target.counterexample().minimal);
+  result.outcome = evaluate(*target.def, env, target.counterexample().minimal);
   return result;
 }
 
@@ -54,6 +55,7 @@ int replay_exit_code(const ReplayResult &result, bool strict) {
     case Verdict::fail: return kExitCounterexample;
     case Verdict::warn: return strict ? kExitCounterexample : kExitPass;
     case Verdict::pass: return kExitPass;
+    case Verdict::error: return kExitInternal;
     default: return kExitInconclusive;
   }
 }

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _core
 
-_VERDICT_OF_EXIT = {0: "pass", 1: "fail", 3: "undecided"}
+_VERDICT_OF_EXIT = {0: "pass", 1: "fail", 3: "undecided", 4: "error"}
 _RECORDED = object()  # replay(contract=…) not given: the report's own contract judges
 
 

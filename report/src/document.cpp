@@ -28,16 +28,17 @@ std::vector<std::pair<std::size_t, std::size_t>> Document::failures() const {
 }
 
 Verdict Document::verdict() const {
-  bool undecided = false, warn = false;
+  bool error = false, undecided = false, warn = false;
   for (const Run &run : runs) {
     const Verdict v = run.report.verdict(strict);
     if (v == Verdict::fail) return Verdict::fail;
+    error |= v == Verdict::error;
     undecided |= v == Verdict::undecided;
     warn |= v == Verdict::warn;
     // RunReport::verdict ranks undecided above warn: a run with both says undecided, yet it warned.
     for (const PropertyReport &p : run.report.properties) warn |= p.verdict == Verdict::warn;
   }
-  return undecided ? Verdict::undecided : warn ? Verdict::warn : Verdict::pass;
+  return error ? Verdict::error : undecided ? Verdict::undecided : warn ? Verdict::warn : Verdict::pass;
 }
 
 namespace detail {

@@ -523,7 +523,7 @@ code{font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;backgr
 code.wrap{word-break:break-all}
 .sub{color:var(--muted);margin:0 0 18px}
 .badge{display:inline-block;padding:2px 10px;border-radius:12px;color:#fff;font-weight:600;font-size:13px}
-.b-pass{background:var(--pass)}.b-fail{background:var(--fail)}.b-warn{background:var(--warn)}.b-undecided{background:var(--und)}.b-unsupported{background:var(--uns)}
+.b-pass{background:var(--pass)}.b-fail{background:var(--fail)}.b-warn{background:var(--warn)}.b-undecided{background:var(--und)}.b-unsupported{background:var(--uns)}.b-error{background:var(--fail)}
 section.run,article.failure{background:#fff;border:1px solid var(--line);border-radius:8px;padding:16px 20px;margin:0 0 18px}
 article.failure{border-left:5px solid var(--fail)}
 article.warning{border-left-color:var(--warn);background:#fffdf7}
@@ -542,7 +542,7 @@ table.props{width:100%}
 table.props th,table.props td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;vertical-align:top}
 table.props th{font-weight:600;color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.03em}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
-td.v{font-weight:700}.v-pass{color:var(--pass)}.v-fail{color:var(--fail);background:#fdecea}.v-warn{color:var(--warn);background:var(--warnbg)}.v-undecided{color:var(--und);background:#f1eef8}.v-unsupported{color:var(--uns)}
+td.v{font-weight:700}.v-pass{color:var(--pass)}.v-fail{color:var(--fail);background:#fdecea}.v-warn{color:var(--warn);background:var(--warnbg)}.v-undecided{color:var(--und);background:#f1eef8}.v-unsupported{color:var(--uns)}.v-error{color:var(--fail);background:#fdecea}
 td.tier-advisory{color:var(--warn)}td.tier-off{color:var(--uns)}
 td.note{color:var(--muted);font-size:13px}
 details.coverage{margin:10px 0 0}details.coverage>summary{cursor:pointer}

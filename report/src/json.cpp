@@ -37,12 +37,12 @@ bool parse_enum(std::string_view s, NameFn name, E *out) {
     if (name(static_cast<E>(x)) == s) return *out = static_cast<E>(x), true;
   return false;
 }
-constexpr int kVerdicts = 5, kSteps = 5, kMasks = 3, kLayouts = 4, kBroadcasts = 3, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
+constexpr int kVerdicts = 6, kSteps = 5, kMasks = 3, kLayouts = 4, kBroadcasts = 3, kDtypes = 3, kKinds = 4, kTiers = 3, kLse = 3;
 constexpr int kApprox = 4;  ///< Tanh and Exp values
 constexpr int kFp32Precisions = 4;  ///< Fp32Precision values
 constexpr int kFindingKinds = 6;
 static_assert(static_cast<int>(Finding::Kind::aggregate) == kFindingKinds - 1);
-static_assert(static_cast<int>(Verdict::warn) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
+static_assert(static_cast<int>(Verdict::error) == kVerdicts - 1 && static_cast<int>(Tier::off) == kTiers - 1 &&
               static_cast<int>(Mask::causal_top_left) == kMasks - 1);
 static_assert(static_cast<int>(Tanh::approx_bf16) == kApprox - 1 && static_cast<int>(Exp::approx_bf16) == kApprox - 1);
 static_assert(static_cast<int>(Fp32Precision::f16) == kFp32Precisions - 1);

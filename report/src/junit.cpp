@@ -53,13 +53,13 @@ std::string property_xml(std::string_view name, std::string_view value) {
 }  // namespace
 
 std::string to_junit(const Document &doc) {
-  int tests = 0, failures = 0, skipped = 0;
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
   std::string suites;
   std::size_t number = 0;
   for (const Run &run : doc.runs) {
     const RunReport &r = run.report;
     const std::string cls = xml_escape("attncheck." + r.kernel + "." + std::string(dtype_name(r.dtype)));
-    int s_failures = 0, s_skipped = 0;
+    int s_failures = 0, s_errors = 0, s_skipped = 0;
     std::string cases;
     for (std::size_t pi = 0; pi < r.properties.size(); ++pi) {
       const PropertyReport &p = r.properties[pi];
@@ -105,20 +105,26 @@ std::string to_junit(const Document &doc) {
           cases += ">\n      <skipped message=\"" + xml_escape("undecided: " + first_line(p.note)) +
                    "\"/>\n    </testcase>\n";
           break;
+        case Verdict::error:  // attncheck's own failure: JUnit's <error>, not a failure of the kernel
+          ++s_errors;
+          cases += ">\n      <error message=\"" + xml_escape(first_line(p.note)) + "\" type=\"attncheck\">" +
+                   xml_escape(p.note) + "</error>\n    </testcase>\n";
+          break;
       }
     }
     const int n = static_cast<int>(r.properties.size());
-    tests += n, failures += s_failures, skipped += s_skipped;
+    tests += n, failures += s_failures, errors += s_errors, skipped += s_skipped;
     suites += "  <testsuite name=\"" + cls + "\" tests=\"" + std::to_string(n) + "\" failures=\"" +
-              std::to_string(s_failures) + "\" errors=\"0\" skipped=\"" + std::to_string(s_skipped) + "\">\n" +
+              std::to_string(s_failures) + "\" errors=\"" + std::to_string(s_errors) + "\" skipped=\"" +
+              std::to_string(s_skipped) + "\">\n" +
               "    <properties>" + property_xml("contract", r.contract.describe()) +
               property_xml("contract_changes", r.contract.describe_changes()) +
               property_xml("profile", r.precision().describe()) + property_xml("strict", doc.strict ? "true" : "false") +
               "</properties>\n" + cases + "  </testsuite>\n";
   }
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"attncheck\" tests=\"" +
-         std::to_string(tests) + "\" failures=\"" + std::to_string(failures) + "\" errors=\"0\" skipped=\"" +
-         std::to_string(skipped) + "\">\n" + suites + "</testsuites>\n";
+         std::to_string(tests) + "\" failures=\"" + std::to_string(failures) + "\" errors=\"" +
+         std::to_string(errors) + "\" skipped=\"" + std::to_string(skipped) + "\">\n" + suites + "</testsuites>\n";
 }
 
 }  // namespace attncheck::reporting

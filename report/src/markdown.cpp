@@ -24,6 +24,7 @@ std::string badge(Verdict v) {
     case Verdict::warn: return "⚠️ warn";
     case Verdict::undecided: return "❔ undecided";
     case Verdict::unsupported: return "➖ unsupported";
+    case Verdict::error: return "🛑 **ERROR** (attncheck)";
   }
   return "?";
 }

@@ -203,7 +203,7 @@ std::string run_line(const RunReport &r, bool strict) {
   if (!r.contract.implements(r.dtype))
     return fmt::format("{} {}: off — the kernel's contract declares dtypes={}, {} properties not run", r.kernel,
                        dtype_name(r.dtype), dtype_list(r.contract.dtypes), r.properties.size());
-  int passed = 0, failed = 0, warned = 0, undecided = 0, unsupported = 0, cases = 0;
+  int passed = 0, failed = 0, warned = 0, undecided = 0, unsupported = 0, errors = 0, cases = 0;
   for (const PropertyReport &p : r.properties) {
     cases += p.cases;
     switch (p.verdict) {
@@ -212,11 +212,13 @@ std::string run_line(const RunReport &r, bool strict) {
       case Verdict::warn: ++warned; break;
       case Verdict::undecided: ++undecided; break;
       case Verdict::unsupported: ++unsupported; break;
+      case Verdict::error: ++errors; break;
     }
   }
-  return fmt::format("{} {}: {} — {} passed, {} failed, {} warnings, {} undecided, {} unsupported ({} cases)",
+  // The errors only when there are any: a run line without them reads as before.
+  return fmt::format("{} {}: {} — {} passed, {} failed, {} warnings, {} undecided, {} unsupported{} ({} cases)",
                      r.kernel, dtype_name(r.dtype), verdict_name(r.verdict(strict)), passed, failed, warned,
-                     undecided, unsupported, cases);
+                     undecided, unsupported, errors ? fmt::format(", {} attncheck errors", errors) : "", cases);
 }
 
 std::string to_text(const Document &doc, const TextOptions &opt) {

@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace attncheck {
 
@@ -36,8 +39,16 @@ Tensor make_out(const Shape &s, Dtype dt) { return Tensor::contiguous(dt, {s.B, 
 Tensor make_lse(const Shape &s) { return Tensor::contiguous(Dtype::f32, {s.B, s.Hq, s.Lq}); }
 
 namespace {
+/// What the last call of this thread threw, when it threw (timed_call): a kernel of C++ code may let an exception
+/// through the C ABI; it is the kernel's failed call, not attncheck's trouble.
+thread_local std::optional<std::string> t_thrown;
+
 CallResult finish(const attncheck_kernel &kernel, int status) {
   CallResult r{status, {}};
+  if (t_thrown) {
+    r.message = "the kernel threw " + *std::exchange(t_thrown, std::nullopt);
+    return r;
+  }
   if (status != ATTNCHECK_OK && kernel.last_error) {
     const char *msg = kernel.last_error();
     if (msg) r.message = msg;
@@ -52,7 +63,15 @@ int timed_call(const Shape &s, bool backward, Call &&call) {
   CallRecord &record = CallRecord::of_this_thread();
   const int timeouts = record.timeouts;
   const auto started = std::chrono::steady_clock::now();
-  const int status = call();
+  int status = ATTNCHECK_ERROR;
+  t_thrown.reset();
+  try {
+    status = call();
+  } catch (const std::exception &e) {
+    t_thrown = std::string("an exception: ") + e.what();
+  } catch (...) {
+    t_thrown = "an exception that is not a std::exception";
+  }
   const auto took = std::chrono::steady_clock::now() - started;
   CallRecord::kernel_time() += took;
   if (record.timeouts > timeouts) {

@@ -110,3 +110,42 @@ TEST_CASE("each profile is found by its name, and another name finds none") {
 
 }  // namespace
 }  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+/// A run whose only property ended with `v` (and a note), as check records it.
+reporting::Document one_property(Verdict v) {
+  reporting::Document doc;
+  reporting::Run run;
+  PropertyReport p;
+  p.id = "accuracy";
+  p.verdict = v;
+  p.note = "attncheck's own check failed, a bug of attncheck and not of the kernel: boom";
+  run.report.properties.push_back(p);
+  doc.runs.push_back(std::move(run));
+  return doc;
+}
+
+}  // namespace
+
+TEST_CASE("attncheck's own failure is exit 4 and ERROR, never undecided; a counterexample elsewhere still exits 1") {
+  const reporting::Document error = one_property(Verdict::error);
+  CHECK(error.runs[0].report.verdict() == Verdict::error);
+  CHECK(error.verdict() == Verdict::error);
+  CHECK(gate::exit_code(error, false, false) == gate::kExitInternal);
+  CHECK(gate::exit_code(one_property(Verdict::undecided), false, false) == gate::kExitInconclusive);
+  reporting::Document both = error;
+  both.runs.push_back(one_property(Verdict::fail).runs[0]);
+  CHECK(gate::exit_code(both, false, false) == gate::kExitCounterexample);
+  // The renderers say so: the table's verdict, JUnit's <error>, the report read back.
+  const std::string text = reporting::to_text(error);
+  CHECK(text.find("ERROR") != std::string::npos);
+  CHECK(reporting::run_line(error.runs[0].report, false).find("1 attncheck errors") != std::string::npos);
+  const std::string junit = reporting::to_junit(error);
+  CHECK(junit.find("errors=\"1\"") != std::string::npos);
+  CHECK(junit.find("<error message=\"attncheck&#39;s own check failed") != std::string::npos);
+  CHECK(reporting::from_json(reporting::to_json(error)).runs[0].report.properties[0].verdict == Verdict::error);
+}
+
+}  // namespace attncheck

@@ -281,3 +281,31 @@ TEST_CASE("a kernel's speed predicts a long call of small head dims from its sco
   CHECK(*backward == Approx(1.0));
   CHECK_FALSE(KernelSpeed{}.predict(Shape{}, false));
 }
+
+namespace {
+int throwing_forward(const attncheck_params *, const DLTensor *, const DLTensor *, const DLTensor *, DLTensor *,
+                     DLTensor *) {
+  throw std::runtime_error("boom");  // a kernel of C++ code letting an exception through the C ABI
+}
+const attncheck_kernel kThrows{ATTNCHECK_ABI_VERSION, "throws", throwing_forward, nullptr, nullptr};
+
+Outcome throwing_check(const Env &, const Case &) { throw std::logic_error("an engine bug"); }
+}  // namespace
+
+TEST_CASE("a kernel's exception is its failed call; attncheck's own is an error, never undecided") {
+  const RunReport r = check_property(kThrows, "accuracy", options());
+  INFO(r.text());
+  const Counterexample *cx = counterexample(r, "accuracy");
+  REQUIRE(cx);
+  CHECK(r.properties.at(0).verdict == Verdict::fail);
+  REQUIRE(cx->outcome.finding);
+  CHECK(cx->outcome.finding->kind == Finding::Kind::call);
+  CHECK(cx->outcome.detail.find("the kernel threw an exception: boom") != std::string::npos);
+
+  PropertyDef def = *find_property("accuracy");
+  def.run = throwing_check;
+  const Case c = r.properties.at(0).counterexample->minimal;
+  const Outcome o = evaluate(def, env_of(correct()), c);
+  CHECK(o.verdict == Verdict::error);
+  CHECK(o.detail == "attncheck's check threw: an engine bug");
+}

@@ -64,8 +64,8 @@ struct Request {
 CheckOptions run_options(const Request &request, Dtype dt, const KernelContract &contract,
                           KernelRunState &state, const std::atomic<bool> *cancel);
 
-/// The gate's exit code: 1 for a failure (a warning too under `strict`), else 3 when something stayed undecided,
-/// the check was cancelled or nothing ran, else 0.
+/// The gate's exit code: 1 for a failure (a warning too under `strict`), else 4 when attncheck's own check failed
+/// (Verdict::error), else 3 when something stayed undecided, the check was cancelled or nothing ran, else 0.
 int exit_code(const reporting::Document &doc, bool strict, bool cancelled);
 
 /// Runs `kernels` × `dtypes` one after another with a progress bar on stderr (a bar on a terminal, lines otherwise;

@@ -193,6 +193,11 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
                                          const std::function<bool()> &stop = {},
                                          std::vector<std::string> *passes_under = nullptr);
 
+/// Runs property `def` on one case: its outcome, or — when attncheck's own check throws — Verdict::error with the
+/// exception's message (never undecided: the kernel gave nothing too little). A kernel's own exception is a failed
+/// call (kernel_call.h), judged as any other.
+Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c);
+
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.
 RunReport check(const attncheck_kernel &kernel, const CheckOptions &options);

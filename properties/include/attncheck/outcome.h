@@ -33,10 +33,12 @@ namespace attncheck {
 
 /// warn: a property the kernel's contract does not promise (Tier::advisory) found a counterexample — behaviour a
 /// careful user wants to know about, not a failure of the contract (exit 0 unless --strict).
-enum class Verdict : std::uint8_t { pass, fail, undecided, unsupported, warn };
-/// "pass", "FAIL", "undecided", "unsupported", "WARN": for people (the gate's table, replay's lines).
+/// error: attncheck's own check failed (it threw): no evidence for or against the kernel, and never "undecided",
+/// which means the kernel gave too little to decide (exit 4 with the message).
+enum class Verdict : std::uint8_t { pass, fail, undecided, unsupported, warn, error };
+/// "pass", "FAIL", "undecided", "unsupported", "WARN", "ERROR": for people (the gate's table, replay's lines).
 std::string_view verdict_name(Verdict v);
-/// "pass", "fail", "undecided", "unsupported", "warn": for machines (report.json, HTML classes, Python).
+/// "pass", "fail", "undecided", "unsupported", "warn", "error": for machines (report.json, HTML classes, Python).
 std::string_view verdict_id(Verdict v);
 
 /// The steps of the ladder, in order.

@@ -128,8 +128,9 @@ struct RunReport {
   int cases = 0;  ///< target cases per property
   std::vector<PropertyReport> properties;
 
-  /// fail if any property failed (or warned, when `strict`); else undecided if any is undecided; else warn if any
-  /// warned; else unsupported if every property is; else pass (unsupported properties do not spoil a pass).
+  /// fail if any property failed (or warned, when `strict`); else error if attncheck's own check failed on any;
+  /// else undecided if any is undecided; else warn if any warned; else unsupported if every property is; else pass
+  /// (unsupported properties do not spoil a pass).
   Verdict verdict(bool strict = false) const;
   /// The precision profile the run was judged with: the contract's for its dtype (report.json stores it too, as a
   /// derived field that must agree).

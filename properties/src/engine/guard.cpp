@@ -98,7 +98,12 @@ void settle_verdict(PropertyReport &pr, const RunState &st) {
   const int needed = std::min(opt.min_cases, opt.cases);
   const std::size_t needed_shapes = std::min(kMinPassShapes, plan_shapes);
   const std::string why = shortfall_text(st);
-  if (st.budget_exhausted && !st.interrupted) {
+  if (!st.counts.first_error.empty()) {
+    // attncheck's own trouble outranks whatever else the search saw: nothing it claims can be trusted.
+    pr.verdict = Verdict::error;
+    pr.note = "attncheck's own check failed, a bug of attncheck and not of the kernel (please report it with this "
+              "report): " + st.counts.first_error;
+  } else if (st.budget_exhausted && !st.interrupted) {
     // The guard bound: what a run without it decides is unknown, so nothing is claimed.
     pr.verdict = Verdict::undecided;
     pr.note = guard_text(st) + (why.empty() ? "" : "; " + why);

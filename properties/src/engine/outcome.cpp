@@ -18,6 +18,7 @@ std::string_view verdict_name(Verdict v) {
     case Verdict::undecided: return "undecided";
     case Verdict::unsupported: return "unsupported";
     case Verdict::warn: return "WARN";
+    case Verdict::error: return "ERROR";
   }
   return "?";
 }
@@ -29,6 +30,7 @@ std::string_view verdict_id(Verdict v) {
     case Verdict::undecided: return "undecided";
     case Verdict::unsupported: return "unsupported";
     case Verdict::warn: return "warn";
+    case Verdict::error: return "error";
   }
   return "?";
 }

@@ -21,13 +21,15 @@ double PropertyReport::worst_ratio_overall() const {
 }
 
 Verdict RunReport::verdict(bool strict) const {
-  bool any_undecided = false, any_warn = false, all_unsupported = !properties.empty();
+  bool any_error = false, any_undecided = false, any_warn = false, all_unsupported = !properties.empty();
   for (const PropertyReport &p : properties) {
     if (p.verdict == Verdict::fail || (strict && p.verdict == Verdict::warn)) return Verdict::fail;
+    any_error |= p.verdict == Verdict::error;
     any_undecided |= p.verdict == Verdict::undecided;
     any_warn |= p.verdict == Verdict::warn;
     all_unsupported &= p.verdict == Verdict::unsupported;
   }
+  if (any_error) return Verdict::error;
   if (any_undecided) return Verdict::undecided;
   if (any_warn) return Verdict::warn;
   return all_unsupported ? Verdict::unsupported : Verdict::pass;

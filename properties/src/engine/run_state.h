@@ -70,14 +70,14 @@ struct Record {
 
 /// What a property's search has counted: cases decided or not, declined, skipped, its worst error ÷ bound, the
 /// corners its decided and declined cases reached (coverage.h); the distinct shapes of the decided cases and of the
-/// declined ones (the minimum evidence of a pass, and why it is missing), and what left the first undecided case
-/// undecided.
+/// declined ones (the minimum evidence of a pass, and why it is missing), what left the first undecided case
+/// undecided, and the first case attncheck's own check failed on (Verdict::error: the property's verdict).
 struct SearchCounts {
   int cases = 0, unsupported = 0, undecided = 0, skipped = 0;
   Record worst;
   Coverage coverage;
   std::vector<Shape> decided_shapes, declined_shapes;
-  std::string first_undecided;
+  std::string first_undecided, first_error;
 };
 
 /// Of the problems whose calls all returned: the longest call, the largest case, and (long_rows reports them) the
@@ -145,8 +145,6 @@ void add_note(PropertyReport &pr, const std::string &clause);
 
 // search.cpp: every phase's case is judged here.
 
-/// Runs property `def` on `c`: an exception is an undecided outcome, not evidence against the kernel.
-Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c);
 /// What case_in_progress (check.h) returns: the case evaluate_timed set last.
 std::optional<CaseInProgress> case_in_progress_now();
 /// Evaluates `c`, noting whether a call hit a limit (its timeout or the memory limit), how long the calls took, and

@@ -43,6 +43,11 @@ CaseResult judge_searched(RunState &st, const Case &c, const Outcome &o, double 
     remember_shape(st.run->shared.hung, c.spec.problem_shape());
     return {T::Success, slow};
   }
+  if (o.verdict == Verdict::error) {  // not decided, and the property's verdict (settle_verdict)
+    ++st.counts.undecided;
+    if (st.counts.first_error.empty()) st.counts.first_error = in_case() + o.detail;
+    return {T::Success, o.detail};
+  }
   if (o.verdict != Verdict::undecided)
     count_corners(st, c, /*was_decided=*/true);
   if (o.verdict == Verdict::fail) {
@@ -62,17 +67,31 @@ CaseResult judge_searched(RunState &st, const Case &c, const Outcome &o, double 
 }
 }  // namespace
 
+}  // namespace attncheck::engine
+
+namespace attncheck {
+
 Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c) {
+  // An exception is the engine's (or the reference's) trouble — a kernel's own is a failed call (kernel_call.h) —
+  // so it is no evidence against the kernel, and no undecided case either.
+  const auto error = [](std::string what) {
+    Outcome o;
+    o.verdict = Verdict::error;
+    o.detail = "attncheck's check threw: " + std::move(what);
+    return o;
+  };
   try {
     return def.run(env, c);
   } catch (const std::exception &e) {
-    // An exception is the engine's (or the reference's) trouble, not evidence against the kernel.
-    Outcome o;
-    o.verdict = Verdict::undecided;
-    o.detail = std::string("the check threw: ") + e.what();
-    return o;
+    return error(e.what());
+  } catch (...) {
+    return error("an exception that is not a std::exception");
   }
 }
+
+}  // namespace attncheck
+
+namespace attncheck::engine {
 
 const Outcome &Record::settle() {
   outcome = exact_if_at_least(outcome, -std::numeric_limits<double>::infinity());

@@ -131,6 +131,12 @@ CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, double ra
     remember_shape(st.run->shared.hung, c.spec.problem_shape());
     return {T::Success, slow};
   }
+  if (o.verdict == Verdict::error) {
+    if (st.counts.first_error.empty())
+      st.counts.first_error = "targeted case " + std::to_string(st.target.counts.cases) + " (" + c.spec.describe() +
+                              "): " + o.detail;
+    return {T::Success, o.detail};
+  }
   if (o.verdict != Verdict::undecided)
     count_corners(st, c, /*was_decided=*/true);
   if (o.verdict == Verdict::fail) {

@@ -16,7 +16,9 @@ namespace attncheck {
 
 struct CallResult {
   int status = ATTNCHECK_ERROR;  ///< ATTNCHECK_OK, ATTNCHECK_UNSUPPORTED or ATTNCHECK_ERROR (or whatever it returned)
-  std::string message;           ///< the kernel's last_error() for a non-OK status, or ""
+  /// The kernel's last_error() for a non-OK status, or ""; "the kernel threw an exception: …" (status
+  /// ATTNCHECK_ERROR) when a kernel of C++ code let one through the C ABI: its failed call, not attncheck's trouble.
+  std::string message;
   bool ok() const { return status == ATTNCHECK_OK; }
 };
 
