@@ -68,9 +68,8 @@ def attention_backward(q, k, v, out, lse, dout, *, scale, causal):
         return _attention_backward(q, k, v, dout, scale, causal)
 
 
-def _attention_backward(q, k, v, dout, scale, causal):
-    dtype = q.dtype
-    q, k, v, dout = (np.asarray(x, dtype=np.float64) for x in (q, k, v, dout))
+def _softmax(q, k, v, scale, causal):
+    """In float64: k and v repeated over each kv head's query heads, P (0 on a row that sees no key) and the LSE."""
     group = q.shape[1] // k.shape[1]
     kr, vr = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     s = scale * np.einsum("bhid,bhjd->bhij", q, kr)
@@ -78,9 +77,17 @@ def _attention_backward(q, k, v, dout, scale, causal):
         lq, lk = s.shape[-2], s.shape[-1]
         s = np.where(np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq), -np.inf, s)
     m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # Lk = 0: no key, no max
-    e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
     total = e.sum(axis=-1, keepdims=True)
-    p = e / np.where(total > 0, total, 1.0)
+    return kr, vr, e / np.where(total > 0, total, 1.0), (np.log(total) + m)[..., 0]
+
+
+def _attention_backward(q, k, v, dout, scale, causal):
+    dtype = q.dtype
+    q, k, v, dout = (np.asarray(x, dtype=np.float64) for x in (q, k, v, dout))
+    group = q.shape[1] // k.shape[1]
+    kr, vr, p, _ = _softmax(q, k, v, scale, causal)
     o = np.einsum("bhij,bhjd->bhid", p, vr)
     dv = np.einsum("bhij,bhid->bhjd", p, dout)
     dp = np.einsum("bhid,bhjd->bhij", dout, vr)
@@ -121,19 +128,9 @@ def attention_bf16_products(q, k, v, *, scale, causal):
     with np.errstate(all="ignore"):
         dtype = q.dtype
         q, k, v = (_to_bfloat16(x) for x in (q, k, v))
-        group = q.shape[1] // k.shape[1]
-        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-        s = scale * np.einsum("bhid,bhjd->bhij", q, k)
-        if causal:
-            lq, lk = s.shape[-2], s.shape[-1]
-            s = np.where(np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq), -np.inf, s)
-        m = s.max(axis=-1, keepdims=True, initial=-np.inf)
-        m = np.where(np.isfinite(m), m, 0.0)
-        e = np.exp(s - m)
-        total = e.sum(axis=-1, keepdims=True)
-        p = _to_bfloat16(e / np.where(total > 0, total, 1.0))
-        out = np.einsum("bhij,bhjd->bhid", p, v)
-        return out.astype(dtype), (np.log(total) + m)[..., 0].astype(np.float32)
+        _, vr, p, lse = _softmax(q, k, v, scale, causal)
+        out = np.einsum("bhij,bhjd->bhid", _to_bfloat16(p), vr)
+        return out.astype(dtype), lse.astype(np.float32)
 
 
 def attention_with_features(q, k, v, *, scale, causal, window=(-1, -1), softcap=0.0, alibi_slopes=None,

@@ -1079,13 +1079,20 @@ std::vector<Variant> correct_variants() {
   };
 }
 
-std::vector<Variant> contract_variants() {
+namespace {
+/// The base of the contract, operand and approximation variants: FlashAttention-like tiles, exp2 folding, P rounded.
+Variant flash_like() {
   constexpr int kTile = 16;
-  Variant base;  // FlashAttention-like
+  Variant base;
   base.key_block = kTile;
   base.exp2_fold = true;
   base.round_p = true;
-  std::vector<Variant> out(8, base);
+  return base;
+}
+}  // namespace
+
+std::vector<Variant> contract_variants() {
+  std::vector<Variant> out(8, flash_like());
   out[0].accumulate_qk = Dtype::f16;
   out[1].rowsum_rounded_p = true;
   out[2].grad_per_head = true;
@@ -1098,25 +1105,16 @@ std::vector<Variant> contract_variants() {
 }
 
 std::vector<Variant> fp32_precision_variants() {
-  constexpr int kTile = 16;
-  Variant base;  // FlashAttention-like
-  base.key_block = kTile;
-  base.exp2_fold = true;
-  base.round_p = true;
   std::vector<Variant> out;
   for (Fp32Precision f : {Fp32Precision::tf32, Fp32Precision::bf16, Fp32Precision::f16}) {
-    out.push_back(base);
+    out.push_back(flash_like());
     out.back().fp32_precision = f;
   }
   return out;
 }
 
 std::vector<Variant> approximation_variants() {
-  constexpr int kTile = 16;
-  Variant base;  // FlashAttention-like, with softcap
-  base.key_block = kTile;
-  base.exp2_fold = true;
-  base.round_p = true;
+  Variant base = flash_like();
   base.softcap = true;
   std::vector<Variant> out(6, base);
   out[0].tanh = Tanh::approx;
