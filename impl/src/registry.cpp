@@ -17,7 +17,7 @@ const attncheck_kernel kKernels[] = {
 /// What both promise beyond the defaults, and are checked against as required: bitwise results forward and
 /// backward (fixed reduction orders, no atomics); masked keys never read (NaN in them cannot leak); GQA gradients
 /// summed over heads before one store (the tighter bound). naive computes in float32 only (dtypes=f32; flash takes
-/// all three). Then the ABI 1.2 features each implements: naive all but FP8, flash all but the mask tensor, dropout
+/// all three). Then the ABI 1.2 features each implements: naive all nine, flash all but the mask tensor, dropout
 /// and FP8 (a paged cache has no backward in the ABI).
 #define ATTNCHECK_PROMISE "determinism=bitwise hidden-keys=any grad-sum=exact"
 const attncheck_kernel_contract kContracts[] = {

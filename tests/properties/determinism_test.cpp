@@ -88,10 +88,3 @@ TEST_CASE("determinism: results accumulated onto garbage are beyond any bound, e
   INFO(r.text());
   REQUIRE(r.verdict() == Verdict::fail);
 }
-
-TEST_CASE("bitwise_determinism: nothing to check when the kernel promises every output bitwise") {
-  const RunReport r = check_property(support::variant_kernel(support::Variant{}), "bitwise_determinism",
-                                  declaring("determinism=bitwise"));
-  CHECK(r.find("bitwise_determinism")->tier == Tier::off);
-  CHECK(r.verdict() == Verdict::unsupported);
-}

@@ -1,7 +1,8 @@
-// The feature properties (window, softcap, alibi, sinks, attn_mask, varlen, paged, dropout, fp8; SPEC.md §2.7): a correct
-// feature kernel passes each in every storage dtype, and a kernel that does not declare a feature has it declined.
-// Each planted feature bug is caught in selftest_test.cpp (and feature_reach_test.cpp); rows a window or mask leaves
-// empty, under each empty-rows declaration, in contract_semantics_test.cpp.
+// The feature properties (window, softcap, alibi, sinks, attn_mask, varlen, paged, dropout, fp8; SPEC.md §2.7)
+// together: a correct feature kernel passes each in every storage dtype, and a kernel that does not declare a feature
+// has it declined. Each property's planted bug and correct kernels (the bundled ones too) are in its own
+// <id>_test.cpp; every planted feature bug is also caught in selftest_test.cpp (and feature_reach_test.cpp); rows a
+// window or mask leaves empty, under each empty-rows declaration, in contract_semantics_test.cpp.
 #include "attncheck/check.h"
 #include "feature_kernels.h"
 #include "property_support.h"

@@ -58,6 +58,14 @@ inline CheckOptions options(Dtype dt = Dtype::f32, std::uint64_t seed = 1) {
   return o;
 }
 
+/// options(dt) under the contract the bundled kernel `name` declares (declared_contract): what a gate run checks it
+/// against — its features on, the dtypes it does not declare declined.
+inline CheckOptions builtin_options(std::string_view name, Dtype dt = Dtype::f32) {
+  CheckOptions o = options(dt);
+  o.contract = declared_contract(name);
+  return o;
+}
+
 /// options() checking against the contract `text` (SPEC.md §3.1).
 inline CheckOptions declaring(std::string_view text, Dtype dt = Dtype::f32) {
   CheckOptions o = options(dt);
@@ -75,6 +83,14 @@ inline Env env_of(const attncheck_kernel &kernel, std::string_view text = "") {
 inline const Counterexample *counterexample(const RunReport &r, std::string_view id) {
   const PropertyReport *p = r.find(id);
   return p && p->counterexample ? &*p->counterexample : nullptr;
+}
+
+/// The tensors of `c` that have a layout of their own (CaseSpec::layouts).
+inline std::vector<Operand> own_layouts(const Counterexample &c) {
+  std::vector<Operand> out;
+  for (int x = 0; x < kOperandCount; ++x)
+    if (c.minimal.spec.layouts[static_cast<Operand>(x)].own()) out.push_back(static_cast<Operand>(x));
+  return out;
 }
 
 /// The shape a failure of `property` on `kernel` shrinks to: REQUIREs that the check fails (showing its report).

@@ -35,7 +35,8 @@
 //      should appear in reports.
 //
 //   3. Test it in tests/properties/<id>_test.cpp: a correct variant kernel passes (support::correct_variants()) and
-//      a planted bug fails within the default case budget with a small shrunk counterexample (see props_test.cpp).
+//      a planted bug fails within the default case budget with a small shrunk counterexample (see causal_test.cpp).
+//      A CTest check fails while a registered id has no such file.
 //
 // A property gets a generated Case and returns an Outcome; it must be deterministic (same case ⇒ same outcome) and
 // must not keep state between calls. Use `require` to narrow the cases it receives (fixed mask, dout, Dv = Lk …);
