@@ -2,7 +2,7 @@
 // compared with what the kernel returned on the failing problem; a hint only where one reproduces it.
 #include "hints.h"
 
-#include "../props/effective_scale.h"
+#include "../effective_scale.h"
 #include "attncheck/error_model.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
@@ -297,7 +297,7 @@ std::optional<Hint> nan_source(const Observed &k, const ExactForward &exact, con
 
 /// O at another scale: the named scales a kernel mistakes for its own (1, 1/D, 1/√D, 1/√Dv, the log₂e fold applied
 /// twice or undone; names of one value read together, "1/D = 1/√Dv", but 1 is just 1), then the scale the
-/// effective-scale probe fits on the kernel (props/effective_scale.h) — the first whose exact result reproduces the
+/// effective-scale probe fits on the kernel (properties/src/effective_scale.h) — the first whose exact result reproduces the
 /// kernel's.
 std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &baseline, const Case &c,
                                 const Env &env) {

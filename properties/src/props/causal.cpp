@@ -3,6 +3,7 @@
 // Every correct kernel promises this, whatever it does with masked keys; NaN/±Inf in hidden keys is
 // masked_nonfinite's, and rows that see no key are empty_rows'.
 #include "hidden_keys.h"
+#include "../slack.h"
 
 #include <cmath>
 #include <limits>
@@ -10,9 +11,6 @@
 namespace attncheck::props {
 
 namespace {
-/// The finite replacement of a hidden value: kAltValue, or −kAltValue where the value already is kAltValue (so
-/// every hidden element changes). Exact in every storage dtype.
-constexpr double kAltValue = 2;
 
 /// The case with the keys hidden from row r (k and v) changed to other finite values.
 Case with_hidden_changed(const Case &c, std::int64_t r) {
@@ -20,7 +18,7 @@ Case with_hidden_changed(const Case &c, std::int64_t r) {
   Case out = c;
   auto change = [](std::vector<double> &x, const std::vector<double> &mark) {
     for (std::size_t n = 0; n < x.size(); ++n)
-      if (std::isnan(mark[n])) x[n] = x[n] == kAltValue ? -kAltValue : kAltValue;
+      if (std::isnan(mark[n])) x[n] = changed_value(x[n]);
   };
   change(out.k, marked.k);
   change(out.v, marked.v);

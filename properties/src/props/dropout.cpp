@@ -7,6 +7,7 @@
 // row or the key — the share that agrees exceeds max a(r) over the rate interval above by more than √(ln(4/α)/(2m))
 // with probability at most α/4 (one-sided Hoeffding, four axes); a draw shared across that index agrees always.
 #include "feature_checks.h"
+#include "../slack.h"
 
 #include <array>
 #include <cstring>
@@ -14,7 +15,6 @@
 namespace attncheck::props {
 
 namespace {
-constexpr double kFalseAlarm = 1e-6;
 /// The rate problem: kRateBatch entries of kRateHeads heads of kRateRows × kRateKeys decisions (zeros: no reference
 /// needed); two of each index, so that every axis of the independence test has pairs.
 constexpr std::int64_t kRateBatch = 2, kRateHeads = 2, kRateRows = 64, kRateKeys = 128;

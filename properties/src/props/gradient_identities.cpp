@@ -14,6 +14,7 @@
 #include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "../slack.h"
 
 #include <cmath>
 #include <memory>
@@ -22,8 +23,6 @@
 namespace attncheck::props {
 
 namespace {
-/// Unit roundoff of double: the sums formed here.
-constexpr double kDoubleRoundoff = 0x1p-53;
 
 void require(CaseOptions &o) { o.backward = true; }
 

@@ -18,7 +18,7 @@
 #include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
-#include "effective_scale.h"
+#include "../effective_scale.h"
 
 #include <cmath>
 #include <memory>
@@ -43,7 +43,7 @@ Norm norm2(const std::vector<double> &x) {
   double s = 0;
   for (double v : x) s += v * v;
   const double n = std::sqrt(s);
-  return Norm{n, n * (static_cast<double>(x.size()) + 4) * probe::kDoubleRoundoff};
+  return Norm{n, n * (static_cast<double>(x.size()) + 4) * kDoubleRoundoff};
 }
 
 /// The contract's band for one gradient: its exact norm and the bound on a correct kernel's norm (∞ when the error
@@ -53,7 +53,7 @@ struct Band {
 };
 Band band(const std::vector<double> &exact, const std::vector<double> &beta) {
   const Norm e = norm2(exact), b = norm2(beta);
-  return Band{e.value, probe::up((b.value + b.rounding + e.rounding) * (1 + 2 * probe::kDoubleRoundoff))};
+  return Band{e.value, probe::up((b.value + b.rounding + e.rounding) * (1 + 2 * kDoubleRoundoff))};
 }
 
 /// The band from the screen's values r̃ (within ε of the exact ones) and bounds β' (β' + ε ≤ β): the bound narrowed

@@ -8,6 +8,7 @@
 
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "../slack.h"
 
 #include <cmath>
 #include <limits>
@@ -23,8 +24,6 @@ namespace {
 constexpr double kKeyShift = 1;
 /// w_c for every column c: an integer, exactly representable in every storage dtype.
 constexpr double kValueShift = 1;
-/// Relative rounding of the few double operations here (forming Ô + w and the exact change), with room to spare.
-constexpr double kDoubleSlack = 4 * 0x1p-53;
 
 /// `x` plus `shift` on every element, each sum rounded to the storage dtype.
 std::vector<double> shifted(const std::vector<double> &x, double shift, Dtype dt) {
@@ -56,7 +55,7 @@ bool related(Ladder &L, std::string_view name, const ForwardSide &a, const Forwa
     shifted_exact[x] = a.exact.out[x] + off[x];
     const double magnitude =
         std::abs(got_a[x]) + std::abs(a.exact.out[x]) + std::abs(b.exact.out[x]) + 2 * std::abs(off[x]);
-    extra[x] = std::abs(b.exact.out[x] - shifted_exact[x]) + kDoubleSlack * magnitude;
+    extra[x] = std::abs(b.exact.out[x] - shifted_exact[x]) + kDoubleOpsUlps * kDoubleRoundoff * magnitude;
   }
   return within_each_other(L, name, shifted_got, shifted_exact, a.bound.out, b, extra);
 }

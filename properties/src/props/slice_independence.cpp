@@ -10,6 +10,7 @@
 #include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "../slack.h"
 
 #include <bit>
 #include <cstdint>
@@ -19,11 +20,6 @@
 namespace attncheck::props {
 
 namespace {
-/// The finite replacement of a changed input: kAltValue, or −kAltValue where the input already is kAltValue (so
-/// every element of the slice changes). Exact in every storage dtype.
-constexpr double kAltValue = 2;
-
-double changed(double x) { return x == kAltValue ? -kAltValue : kAltValue; }
 
 /// Which inputs a perturbation changes, and which (batch, query head) outputs may follow.
 struct Slice {
@@ -59,7 +55,7 @@ Case perturbed(const Case &c, const Slice &sl) {
         if ((by_batch ? b : h) != sl.index) continue;
         for (std::int64_t x = 0; x < L * X; ++x) {
           double &e = t[static_cast<std::size_t>((b * H + h) * L * X + x)];
-          e = changed(e);
+          e = changed_value(e);
         }
       }
   };

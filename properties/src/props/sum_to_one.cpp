@@ -4,6 +4,7 @@
 #include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "../slack.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,8 +16,6 @@ namespace attncheck::props {
 namespace {
 /// Dv = Lk makes work ≈ B·Hq·Lq·Lk², twice per case: room for long rows (Lk ≥ 1024, Lq = 1).
 constexpr std::int64_t kSumToOneMaxWork = 1'200'000;
-/// Relative rounding of summing a row of doubles here (the row sums are formed in double).
-constexpr double kDoubleRoundoff = 0x1p-53;
 
 void require(CaseOptions &o) {
   o.draw_v = false;  // v is replaced by ones and the identity

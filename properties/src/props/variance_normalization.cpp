@@ -26,7 +26,8 @@
 #include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
-#include "effective_scale.h"
+#include "../effective_scale.h"
+#include "../slack.h"
 
 #include <cmath>
 #include <memory>
@@ -38,8 +39,6 @@ namespace attncheck::props {
 namespace {
 using probe::Interval;
 
-/// Probability that a correct kernel fails part (b) on a given case (over the Gaussian draws).
-constexpr double kFalseAlarm = 1e-6;
 /// m: key pairs in the Gaussian probe (degrees of freedom of the χ² statistic).
 constexpr std::int64_t kStatPairs = 1024;
 /// Below this D the Gaussian probe uses kWideProbeKeys keys per head (Dv = 8 ≥ 2·D), from it on 2 (Dv ≤ D/2).
@@ -128,7 +127,7 @@ Statistic statistic(const GaussProbe &g, double scale, const std::vector<double>
         const std::size_t ka = (h * L + a) * D + x, kb = (h * L + b) * D + x;
         e += std::abs(q[x]) * (std::abs(g.c.k[ka] - g.k_drawn[ka]) + std::abs(g.c.k[kb] - g.k_drawn[kb]));
       }
-      e = probe::up(scale * e * (1 + static_cast<double>(2 * D + 2) * probe::kDoubleRoundoff));
+      e = probe::up(scale * e * (1 + static_cast<double>(2 * D + 2) * kDoubleRoundoff));
       d = Interval{probe::down(d.lo - e), probe::up(d.hi + e)};
       const Interval d2 = probe::square(d);
       lo += d2.lo / var;
@@ -139,7 +138,7 @@ Statistic statistic(const GaussProbe &g, double scale, const std::vector<double>
     }
   }
   // Rounding of these sums of non-negative terms (and of var): relative (m + D + 4)·u at most.
-  const double slack = (st.m + static_cast<double>(D) + 4) * probe::kDoubleRoundoff;
+  const double slack = (st.m + static_cast<double>(D) + 4) * kDoubleRoundoff;
   st.T = Interval{probe::down(lo * (1 - slack)), probe::up(hi * (1 + slack))};
   return st;
 }

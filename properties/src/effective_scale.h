@@ -8,7 +8,8 @@
 
 #include "attncheck/property.h"
 
-#include "../gen/bits.h"
+#include "gen/bits.h"
+#include "slack.h"
 
 #include <algorithm>
 #include <bit>
@@ -20,8 +21,6 @@
 namespace attncheck::props::probe {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
-/// Unit roundoff of double: the arithmetic the probes do here.
-inline constexpr double kDoubleRoundoff = 0x1p-53;
 /// Outward steps (ulps of double) around each std::log: glibc's log is within 1 ulp; 2 steps also cover the
 /// rounding of P̂ ± β.
 inline constexpr int kLogUlps = 2;
