@@ -147,6 +147,66 @@ void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env 
   add_note(pr, std::string(judge->id) + " fails this case: NaN or ±Inf where the exact value and its bound are finite");
 }
 
+/// Why `def` has nothing to run for `env`'s kernel and contract in dtype `dt` at tier `tier`: the note of an
+/// unsupported line, or nullopt when it runs.
+std::optional<std::string> not_run(const PropertyDef &def, const Env &env, Dtype dt, Tier tier) {
+  if (def.needs_backward && env.kernel.backward == nullptr && tier != Tier::off) return "the kernel has no backward";
+  if (tier != Tier::off) return std::nullopt;
+  if (!env.contract.implements(dt))
+    return "declined: the kernel's contract does not declare dtypes=" + std::string(dtype_name(dt)) +
+           " (it declares dtypes=" + dtype_list(env.contract.dtypes) + ")";
+  if (def.feature && !(env.contract.features & def.feature))
+    return "declined: the kernel's contract does not declare features=" + std::string(feature_name(def.feature)) +
+           " (it declares features=" + feature_list(env.contract.features) + ")";
+  return "nothing to check under the kernel's contract (" + env.contract.describe_changes() + ")";
+}
+
+/// The cases `def` draws in `run`: the contract's causal alignment, combinable features and rows that see no key,
+/// the backward when the property needs it, production shapes where the screen keeps them cheap, the shape pool,
+/// then the property's own narrowing.
+CaseOptions case_options(const PropertyDef &def, CheckRun &run) {
+  const Env &env = run.env;
+  CaseOptions co;
+  co.dtype = run.opt.dtype;
+  co.causal = env.contract.causal == CausalAlign::top_left ? Mask::causal_top_left : Mask::causal;
+  co.combinable = env.contract.features & kCombinableFeatures;
+  if (env.contract.empty_rows == EmptyRows::unspecified) co.empty_rows = false;
+  co.backward = def.needs_backward;
+  co.reach = def.screened;
+  co.shape_pool = run.pool.shapes;
+  if (def.require) def.require(co);
+  if (co.dv_equals_lk) co.tie_head_dims = run.declines_unequal_head_dims();
+  return co;
+}
+
+/// Where a counterexample came from, besides its case and outcome (Counterexample's other fields).
+struct Provenance {
+  CaseSpec original;
+  int found_after = 0, shrink_steps = 0, shrinks_tried = 0;
+  std::string reproduce, corpus_entry;
+};
+
+/// Makes `minimal`, failing with `o`, pr's counterexample: the verdict (warn for an advisory property), the
+/// declarations that explain it (explain_failure, until `stop`), and an advisory property's escalation to the
+/// required failure its case may be (escalate_if_required). The one place a Counterexample is made.
+void make_counterexample(PropertyReport &pr, const PropertyDef &def, const Env &env, const CaseOptions &co,
+                         const Case &minimal, const Outcome &o, Provenance from,
+                         const std::function<bool()> &stop = {}) {
+  pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
+  pr.counterexample = Counterexample{.minimal = minimal,
+                                     .outcome = o,
+                                     .original = std::move(from.original),
+                                     .found_after = from.found_after,
+                                     .shrink_steps = from.shrink_steps,
+                                     .shrinks_tried = from.shrinks_tried,
+                                     .seed = pr.seed,
+                                     .reproduce = std::move(from.reproduce),
+                                     .corpus_entry = std::move(from.corpus_entry)};
+  pr.counterexample->explained_by =
+      explain_failure(def, env, co, pr.seed, minimal, o, stop, &pr.counterexample->passes_under);
+  if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
+}
+
 /// The corpus phase (CheckOptions::corpus): `def`'s corpus cases judged in order, before its search, counted in
 /// pr.corpus. The first that fails becomes pr's counterexample (not shrunk again: it is a recorded minimal case), and
 /// true is returned: the property's run ends there, as a search ends at its first failure. Calls no RapidCheck and
@@ -162,114 +222,60 @@ bool replay_corpus(const PropertyDef &def, const CheckRun &run, const CaseOption
       pr.corpus.passed += o.verdict == Verdict::pass ? 1 : 0;
       continue;
     }
-    pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
-    pr.counterexample = Counterexample{.minimal = cc.minimal,
-                                       .outcome = o,
-                                       .original = cc.minimal.spec,
-                                       .found_after = 0,
-                                       .shrink_steps = 0,
-                                       .shrinks_tried = 0,
-                                       .seed = pr.seed,
-                                       .reproduce = cc.reproduce,
-                                       .corpus_entry = cc.hash};
-    pr.counterexample->explained_by =
-        explain_failure(def, run.env, co, pr.seed, cc.minimal, o, {}, &pr.counterexample->passes_under);
     add_note(pr, fmt::format("from the corpus: entry {} fails again (corpus case {} of this property)", cc.hash,
                              pr.corpus.replayed));
-    if (pr.tier == Tier::advisory) escalate_if_required(pr, def, run.env);
+    make_counterexample(pr, def, run.env, co, cc.minimal, o,
+                        {.original = cc.minimal.spec, .reproduce = cc.reproduce, .corpus_entry = cc.hash});
     return true;
   }
   return false;
 }
 
-/// Checks property `def`, the index-th of the selected ones, in `run`.
-PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun &run) {
-  const CheckOptions &opt = run.opt;
-  const Env &env = run.env;
-  const auto *reproduce = run.reproduce;
-  const std::shared_ptr<const std::vector<Shape>> &pool = run.pool.shapes;
-  PropertyReport pr;
-  pr.id = std::string(def.id);
-  pr.formula = std::string(def.formula);
-  pr.summary = std::string(def.summary);
-  pr.seed = property_seed(opt.seed, def.id, opt.dtype);
-  pr.tier = tier_of(def, env.contract, opt.dtype);
-  if (pr.tier == Tier::off) {
-    pr.verdict = Verdict::unsupported;
-    pr.note = !env.contract.implements(opt.dtype)
-                  ? "declined: the kernel's contract does not declare dtypes=" + std::string(dtype_name(opt.dtype)) +
-                        " (it declares dtypes=" + dtype_list(env.contract.dtypes) + ")"
-              : def.feature && !(env.contract.features & def.feature)
-                  ? "declined: the kernel's contract does not declare features=" + std::string(feature_name(def.feature)) +
-                        " (it declares features=" + feature_list(env.contract.features) + ")"
-                  : "nothing to check under the kernel's contract (" + env.contract.describe_changes() + ")";
-    return pr;
-  }
-  if (def.needs_backward && env.kernel.backward == nullptr) {
-    pr.verdict = Verdict::unsupported;
-    pr.note = "the kernel has no backward";
-    return pr;
-  }
+/// What RapidCheck's run of a property ended with, and the reproduce map's key of its failure (the search's, or the
+/// targeted phase's).
+struct Searched {
+  rc::detail::TestResult result;  ///< match() fills failure or error from it
+  rc::detail::FailureResult failure;
+  rc::detail::Error error;
+  std::string key, failure_key;
+};
 
-  CaseOptions co;
-  co.dtype = opt.dtype;
-  co.causal = env.contract.causal == CausalAlign::top_left ? Mask::causal_top_left : Mask::causal;
-  co.combinable = env.contract.features & kCombinableFeatures;
-  if (env.contract.empty_rows == EmptyRows::unspecified) co.empty_rows = false;
-  co.backward = def.needs_backward;
-  co.reach = def.screened;  // production shapes where the screen keeps them cheap
-  co.shape_pool = pool;
-  if (def.require) def.require(co);
-  if (co.dv_equals_lk) co.tie_head_dims = run.declines_unequal_head_dims();
-  const std::optional<std::string> huge_skipped =
-      co.stretch && opt.huge_cases ? allow_huge_case(opt, co) : std::optional<std::string>{};
-  if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
-  const rc::Gen<Case> gen = gen_case(co);
-  // The corpus first (not in a reproduce run, which replays its one case).
-  if (!reproduce && replay_corpus(def, run, co, pr)) return pr;
-
-  RunState st;
-  st.def = &def;
-  st.run = &run;
-  st.index = index;
-  // Feature properties draw dO and check the backward when the kernel has one.
-  st.corners = {.backward = co.backward && env.kernel.backward != nullptr,
-                .lse = env.contract.lse != LseOutput::none,
-                .declared_features = co.declared_features};
-  st.reaches = corners_named(def.reaches);
-  // A targeted counterexample is reproduced by the search and the targeted phase again, up to its mutant.
-  const rc::detail::Reproduce *target_replay = nullptr;
-  if (reproduce)
-    if (const auto it = reproduce->find(target_id(def.id, opt.dtype)); it != reproduce->end())
-      target_replay = &it->second;
-  const bool replaying = reproduce && !target_replay;
-  st.phase = replaying ? Phase::reproduce : Phase::search;
-  st.started = Clock::now();
-  st.counts.declined_shapes = run.pool.declined;  // the pool's, declined before it was drawn from
+/// The search of `st.def` (then, unless replaying or cut short, its targeted phase) on cases of `gen`: RapidCheck
+/// drives body(), which judges, counts and shrinks (search.cpp, shrink.cpp). `replaying`: the reproduce map's case
+/// alone; `target_replay`: a targeted counterexample to reach again.
+Searched search(RunState &st, const rc::Gen<Case> &gen, const CaseOptions &co, std::uint64_t seed, bool replaying,
+                const rc::detail::Reproduce *target_replay) {
+  const CheckOptions &opt = st.run->opt;
+  const PropertyDef &def = *st.def;
   const std::string key = run_id(def.id, opt.dtype);
-
   rc::detail::TestMetadata meta;
   meta.id = key;
   meta.description = std::string(def.formula);
   rc::detail::TestParams params;
-  params.seed = pr.seed;
+  params.seed = seed;
   params.maxSuccess = opt.cases;
   params.maxSize = rc::kNominalSize;
   params.maxDiscardRatio = kMaxDiscardRatio;
   rc::detail::TestListenerAdapter listener;
   const std::unordered_map<std::string, rc::detail::Reproduce> none;
-  const auto result = rc::detail::checkProperty(rc::detail::toProperty([&st, &gen] { return body(st, gen); }),
-                                                meta, params, listener, replaying ? *reproduce : none);
-  rc::detail::FailureResult failure;
-  rc::detail::Error error;
-  std::string failure_key = key;  // the reproduce map's key of the failure: the search's, or the targeted phase's
-  const bool searched = !result.match(failure) && !result.match(error) && !st.budget_exhausted && !st.interrupted;
+  Searched s{.result = rc::detail::checkProperty(rc::detail::toProperty([&st, &gen] { return body(st, gen); }), meta,
+                                                params, listener, replaying ? *st.run->reproduce : none),
+             .failure = {},
+             .error = {},
+             .key = key,
+             .failure_key = key};
+  const bool searched =
+      !s.result.match(s.failure) && !s.result.match(s.error) && !st.budget_exhausted && !st.interrupted;
   if (!replaying && searched && def.targeted)
-    if (const std::optional<rc::detail::Reproduce> found = target(st, co, pr.seed, target_replay)) {
-      failure.reproduce = *found;
-      failure_key = target_id(def.id, opt.dtype);
+    if (const std::optional<rc::detail::Reproduce> found = target(st, co, seed, target_replay)) {
+      s.failure.reproduce = *found;
+      s.failure_key = target_id(def.id, opt.dtype);
     }
+  return s;
+}
 
+/// The search's figures: cases, declines, undecided, the worst error ÷ bound and where, the guard, coverage.
+void record_search(PropertyReport &pr, RunState &st) {
   pr.cases = st.counts.cases;
   pr.unsupported = st.counts.unsupported;
   pr.undecided = st.counts.undecided;
@@ -283,96 +289,136 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
   pr.skipped = st.counts.skipped;
   pr.coverage = st.counts.coverage;
   pr.targeted = st.target.counts;
+}
 
-  if (replaying || target_replay) {
-    // The replayed case is the last one evaluated.
-    const bool reached = replaying || failure_key != key;  // a targeted replay reached its mutant again
-    if (!reached) {
-      pr.verdict = Verdict::undecided;
-      pr.note = "could not reproduce: the search and the targeted phase took another course (the kernel's answers "
-                "changed)";
-      return pr;
-    }
-    pr.cases = st.last && st.last_outcome.verdict != Verdict::unsupported ? 1 : 0;
-    if ((target_replay ? st.last_outcome.verdict == Verdict::fail : result.match(failure)) && st.last) {
-      pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
-      pr.counterexample = Counterexample{.minimal = *st.last,
-                                         .outcome = st.last_outcome,
-                                         .original = st.last->spec,
-                                         .found_after = 0,
-                                         .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
-                                         .shrinks_tried = 0,
-                                         .seed = pr.seed,
-                                         .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce)};
-      pr.counterexample->explained_by =
-          explain_failure(def, env, co, pr.seed, *st.last, st.last_outcome, [&] { return must_stop(st); },
-                          &pr.counterexample->passes_under);
-      pr.note = "reproduced";
-      if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
-    } else if (st.last) {
-      pr.verdict = st.last_outcome.verdict;
-      pr.worst_ratio = st.last_outcome.worst_ratio;
-      pr.worst = st.last_outcome.worst;
-      pr.note = "the reproduced case no longer fails" +
-                (st.last_outcome.detail.empty() ? "" : " (" + st.last_outcome.detail + ")");
-    } else {
-      pr.verdict = Verdict::undecided;
-      pr.note = result.match(error) ? "could not reproduce: " + error.description : "could not reproduce";
-    }
-    return pr;
-  }
-
-  // A search's failure, or the targeted phase's (else a failure is the time budget's stop).
-  const bool found = (result.match(failure) || failure_key != key) && st.failure.found;
-  if (found) {
-    confirm_hang(st, failure.reproduce.shrinkPath, pr);
-    const Failure &f = st.failure;
-    if (f.hang) {
-      run.shared.hung.push_back(f.best.spec.problem_shape());
-      if (st.ran.largest) add_note(pr, "the largest case that ran: " + st.ran.largest->describe());
-    }
-    pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
-    pr.counterexample = Counterexample{.minimal = f.best,
-                                       .outcome = f.best_outcome,
-                                       .original = f.original,
-                                       .found_after = f.found_after,
-                                       .shrink_steps = static_cast<int>(failure.reproduce.shrinkPath.size()),
-                                       .shrinks_tried = f.shrinks_tried,
-                                       .seed = pr.seed,
-                                       .reproduce = reproduce_string(pr.seed, failure_key, failure.reproduce)};
-    pr.counterexample->explained_by =
-        explain_failure(def, env, co, pr.seed, f.best, f.best_outcome, [&] { return must_stop(st); },
-                        &pr.counterexample->passes_under);
-    if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
-    if (failure_key != key) {
-      pr.targeted.to = std::max(pr.targeted.to, f.first_outcome.worst_ratio);
-      add_note(pr, fmt::format("found by the targeted phase: mutant {} of the search's worst cases (error ÷ bound "
-                               "{:.3g} at most in the search)",
-                               st.target.failed + 1, pr.targeted.from));
-    }
-    if (st.budget_exhausted && !st.interrupted)
-      add_note(pr, fmt::format("the time budget of {:.3g} s cut the shrinking after {} candidates (--time-budget)",
-                               std::chrono::duration<double>(opt.time_budget).count(), f.shrinks_tried));
-    return pr;
-  }
-  if (result.match(error)) {
+/// A reproduce run's line: the replayed case (the last one evaluated) fails again, no longer fails, or was not
+/// reached.
+void settle_reproduction(PropertyReport &pr, RunState &st, const CaseOptions &co, Searched &s, bool replaying,
+                         bool target_replay) {
+  const bool reached = replaying || s.failure_key != s.key;  // a targeted replay reached its mutant again
+  if (!reached) {
     pr.verdict = Verdict::undecided;
-    pr.note = "RapidCheck error: " + error.description;
-    return pr;
+    pr.note = "could not reproduce: the search and the targeted phase took another course (the kernel's answers "
+              "changed)";
+    return;
   }
-  // Success, the budget's stop, or gave up after too many declined cases.
+  pr.cases = st.last && st.last_outcome.verdict != Verdict::unsupported ? 1 : 0;
+  if ((target_replay ? st.last_outcome.verdict == Verdict::fail : s.result.match(s.failure)) && st.last) {
+    pr.note = "reproduced";
+    make_counterexample(pr, *st.def, st.run->env, co, *st.last, st.last_outcome,
+                        {.original = st.last->spec,
+                         .shrink_steps = static_cast<int>(s.failure.reproduce.shrinkPath.size()),
+                         .reproduce = reproduce_string(pr.seed, s.failure_key, s.failure.reproduce)},
+                        [&] { return must_stop(st); });
+  } else if (st.last) {
+    pr.verdict = st.last_outcome.verdict;
+    pr.worst_ratio = st.last_outcome.worst_ratio;
+    pr.worst = st.last_outcome.worst;
+    pr.note = "the reproduced case no longer fails" +
+              (st.last_outcome.detail.empty() ? "" : " (" + st.last_outcome.detail + ")");
+  } else {
+    pr.verdict = Verdict::undecided;
+    pr.note = s.result.match(s.error) ? "could not reproduce: " + s.error.description : "could not reproduce";
+  }
+}
+
+/// The search's (or the targeted phase's) failure, shrunk, as pr's counterexample, with what stopped the shrinking.
+void settle_failure(PropertyReport &pr, RunState &st, const CaseOptions &co, Searched &s) {
+  confirm_hang(st, s.failure.reproduce.shrinkPath, pr);
+  const Failure &f = st.failure;
+  if (f.hang) {
+    st.run->shared.hung.push_back(f.best.spec.problem_shape());
+    if (st.ran.largest) add_note(pr, "the largest case that ran: " + st.ran.largest->describe());
+  }
+  make_counterexample(pr, *st.def, st.run->env, co, f.best, f.best_outcome,
+                      {.original = f.original,
+                       .found_after = f.found_after,
+                       .shrink_steps = static_cast<int>(s.failure.reproduce.shrinkPath.size()),
+                       .shrinks_tried = f.shrinks_tried,
+                       .reproduce = reproduce_string(pr.seed, s.failure_key, s.failure.reproduce)},
+                      [&] { return must_stop(st); });
+  if (s.failure_key != s.key) {
+    pr.targeted.to = std::max(pr.targeted.to, f.first_outcome.worst_ratio);
+    add_note(pr, fmt::format("found by the targeted phase: mutant {} of the search's worst cases (error ÷ bound "
+                             "{:.3g} at most in the search)",
+                             st.target.failed + 1, pr.targeted.from));
+  }
+  if (st.budget_exhausted && !st.interrupted)
+    add_note(pr, fmt::format("the time budget of {:.3g} s cut the shrinking after {} candidates (--time-budget)",
+                             std::chrono::duration<double>(st.run->opt.time_budget).count(), f.shrinks_tried));
+}
+
+/// A search without a failure: its verdict (settle_verdict) and what the run should know of how it went.
+void settle_search(PropertyReport &pr, RunState &st, const CaseOptions &co,
+                   const std::optional<std::string> &huge_skipped) {
   settle_verdict(pr, st);
   if (huge_skipped) add_note(pr, *huge_skipped);
   if (co.stretch && st.ran.largest)  // which sizes ran (SPEC.md §7 long_rows)
     add_note(pr, "sizes run: rows up to Lk=" + std::to_string(st.ran.longest_row) + ", squares up to Lq=Lk=" +
                      std::to_string(st.ran.largest_square) + ", up to " + std::to_string(st.ran.most_elements) +
                      " elements in one tensor; largest problem " + st.ran.largest->problem_shape().describe());
-  if (pool)
-    add_note(pr, "shapes from a pool of " + std::to_string(pool->size()) + " (compile-friendly generation)");
+  if (st.run->pool.shapes)
+    add_note(pr, "shapes from a pool of " + std::to_string(st.run->pool.shapes->size()) +
+                     " (compile-friendly generation)");
   if (const TargetedSearch &t = st.target.counts; t.ran())
     add_note(pr, fmt::format("targeted phase: {} mutants of the search's worst cases took error ÷ bound from {:.3g} "
                              "to {:.3g}",
                              t.cases + t.declined, t.from, t.to));
+}
+
+/// Checks property `def`, the index-th of the selected ones, in `run`: off or unsupported, the corpus, the search
+/// and the targeted phase, then the line they settle.
+PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun &run) {
+  const CheckOptions &opt = run.opt;
+  const Env &env = run.env;
+  PropertyReport pr;
+  pr.id = std::string(def.id);
+  pr.formula = std::string(def.formula);
+  pr.summary = std::string(def.summary);
+  pr.seed = property_seed(opt.seed, def.id, opt.dtype);
+  pr.tier = tier_of(def, env.contract, opt.dtype);
+  if (std::optional<std::string> why = not_run(def, env, opt.dtype, pr.tier)) {
+    pr.verdict = Verdict::unsupported;
+    pr.note = std::move(*why);
+    return pr;
+  }
+  CaseOptions co = case_options(def, run);
+  const std::optional<std::string> huge_skipped =
+      co.stretch && opt.huge_cases ? allow_huge_case(opt, co) : std::optional<std::string>{};
+  if (co.mask == Mask::causal) co.mask = co.causal;  // a property asking for "causal" gets the declared alignment
+  const rc::Gen<Case> gen = gen_case(co);
+  if (!run.reproduce && replay_corpus(def, run, co, pr)) return pr;  // the corpus first, not in a reproduce run
+
+  RunState st;
+  st.def = &def;
+  st.run = &run;
+  st.index = index;
+  // Feature properties draw dO and check the backward when the kernel has one.
+  st.corners = {.backward = co.backward && env.kernel.backward != nullptr,
+                .lse = env.contract.lse != LseOutput::none,
+                .declared_features = co.declared_features};
+  st.reaches = corners_named(def.reaches);
+  // A targeted counterexample is reproduced by the search and the targeted phase again, up to its mutant.
+  const rc::detail::Reproduce *target_replay = nullptr;
+  if (run.reproduce)
+    if (const auto it = run.reproduce->find(target_id(def.id, opt.dtype)); it != run.reproduce->end())
+      target_replay = &it->second;
+  const bool replaying = run.reproduce && !target_replay;
+  st.phase = replaying ? Phase::reproduce : Phase::search;
+  st.started = Clock::now();
+  st.counts.declined_shapes = run.pool.declined;  // the pool's, declined before it was drawn from
+  Searched s = search(st, gen, co, pr.seed, replaying, target_replay);
+  record_search(pr, st);
+  if (replaying || target_replay) {
+    settle_reproduction(pr, st, co, s, replaying, target_replay != nullptr);
+  } else if ((s.result.match(s.failure) || s.failure_key != s.key) && st.failure.found) {
+    settle_failure(pr, st, co, s);  // else a failure is the time budget's stop
+  } else if (s.result.match(s.error)) {
+    pr.verdict = Verdict::undecided;
+    pr.note = "RapidCheck error: " + s.error.description;
+  } else {
+    settle_search(pr, st, co, huge_skipped);  // success, the budget's stop, or too many declined cases
+  }
   return pr;
 }
 
