@@ -233,10 +233,10 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
     // for a bug, which the check under the declaration will tell.
     bool by_siblings = false;
     if (explained.empty() && run_declaration[ri]) {
+      const std::string &learned = run_declaration[ri]->declaration;  // a structured binding: no lambda captures it
       by_siblings = std::all_of(g.members.begin(), g.members.end(), [&](const auto &m) {
         const Counterexample &c = *doc.runs[m.first].report.properties[m.second].counterexample;
-        return std::find(c.passes_under.begin(), c.passes_under.end(), run_declaration[ri]->declaration) !=
-               c.passes_under.end();
+        return std::find(c.passes_under.begin(), c.passes_under.end(), learned) != c.passes_under.end();
       });
       if (by_siblings) explained = {*run_declaration[ri]};
     }
