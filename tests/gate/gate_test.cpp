@@ -129,7 +129,7 @@ reporting::Document one_property(Verdict v) {
 
 }  // namespace
 
-TEST_CASE("attncheck's own failure is exit 4 and ERROR, never undecided; a counterexample elsewhere still exits 1") {
+TEST_CASE("attncheck's own failure is exit 4 and ERROR, never undecided, and a counterexample elsewhere still exits 1") {
   const reporting::Document error = one_property(Verdict::error);
   CHECK(error.runs[0].report.verdict() == Verdict::error);
   CHECK(error.verdict() == Verdict::error);

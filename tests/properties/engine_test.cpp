@@ -292,7 +292,7 @@ const attncheck_kernel kThrows{ATTNCHECK_ABI_VERSION, "throws", throwing_forward
 Outcome throwing_check(const Env &, const Case &) { throw std::logic_error("an engine bug"); }
 }  // namespace
 
-TEST_CASE("a kernel's exception is its failed call; attncheck's own is an error, never undecided") {
+TEST_CASE("a kernel's exception is its failed call, and attncheck's own is an error, never undecided") {
   const RunReport r = check_property(kThrows, "accuracy", options());
   INFO(r.text());
   const Counterexample *cx = counterexample(r, "accuracy");
