@@ -1,34 +1,25 @@
 // attncheck check: the CI gate. Every selected property of every selected kernel and dtype, on generated cases,
 // each failure shrunk and reported.
 #include "commands.h"
-#include "attncheck/gate.h"
 #include "jobs.h"
 #include "kernel_loader.h"
 #include "shard.h"
 
-#include "attncheck/check.h"
 #include "attncheck/containment.h"
-#include "attncheck/corpus.h"
-#include "attncheck/hand_over.h"
-#include "attncheck/property.h"
 #include "attncheck/report_io.h"
+#include "attncheck/run.h"
 
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <csignal>
 #include <ctime>
-#include <functional>
-#include <thread>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 namespace attncheck::cli {
 
@@ -104,14 +95,6 @@ std::vector<std::string> split_ids(const std::string &list) {
   return ids;
 }
 
-std::string known_properties() {
-  std::string s;
-  for (const PropertyDef *d : all_properties()) s += (s.empty() ? "" : ", ") + std::string(d->id);
-  return s;
-}
-
-using OptionsFor = std::function<CheckOptions(std::size_t, Dtype)>;
-
 /// Kills the processes the kernels left running (containment.h), and says so.
 void end_strays(bool quiet) {
   if (const int strays = containment::kill_strays(); strays > 0 && !quiet)
@@ -126,253 +109,160 @@ struct EndStrays {
   ~EndStrays() { containment::kill_strays(); }
 };
 
-/// The same runs from `jobs` worker processes (jobs.h), one property at a time, merged in the serial order. Each
-/// (kernel, dtype) run keeps its own guard, ending one after another as in a serial check.
-std::vector<reporting::Run> check_on_workers(const CheckArgs &a, const std::vector<const attncheck_kernel *> &kernels,
-                                             const std::vector<Dtype> &dtypes, int jobs,
-                                             const OptionsFor &options_for, const reporting::KernelSource &src,
-                                             std::string_view profile, ExecKernel::CallTimes &times,
-                                             bool sharded) {
-  std::vector<std::string> all_ids;
-  for (const PropertyDef *d : all_properties()) all_ids.push_back(std::string(d->id));
-  std::vector<std::vector<std::string>> run_ids;  // per run, the properties it checks (a shard: those it owns)
+/// The gate's request of the command line; `shard` from --shard or the runner's environment (not in a worker).
+gate::CheckRequest request_of(const CheckArgs &a, std::optional<ShardChoice> shard) {
+  gate::CheckRequest rq;
+  rq.plan.properties = split_ids(a.properties);
+  rq.plan.profile = gate::find_profile(a.profile);
+  rq.plan.cases = a.cases;
+  rq.plan.time_budget = a.time_budget;
+  rq.plan.seed = a.seed;
+  rq.plan.shape_pool = a.shape_pool;
+  rq.plan.memory_limit_mib = a.memory_limit_mib;
+  rq.plan.evidence = true;  // every report shows it, the terminal's captions too (the hints it verified)
+  rq.dtypes = a.dtypes;
+  // Each kernel's contract: what it declares (plugin symbol or exec hello), then --accumulate, then --contract.
+  rq.contract = (a.accumulate ? "accumulate=" + *a.accumulate + " " : "") + a.contract.value_or("");
+  rq.strict = a.strict;
+  rq.quiet = a.quiet;
+  if (shard) rq.shard = gate::ShardRequest{shard->index, shard->count, shard->source};
+  return rq;
+}
+
+/// The kernel source of the command line.
+reporting::KernelSource source_of(const CheckArgs &a) {
+  using Kind = reporting::KernelSource::Kind;
+  if (!a.exec.empty()) return {Kind::exec, a.exec};
+  // An absolute path: replay may run from another directory.
+  if (!a.plugin.empty() && a.plugin != "builtin") return {Kind::plugin, absolute_path(a.plugin)};
+  return {};
+}
+
+LoaderOptions loader_options(const CheckArgs &a) {
+  LoaderOptions so;
+  so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
+  so.first_call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.first_call_timeout * 1000));
+  so.memory_limit_mib = a.memory_limit_mib;
+  return so;
+}
+
+/// Kernel processes may not write the reports (--confine-writes); before any kernel process starts. Usage errors
+/// as their one line, else "".
+std::string confine_writes(const CheckArgs &a) {
+  if (a.report_dir.empty() && a.junit.empty())
+    return "--confine-writes keeps kernels out of the reports: give --report-dir or --junit";
+  std::vector<std::filesystem::path> reports;
+  for (const std::string &path : {a.report_dir, a.junit, a.corpus})
+    if (!path.empty()) reports.emplace_back(path);
+  try {
+    containment::confine_writes(reports);
+  } catch (const std::runtime_error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// The gate's items on `jobs` worker processes (jobs.h), handed to whichever finishes first; each item's line comes
+/// with the evidence its worker gathered (its kernel compiled that shape). `times` sums their exec call times.
+std::vector<std::optional<PropertyReport>> check_on_workers(const std::vector<gate::Item> &gate_items,
+                                                            const std::vector<const attncheck_kernel *> &kernels,
+                                                            int jobs, bool quiet, ExecKernel::CallTimes &times) {
   std::vector<WorkItem> items;
-  auto end = std::chrono::steady_clock::now();  // the runs' guards end one after another, as in a serial check
-  for (std::size_t n = 0; n < kernels.size(); ++n)
-    for (Dtype dt : dtypes) {
-      const CheckOptions opt = options_for(n, dt);
-      run_ids.push_back(opt.properties.empty() && !sharded ? all_ids : opt.properties);
-      end += opt.time_budget;
-      for (const std::string &id : run_ids.back()) items.push_back({n, dt, id, end, {}});
-    }
+  for (const gate::Item &it : gate_items) items.push_back({it.kernel, it.dtype, it.property, it.end, {}});
   std::vector<std::string> command{"/proc/self/exe"};
   for (const std::string &arg : program_arguments()) command.push_back(arg);
   command.push_back("--worker");
   std::vector<bool> done;
   std::size_t finished = 0;
-  const std::vector<reporting::Run> parts = items.empty() ? std::vector<reporting::Run>{} :
-      run_on_workers(command, items, jobs, g_cancel, done,
-                     [&](std::size_t i, const reporting::Run &part) {
-                       if (a.quiet) return;
-                       fmt::print(stderr, "[{}/{}] {} {} {}: {}\n", ++finished, items.size(),
-                                  kernels[items[i].kernel]->name,
-                                  dtype_name(items[i].dtype), items[i].property,
-                                  verdict_name(part.report.properties.at(0).verdict));
-                     },
-                     times);
-  std::vector<reporting::Run> runs;
-  std::size_t i = 0;
-  for (std::size_t n = 0; n < kernels.size(); ++n)
-    for (Dtype dt : dtypes) {
-      const CheckOptions opt = options_for(n, dt);
-      reporting::Run run{src, std::string(profile), gate::run_header(*kernels[n], opt)};
-      RunReport &r = run.report;
-      for (const std::string &id : run_ids[runs.size()]) {
-        if (done[i]) {  // with its evidence, which the worker gathered (its kernel compiled that shape)
-          r.properties.push_back(parts[i].report.properties.at(0));
-        } else {  // never started: the check was interrupted
-          const PropertyDef &def = *find_property(id);
-          PropertyReport p;
-          p.id = id;
-          p.formula = std::string(def.formula);
-          p.summary = std::string(def.summary);
-          p.tier = tier_of(def, opt.contract, dt);
-          p.interrupted = true;
-          p.note = "not run: interrupted";
-          r.properties.push_back(std::move(p));
-        }
-        ++i;
-      }
-      // A worker's escalated counterexample goes to its required property's line, with its evidence.
-      settle_hand_overs(r);
-      if (!a.quiet) fmt::print(stderr, "{}\n", reporting::run_line(r, a.strict));
-      runs.push_back(std::move(run));
-    }
-  return runs;
+  const std::vector<reporting::Run> parts = run_on_workers(
+      command, items, jobs, g_cancel, done,
+      [&](std::size_t i, const reporting::Run &part) {
+        if (quiet) return;
+        fmt::print(stderr, "[{}/{}] {} {} {}: {}\n", ++finished, items.size(), kernels[items[i].kernel]->name,
+                   dtype_name(items[i].dtype), items[i].property,
+                   verdict_name(part.report.properties.at(0).verdict));
+      },
+      times);
+  std::vector<std::optional<PropertyReport>> lines(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i)
+    if (done[i]) lines[i] = parts[i].report.properties.at(0);
+  return lines;
+}
+
+/// A worker of `--jobs`: one property of one kernel and dtype per item, the report (and evidence) on stdout.
+int serve_worker(gate::Check &check, const gate::Kernels &kernels, std::optional<KernelLoader> &source,
+                 const CheckArgs &a) {
+  const std::string profile(gate::find_profile(a.profile)->name);
+  const int rc = serve_items([&](const WorkItem &it) {
+    KernelRunState &state = check.state(it.kernel);
+    merge_shapes(state.hung, it.hung);  // other workers' hangs: this worker skips those shapes too
+    CheckOptions opt = check.options(it.kernel, it.dtype);
+    opt.properties = {it.property};
+    opt.end = it.end;
+    reporting::Run run{kernels.source, profile, attncheck::check(*kernels.list[it.kernel], opt)};
+    return ItemResult{std::move(run), state.hung};
+  }, [&] { return source->exec_call_times(); });
+  source.reset();
+  end_strays(a.quiet);
+  return rc;
 }
 
 int run_check(const CheckArgs &a) {
-  using Kind = reporting::KernelSource::Kind;
   if (!a.plugin.empty() && !a.exec.empty()) return usage_error("give --plugin or --exec, not both");
-  const std::vector<std::string> ids = split_ids(a.properties);
-  for (const std::string &id : ids)
-    if (!find_property(id)) return usage_error("unknown property '" + id + "'; known: " + known_properties());
-  std::vector<Dtype> dtypes;
-  for (const std::string &d : a.dtypes.empty() ? std::vector<std::string>{"f32", "f16", "bf16"} : a.dtypes)
-    dtypes.push_back(parse_dtype(d));
-
-  // A shard of the campaign (--shard, else the runner's environment): the (kernel, dtype, property) items i with
-  // i mod N = I − 1, in report order; its partial report goes to --report-dir for `attncheck merge`.
+  // A shard of the campaign (--shard, else the runner's environment); a worker's parent has one.
   std::optional<ShardChoice> shard;
-  if (!a.worker) {
-    std::string error;
-    shard = a.shard ? parse_shard(*a.shard, &error) : shard_from_environment(&error);
-    if (!error.empty()) return usage_error(error);
-    if (shard && a.report_dir.empty())
-      return usage_error("shard " + std::to_string(shard->index) + "/" + std::to_string(shard->count) + " (from " +
-                         shard->source + ") writes a partial report for `attncheck merge`: give --report-dir");
-  }
+  std::string error;
+  if (!a.worker) shard = a.shard ? parse_shard(*a.shard, &error) : shard_from_environment(&error);
+  if (!error.empty()) return usage_error(error);
   // Bazel asks a test that shards to say so by touching this file.
   if (shard && shard->source.starts_with("TEST_SHARD_INDEX"))
     if (const char *status = std::getenv("TEST_SHARD_STATUS_FILE")) std::ofstream{status};
-  std::vector<std::string> shard_ids = ids;  // every run's properties, in report order
-  if (shard_ids.empty())
-    for (const PropertyDef *d : all_properties()) shard_ids.push_back(std::string(d->id));
-
-  reporting::KernelSource src;
-  if (!a.exec.empty()) src = {Kind::exec, a.exec};
-  // An absolute path: replay may run from another directory.
-  else if (!a.plugin.empty() && a.plugin != "builtin") src = {Kind::plugin, absolute_path(a.plugin)};
-  LoaderOptions so;
-  so.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout * 1000));
-  so.first_call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.first_call_timeout * 1000));
-  so.memory_limit_mib = a.memory_limit_mib;
   // Every process the kernels leave behind, in or out of their process groups, is this process's to reap, and none
   // outlives the check: the reports are written after the last one is gone (SPEC.md §8).
   containment::adopt_orphans();
-  if (a.confine_writes) {  // before any kernel process starts
-    if (a.report_dir.empty() && a.junit.empty())
-      return usage_error("--confine-writes keeps kernels out of the reports: give --report-dir or --junit");
-    std::vector<std::filesystem::path> reports;
-    for (const std::string &path : {a.report_dir, a.junit, a.corpus})
-      if (!path.empty()) reports.emplace_back(path);
-    try {
-      containment::confine_writes(reports);
-    } catch (const std::runtime_error &e) {
-      return usage_error(e.what());
-    }
-  }
+  if (a.confine_writes)
+    if (error = confine_writes(a); !error.empty()) return usage_error(error);
   const EndStrays strays_guard;  // on every way out, after `source` below has stopped its kernel processes
   std::optional<KernelLoader> source;
-  std::vector<const attncheck_kernel *> kernels;
+  gate::Kernels kernels;
   try {
-    source.emplace(src, so);
-    if (a.kernel.empty())
-      for (const attncheck_kernel &k : source->kernels()) kernels.push_back(&k);
-    else
-      kernels.push_back(&source->find(a.kernel));
+    source.emplace(source_of(a), loader_options(a));
+    kernels = source->kernels_of_check(a.kernel);
   } catch (const LoaderError &e) {
     return usage_error(e.what());
   }
-
-  // Each kernel's contract: what it declares (plugin symbol or exec hello), then --accumulate, then --contract.
-  std::vector<KernelContract> contracts;
-  const std::string overrides = (a.accumulate ? "accumulate=" + *a.accumulate + " " : "") + a.contract.value_or("");
-  for (const attncheck_kernel *k : kernels) {
-    try {
-      contracts.push_back(resolve_contract(source->declared_contract(*k), overrides));
-    } catch (const ContractError &e) {
-      return usage_error(std::string("--contract: ") + e.what() + " (spec/SPEC.md §3.1)");
-    }
-  }
-
-  // Where reports go is checked before any case runs: a typo should not cost the whole check.
-  try {
-    if (!a.report_dir.empty() && !a.worker) reporting::prepare_report_dir(a.report_dir);
-    if (!a.junit.empty() && !a.worker) reporting::write_file(a.junit, "");
-  } catch (const std::runtime_error &e) {
-    return usage_error(e.what());
-  }
-
-  // The corpus (--corpus): read before any case runs, created when missing; a worker reads what its parent read (the
-  // parent stores the run's counterexamples only once every worker is done).
-  std::optional<gate::Corpus> corpus;
-  try {
-    if (!a.corpus.empty()) corpus = a.worker ? gate::read_corpus(a.corpus) : gate::open_corpus(a.corpus);
-  } catch (const gate::CorpusError &e) {
-    return usage_error("--corpus: " + std::string(e.what()));
-  }
-
-  gate::Request request;
-  request.properties = ids;
-  request.profile = gate::find_profile(a.profile);
-  request.cases = a.cases;
-  request.time_budget = a.time_budget;
-  request.seed = a.seed;
-  request.shape_pool = a.shape_pool;
-  request.memory_limit_mib = a.memory_limit_mib;
-  request.evidence = true;  // every report shows it, the terminal's captions too (the hints it verified)
-  const gate::ProfileSpec &prof = *request.profile;
-  std::vector<KernelRunState> states(kernels.size());  // per kernel, across its dtypes and properties
   const CancelOnSignal cancel_on_signal;
-  auto options_for = [&](std::size_t n, Dtype dt) {
-    CheckOptions opt = gate::run_options(request, dt, contracts[n], states[n], &g_cancel);
-    if (corpus) opt.corpus = gate::corpus_cases(*corpus, kernels[n]->name, dt);
-    if (shard) {  // this shard's properties of the run, under the run's whole guard (a guard, not a share)
-      const std::size_t run = n * dtypes.size() + static_cast<std::size_t>(
-                                  std::find(dtypes.begin(), dtypes.end(), dt) - dtypes.begin());
-      const reporting::Shard s{shard->index, shard->count, {}};
-      opt.properties.clear();
-      for (std::size_t p = 0; p < shard_ids.size(); ++p)
-        if (s.owns(run * shard_ids.size() + p)) opt.properties.push_back(shard_ids[p]);
-    }
-    return opt;
-  };
-  // A worker of `--jobs`: one property of one kernel and dtype per item, the report (and evidence) on stdout.
-  if (a.worker) {
-    const int rc = serve_items([&](const WorkItem &it) {
-      merge_shapes(states[it.kernel].hung, it.hung);  // other workers' hangs: this worker skips those shapes too
-      CheckOptions opt = options_for(it.kernel, it.dtype);
-      opt.properties = {it.property};
-      opt.end = it.end;
-      reporting::Run run{src, std::string(prof.name), check(*kernels[it.kernel], opt)};
-      return ItemResult{std::move(run), states[it.kernel].hung};
-    }, [&] { return source->exec_call_times(); });
-    source.reset();
-    end_strays(a.quiet);
-    return rc;
-  }
-
-  reporting::Document doc;
-  doc.tool_version = ATTNCHECK_VERSION;
-  doc.strict = a.strict;
-  if (shard) {
-    doc.shard = reporting::Shard{shard->index, shard->count, shard_ids};
-    if (!a.quiet)
-      fmt::print(stderr, "shard {}/{} (from {}): every {}th of the {} (kernel, dtype, property) items\n", shard->index,
-                 shard->count, shard->source, shard->count, kernels.size() * dtypes.size() * shard_ids.size());
-  }
-  const int jobs = a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  ExecKernel::CallTimes worker_times;  // the workers' exec kernels' (--jobs)
   try {
-    doc.runs = jobs > 1 ? check_on_workers(a, kernels, dtypes, jobs, options_for, src, prof.name, worker_times,
-                                           shard.has_value())
-                        : gate::check_serially(kernels, dtypes, options_for, src, prof.name, a.quiet, a.strict,
-                                               shard.has_value());
-  } catch (const std::runtime_error &e) {
-    fmt::print(stderr, "attncheck: {}\n", e.what());
-    return gate::kExitInternal;
+    gate::Check check(request_of(a, shard), kernels, {a.report_dir, a.junit, a.corpus}, &g_cancel, a.worker);
+    if (a.worker) return serve_worker(check, kernels, source, a);
+    const int jobs = a.jobs.value_or(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    ExecKernel::CallTimes worker_times;  // the workers' exec kernels' (--jobs)
+    gate::Hooks hooks;
+    if (jobs > 1)
+      hooks.items = [&](const std::vector<gate::Item> &items) {
+        return check_on_workers(items, kernels.list, jobs, a.quiet, worker_times);
+      };
+    hooks.finish = [&](const reporting::Document &doc) {
+      fmt::print("{}", reporting::to_text(doc));
+      std::optional<ExecKernel::CallTimes> t = source->exec_call_times();
+      source.reset();
+      end_strays(a.quiet);
+      if (t && (*t += worker_times).first_calls > 0)
+        fmt::print("exec call time{}: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
+                   jobs > 1 ? " (summed over the workers)" : "", t->first_calls, t->first_seconds, t->other_calls,
+                   t->other_seconds);
+      if (g_cancel.load()) fmt::print(stderr, "attncheck: interrupted: the reports hold what was decided\n");
+    };
+    const gate::CheckResult r = check.run(hooks);
+    if (!a.report_dir.empty() && !a.quiet)
+      fmt::print(stderr, "reports written to {}/ (report.json, summary.md, report.html)\n", a.report_dir);
+    if (!a.corpus.empty() && !a.quiet)
+      fmt::print(stderr, "corpus {}: {} new entr{} (it held {})\n", a.corpus, r.corpus_added.size(),
+                 r.corpus_added.size() == 1 ? "y" : "ies", r.corpus_held);
+    return r.exit_code;
+  } catch (const gate::RunError &e) {
+    return run_error(e);
   }
-  fmt::print("{}", reporting::to_text(doc));
-  const std::optional<ExecKernel::CallTimes> call_times = source->exec_call_times();
-  source.reset();
-  end_strays(a.quiet);
-  if (auto t = call_times; t && (*t += worker_times).first_calls > 0) {
-    fmt::print("exec call time{}: {} first calls of a shape (compilation) {:.1f} s, {} other calls {:.1f} s\n",
-               jobs > 1 ? " (summed over the workers)" : "", t->first_calls, t->first_seconds,
-               t->other_calls, t->other_seconds);
-  }
-  if (g_cancel.load()) fmt::print(stderr, "attncheck: interrupted: the reports hold what was decided\n");
-  try {
-    if (!a.report_dir.empty()) {
-      reporting::write_reports(doc, a.report_dir);
-      if (!a.quiet) fmt::print(stderr, "reports written to {}/ (report.json, summary.md, report.html)\n",
-                               a.report_dir);
-    }
-    if (!a.junit.empty()) reporting::write_file(a.junit, reporting::to_junit(doc));
-    if (corpus) {  // every counterexample and warning of the run, for the next runs to replay first
-      const std::vector<std::string> added = gate::store_corpus(doc, a.corpus);
-      if (!a.quiet)
-        fmt::print(stderr, "corpus {}: {} new entr{} (it held {})\n", a.corpus, added.size(),
-                   added.size() == 1 ? "y" : "ies", corpus->entries.size());
-    }
-  } catch (const std::runtime_error &e) {
-    return usage_error(e.what());
-  }
-  const bool nothing_owned = shard && std::all_of(doc.runs.begin(), doc.runs.end(), [](const reporting::Run &r) {
-    return r.report.properties.empty();
-  });
-  return nothing_owned ? gate::kExitPass : gate::exit_code(doc, a.strict, g_cancel.load());
 }
 }  // namespace
 

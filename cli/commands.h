@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attncheck/gate.h"
+#include "attncheck/run.h"
 
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,8 @@ namespace attncheck::cli {
 
 /// Prints "attncheck: <message>" as one line on stderr and returns kExitUsage.
 int usage_error(const std::string &message);
+/// Prints the gate's error as one line ("attncheck: --corpus: …") and returns its exit code.
+int run_error(const gate::RunError &e);
 
 /// The command line attncheck was started with (argv[1..]), for re-running itself (check --jobs).
 const std::vector<std::string> &program_arguments();

@@ -73,6 +73,16 @@ const std::string &KernelLoader::declared_contract(const attncheck_kernel &kerne
   return exec_ ? exec_->contract(index) : plugin_->contract(index);
 }
 
+gate::Kernels KernelLoader::kernels_of_check(const std::string &name) const {
+  gate::Kernels out{.list = {}, .declared = {}, .source = source_};
+  if (name.empty())
+    for (const attncheck_kernel &k : kernels()) out.list.push_back(&k);
+  else
+    out.list.push_back(&find(name));
+  for (const attncheck_kernel *k : out.list) out.declared.push_back(declared_contract(*k));
+  return out;
+}
+
 const attncheck_kernel &KernelLoader::find(const std::string &name) const {
   try {
     return exec_ ? exec_->find(name) : plugin_->find(name);

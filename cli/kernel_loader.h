@@ -4,6 +4,7 @@
 #pragma once
 
 #include "attncheck/exec_kernel.h"
+#include "attncheck/run.h"
 #include "attncheck/report_io.h"
 #include "attncheck/sandbox.h"
 
@@ -39,6 +40,9 @@ class KernelLoader {
   /// The contract `kernel` (one of kernels()) declares: through the plugin's attncheck_contracts, or the tokens of
   /// its exec hello line; "" when it declares none. Validated when the source loaded.
   const std::string &declared_contract(const attncheck_kernel &kernel) const;
+  /// The kernels a check of this source takes: every one, or the one named `name` (LoaderError when none is), with
+  /// their declared contracts.
+  gate::Kernels kernels_of_check(const std::string &name = "") const;
   const reporting::KernelSource &source() const { return source_; }
   /// An exec kernel's call times, first calls per shape (compilation) apart; nullopt for a plugin.
   std::optional<ExecKernel::CallTimes> exec_call_times() const;

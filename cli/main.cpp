@@ -15,6 +15,11 @@ int attncheck::cli::usage_error(const std::string &message) {
   return gate::kExitUsage;
 }
 
+int attncheck::cli::run_error(const gate::RunError &e) {
+  std::cerr << "attncheck: " << (e.input.empty() ? "" : "--" + e.input + ": ") << e.what() << '\n';
+  return e.exit_code;
+}
+
 int main(int argc, char **argv) {
   using namespace attncheck::cli;
   namespace gate = attncheck::gate;

@@ -3,6 +3,7 @@
 #include "commands.h"
 
 #include "attncheck/report_io.h"
+#include "attncheck/run.h"
 
 #include <fmt/core.h>
 
@@ -30,7 +31,7 @@ int run_merge(const MergeArgs &a) {
   try {
     std::vector<reporting::Document> parts;
     for (const std::string &input : a.inputs) parts.push_back(read_partial(input));
-    doc = reporting::merge_shards(parts);
+    doc = gate::merge_shards(parts);
     reporting::prepare_report_dir(a.report_dir);
     reporting::write_reports(doc, a.report_dir);
     if (!a.junit.empty()) reporting::write_file(a.junit, reporting::to_junit(doc));

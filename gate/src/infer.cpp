@@ -269,6 +269,7 @@ InferResult infer(const attncheck_kernel &kernel, const InferRequest &rq, const 
   r.profile = std::string(rq.check.profile->name);
   r.seed = rq.check.seed;
   r.declared = rq.declared;
+  r.start_reason = rq.start_reason;
   Search search(kernel, rq, source, r);
   SearchEnd end = search.run(rq.start, "start");
   if (end.exit_code == kExitPass) {
@@ -334,6 +335,7 @@ std::string infer_text(const InferResult &r) {
   for (Dtype dt : r.dtypes) dts += (dts.empty() ? "" : ", ") + std::string(dtype_name(dt));
   std::string out = fmt::format("infer {} ({}; {} plan, seed {}); declared: {}\n", r.kernel, dts, r.profile, r.seed,
                                 contract_line(r.declared));
+  if (!r.start_reason.empty()) out += "  " + r.start_reason + "\n";
   for (std::size_t n = 0; n < r.rounds.size(); ++n) {
     const InferRound &k = r.rounds[n];
     std::string failing;

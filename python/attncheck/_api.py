@@ -175,6 +175,7 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     rq.time_budget = time_budget
     rq.strict = strict
     rq.report_dir = os.fspath(report_dir) if report_dir is not None else ""
+    rq.junit = os.fspath(junit) if junit is not None else ""
     rq.quiet = (not _core.stderr_is_terminal()) if quiet is None else quiet
     rq.timeout = timeout
     rq.first_call_timeout = first_call_timeout
@@ -191,18 +192,16 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
             kernel.close()
     report = Report(text, exit_code, dict(fn=fn, backward=backward, framework=framework, device=device, name=name,
                                           contract=contract, isolate=isolate))
-    if junit is not None:
-        report.write_junit(junit)
     if interrupted:
         raise KeyboardInterrupt("attncheck: interrupted; the report holds what was decided")
     return report
 
 
-def replay(report_json, failure, kernel, timeout=10.0, contract=None, strict=False) -> Replay:
+def replay(document, failure, kernel, timeout=10.0, contract=None, strict=False) -> Replay:
     """Counterexample `failure` of the report run on `kernel`, judged under `contract` (text; None: the report's)."""
     specs, command = _kernels_and_command(kernel)
     try:
-        verdict, step, detail = _core.replay(report_json, failure, specs, command, timeout, contract)
+        verdict, step, detail = _core.replay(document, failure, specs, command, timeout, contract)
     finally:
         if isinstance(kernel, _Isolated):
             kernel.close()

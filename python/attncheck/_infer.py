@@ -98,7 +98,7 @@ def infer(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="quick",
     declared, lse, _ = resolve_contract(contract)
     no_lse = lse == "f32" and not _returns_lse(fn, framework, device, dtypes)
     if no_lse:
-        contract = "lse=none" if declared == "defaults" else declared + " lse=none"
+        contract = f"{declared} lse=none".strip()  # declared: "" for the defaults
     kernel = make_kernel(fn, backward, framework, device, name, contract, isolate)
     rq = _core.CheckRequest()
     rq.dtypes = list(dtypes)
@@ -116,12 +116,11 @@ def infer(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="quick",
     rq.shape_pool = str(shape_pool)
     specs, command = _kernels_and_command(kernel)
     try:
-        json_text, text, exit_code, interrupted = _core.infer(specs, command, rq)
+        json_text, text, exit_code, interrupted = _core.infer(
+            specs, command, rq, "fn returns out alone (no LSE): the search starts from lse=none" if no_lse else "")
     finally:
         if isinstance(kernel, _Isolated):
             kernel.close()
     if interrupted:
         raise KeyboardInterrupt("attncheck: interrupted")
-    if no_lse:
-        text = text.replace("\n", "\n  fn returns out alone (no LSE): the search starts from lse=none\n", 1)
     return Inferred(json_text, text, exit_code)

@@ -53,13 +53,18 @@ class Counterexample:
     #: the content hash of the corpus entry it was replayed from (check(corpus=...)); None when this run's search
     #: found it
     corpus_entry: Optional[str] = None
-    _report_json: str = field(default="", repr=False, compare=False)  # the report it is from: describe() renders it
+    #: what the failing check found, as data — report.json's `outcome.finding` (spec/REPORT_SCHEMA.md) with `got`,
+    #: `exact` and `bound` as floats: {"kind": "value", "tensor": "O", "name": "O", "index": [0, 0, 3, 1], "got": nan,
+    #: "exact": 0.25, "bound": 1e-3}; kind is call, wrote_input, wrote_padding, value, changed or aggregate. None in
+    #: older reports
+    finding: Optional[dict] = None
+    _document: object = field(default=None, repr=False, compare=False)  # the core's Document: describe() renders it
 
     def describe(self):
         """The counterexample as the core renders it (the gate's text): under its root cause's headline and caption,
         its property, shape, failing step and what it found, the declarations that explain it, and its minimal
         inputs in decimal when small (at most 64 elements a tensor)."""
-        return _core.describe(self._report_json, self.number, inputs=True)
+        return self._document.describe(self.number, inputs=True)
 
     __str__ = describe
 
@@ -90,11 +95,12 @@ class Report:
 
     def __init__(self, report_json, exit_code=None, check_arguments=None):
         self.json = report_json
+        self._document = _core.parse(report_json)  # the core's, read once (validated): renders, replays, inputs
         self.document = json.loads(report_json)
         # check()'s kernel arguments (fn, backward, framework, device, name, contract, isolate): replay's defaults
         self._check_arguments = check_arguments
         if exit_code is None:  # a report read back: the gate's exit code of its document
-            exit_code = _core.exit_code(report_json)
+            exit_code = self._document.exit_code()
         self.exit_code = exit_code
         self.properties = []
         self.counterexamples = []
@@ -104,7 +110,7 @@ class Report:
             for p in run["properties"]:
                 cx = None
                 if "counterexample" in p:
-                    cx = _counterexample(report_json, run, p, failures[(r, p["id"], run["kernel"], run["dtype"])])
+                    cx = _counterexample(self._document, run, p, failures[(r, p["id"], run["kernel"], run["dtype"])])
                     self.counterexamples.append(cx)
                 self.properties.append(PropertyResult(
                     run["kernel"], run["dtype"], p["id"], p["verdict"], p.get("tier", "required"), p["cases"],
@@ -150,7 +156,7 @@ class Report:
 
     def summary_markdown(self):
         """summary.md, as the CLI writes it."""
-        return _core.markdown(self.json)
+        return self._document.markdown()
 
     def summary(self):
         """A plain-text summary, the core's terminal text (the gate's, with one line per run in place of its table):
@@ -158,7 +164,7 @@ class Report:
         cases or that the function declined (decided / planned, and why); each kernel's contract, each run's
         coverage and time; the failures and warnings counted apart; then the counterexamples grouped by root cause,
         failures first, each with its minimal inputs when small."""
-        return _core.text(self.json, run_lines=True, declined=True, totals=True, inputs=True)
+        return self._document.text(run_lines=True, declined=True, totals=True, inputs=True)
 
     __str__ = summary
 
@@ -167,11 +173,11 @@ class Report:
 
     def write(self, report_dir):
         """report.json, summary.md and report.html into report_dir, as `attncheck check --report-dir`."""
-        _core.write_reports(self.json, os.fspath(report_dir))
+        self._document.write(os.fspath(report_dir))
 
     def write_junit(self, path):
         with open(path, "w", encoding="utf-8") as f:
-            f.write(_core.junit(self.json))
+            f.write(self._document.junit())
 
     def replay(self, failure=1, fn=None, *, contract=_RECORDED, timeout=10.0, **kwargs):
         """Runs counterexample `failure` (1-based) again and returns a Replay: on the checked function, or on `fn` (a
@@ -194,29 +200,35 @@ class Report:
             arguments["contract"] = contract
             judged_under = _api.contract_text(contract)
             # Under a contract that turns the property off nothing runs: no function is loaded, no process started.
-            off = _core.replay_off(self.json, failure, judged_under)
+            off = self._document.replay_off(failure, judged_under)
             if off is not None:
                 return Replay("off", "", off, self.strict)
         kernel = _api.make_kernel(**arguments)
-        return _api.replay(self.json, failure, kernel, timeout=timeout, contract=judged_under, strict=self.strict)
+        return _api.replay(self._document, failure, kernel, timeout=timeout, contract=judged_under,
+                           strict=self.strict)
 
     @classmethod
     def load(cls, path):
         """A report.json written by the CLI or by Report.write."""
         with open(os.path.join(path, "report.json") if os.path.isdir(path) else path, encoding="utf-8") as f:
             text = f.read()
-        _core.failures(text)  # validates, with the CLI's one-line message
-        return cls(text)
+        return cls(text)  # the core validates it, with the CLI's one-line message
 
 
 def _ratio(x):
     return float(x)  # a number, or "inf" / "nan"
 
 
-def _counterexample(report_json, run, p, number):
+def _finding(finding):
+    if finding is None:
+        return None
+    return {key: float.fromhex(value) if key in ("got", "exact", "bound") else value for key, value in finding.items()}
+
+
+def _counterexample(document, run, p, number):
     cx = p["counterexample"]
     spec = cx["inputs"]["spec"]
-    tensors, scale, causal = _core.inputs(report_json, number)  # as the kernel got them, shaped by the core
+    tensors, scale, causal = document.inputs(number)  # as the kernel got them, shaped by the core
     inputs = {name: np.array(values, dtype=np.float64).reshape(shape) for name, shape, values in tensors}
     out = cx["outcome"]
     # The outcome of a warning's case is a fail; its property's verdict says which tier it counts in.
@@ -224,4 +236,4 @@ def _counterexample(report_json, run, p, number):
     return Counterexample(number, run["kernel"], run["dtype"], p["id"], verdict, cx.get("step"),
                           out.get("detail", ""), spec, inputs, scale, causal,
                           cx.get("shrink_steps", 0), cx.get("found_after", 0), cx.get("explained_by", []),
-                          cx.get("corpus_entry"), report_json)
+                          cx.get("corpus_entry"), _finding(out.get("finding")), document)

@@ -8,6 +8,7 @@
 #include "attncheck/gate.h"
 #include "attncheck/infer.h"
 #include "attncheck/replay.h"
+#include "attncheck/run.h"
 
 #include "attncheck/bound_kernel.h"
 #include "attncheck/check.h"
@@ -518,6 +519,8 @@ struct Kernels {
       source = {reporting::KernelSource::Kind::python, location};
     }
   }
+  /// As the gate takes them.
+  gate::Kernels of_check() const { return {list, declared, source}; }
   ~Kernels() {
     bound.clear();  // with the GIL: the bodies hold Python references
     nb::gil_scoped_release release;
@@ -533,15 +536,22 @@ KernelContract contract_of(const std::string &declared, const std::string &overr
   }
 }
 
+/// The gate's error as Python's: ValueError for what the caller gave ("corpus: …"), RuntimeError for attncheck's own.
+[[noreturn]] void raise(const gate::RunError &e) {
+  const std::string what = (e.input.empty() ? "" : e.input + ": ") + e.what();
+  if (e.exit_code == gate::kExitUsage) throw nb::value_error(what.c_str());
+  throw std::runtime_error(what);
+}
+
+/// A check's arguments (the kernel's contract comes with it: PyKernelSpec).
 struct CheckRequest {
   std::vector<std::string> dtypes, properties;
   std::string profile = "default";
   std::optional<int> cases;
   std::uint64_t seed = 1;
   std::optional<double> time_budget;
-  std::string contract;
   bool strict = false;
-  std::string report_dir;
+  std::string report_dir, junit;
   bool quiet = false;
   double timeout = 10, first_call_timeout = 60;
   std::uint64_t memory_limit_mib = 4096;
@@ -564,27 +574,28 @@ void name_the_call_left_running(reporting::Document &doc, const std::string &run
   if (at) at->note += (at->note.empty() ? "" : "; ") + std::string("a call was left running: ") + running;
 }
 
-/// The plan of `rq` as the gate's request, and its dtypes; ValueError for an unknown property, profile or dtype.
-std::pair<gate::Request, std::vector<Dtype>> plan_of(const CheckRequest &rq) {
-  gate::Request request;
-  request.properties = rq.properties;
-  for (const std::string &id : rq.properties)
-    if (!find_property(id)) throw nb::value_error(("unknown property '" + id + "' (attncheck.properties() lists them)").c_str());
-  request.profile = gate::find_profile(rq.profile);
-  if (!request.profile) throw nb::value_error(("unknown profile '" + rq.profile + "': quick, default or thorough").c_str());
-  request.cases = rq.cases;
-  request.seed = rq.seed;
-  request.time_budget = rq.time_budget;
-  request.shape_pool = rq.shape_pool;
-  request.memory_limit_mib = rq.memory_limit_mib;
-  request.evidence = true;  // the reports and the summary's captions show it (the hints it verified)
-  std::vector<Dtype> dtypes;
-  for (const std::string &d : rq.dtypes) {
-    if (d != "f32" && d != "f16" && d != "bf16")
-      throw nb::value_error(("unknown dtype '" + d + "': f32, f16 or bf16").c_str());
-    dtypes.push_back(parse_dtype(d));
+/// The gate's request of `rq`, and its dtypes; ValueError for an unknown property, profile or dtype.
+std::pair<gate::CheckRequest, std::vector<Dtype>> request_of(const CheckRequest &rq) {
+  gate::CheckRequest request;
+  gate::Request &plan = request.plan;
+  plan.profile = gate::find_profile(rq.profile);
+  if (!plan.profile) throw nb::value_error(("unknown profile '" + rq.profile + "': quick, default or thorough").c_str());
+  plan.properties = rq.properties;
+  plan.cases = rq.cases;
+  plan.seed = rq.seed;
+  plan.time_budget = rq.time_budget;
+  plan.shape_pool = rq.shape_pool;
+  plan.memory_limit_mib = rq.memory_limit_mib;
+  plan.evidence = true;  // the reports and the summary's captions show it (the hints it verified)
+  request.dtypes = rq.dtypes;
+  request.strict = rq.strict;
+  request.quiet = rq.quiet;
+  try {
+    gate::check_property_ids(plan.properties);
+    return {std::move(request), gate::dtypes_of(rq.dtypes)};
+  } catch (const gate::RunError &e) {
+    raise(e);
   }
-  return {std::move(request), std::move(dtypes)};
 }
 
 /// Loads the kernels of `specs` (or of the exec command) into `kernels`; an in-process function is guarded by `runs`
@@ -610,66 +621,49 @@ void load_kernels(const std::vector<PyKernelSpec> &specs, const std::string &exe
 /// Runs the check; returns (report.json text, exit code, interrupted). Raises ValueError for a bad request.
 std::tuple<std::string, int, bool> run_check(const std::vector<PyKernelSpec> &specs, const std::string &exec_command,
                                              const CheckRequest &rq) {
-  const auto [request, dtypes] = plan_of(rq);
+  const auto [request, dtypes] = request_of(rq);
   std::optional<Guard> guard;
   std::optional<Kernels> kernels;
-  load_kernels(specs, exec_command, rq, request, static_cast<double>(dtypes.size() * specs.size()), guard, kernels);
-  std::vector<KernelContract> contracts;
-  for (const std::string &declared : kernels->declared) contracts.push_back(contract_of(declared, rq.contract));
-  try {
-    if (!rq.report_dir.empty()) reporting::prepare_report_dir(rq.report_dir);
-  } catch (const std::runtime_error &e) {
-    throw nb::value_error(e.what());
-  }
-  const std::optional<crash::Previous> died = crash::previous(rq.report_dir);
+  load_kernels(specs, exec_command, rq, request.plan, static_cast<double>(dtypes.size() * specs.size()), guard,
+               kernels);
+  std::optional<crash::Previous> died;  // what the previous check with this report directory died in
   std::optional<crash::Trace> trace;
-  if (exec_command.empty()) trace.emplace(rq.report_dir);  // in process: a native crash ends this process
-  // The corpus: its entries replayed first, the run's counterexamples added (gate::open_corpus, store_corpus).
-  std::optional<gate::Corpus> corpus;
-  try {
-    if (!rq.corpus.empty()) corpus = gate::open_corpus(rq.corpus);
-  } catch (const gate::CorpusError &e) {
-    throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
-  }
-  std::vector<KernelRunState> states(kernels->list.size());
+  gate::Hooks hooks;
+  hooks.start = [&] {
+    died = crash::previous(rq.report_dir);
+    if (exec_command.empty()) trace.emplace(rq.report_dir);  // in process: a native crash ends this process
+  };
+  hooks.adjust = [&](CheckOptions &opt, std::size_t n, Dtype dt) {
+    if (died) crash::leave_out(opt, *died, kernels->list[n]->name, dt);
+  };
+  hooks.finish = [&](reporting::Document &doc) {
+    trace.reset();
+    if (died) crash::report(doc, *died);
+    if (guard && !guard->running().empty()) name_the_call_left_running(doc, guard->running());
+  };
   g_cancel.store(false);
   g_interrupted.store(false);
-  reporting::Document doc;
-  doc.tool_version = ATTNCHECK_VERSION;
-  doc.strict = rq.strict;
-  {
-    nb::gil_scoped_release release;
-    doc.runs = gate::check_serially(
-        kernels->list, dtypes,
-        [&](std::size_t n, Dtype dt) {
-          CheckOptions opt = gate::run_options(request, dt, contracts[n], states[n], &g_cancel);
-          if (corpus) opt.corpus = gate::corpus_cases(*corpus, kernels->list[n]->name, dt);
-          if (died) crash::leave_out(opt, *died, kernels->list[n]->name, dt);
-          return opt;
-        },
-        kernels->source, request.profile->name, rq.quiet, rq.strict);
+  try {
+    const gate::CheckResult r = [&] {
+      nb::gil_scoped_release release;
+      return gate::run(request, kernels->of_check(), {rq.report_dir, rq.junit, rq.corpus}, &g_cancel, hooks);
+    }();
+    return {reporting::to_json(r.doc), r.exit_code, g_interrupted.load()};
+  } catch (const gate::RunError &e) {
+    raise(e);
   }
-  trace.reset();
-  if (died) crash::report(doc, *died);
-  if (guard && !guard->running().empty()) name_the_call_left_running(doc, guard->running());
-  if (!rq.report_dir.empty()) reporting::write_reports(doc, rq.report_dir);
-  if (corpus) {
-    try {
-      gate::store_corpus(doc, rq.corpus);
-    } catch (const gate::CorpusError &e) {
-      throw nb::value_error((std::string("corpus: ") + e.what()).c_str());
-    }
-  }
-  return {reporting::to_json(doc), gate::exit_code(doc, rq.strict, g_cancel.load()), g_interrupted.load()};
 }
 
 /// infer (gate/include/attncheck/infer.h) on the one kernel of `specs` (or of the exec command): the caller's
 /// contract= is what it knows, the search's start. Returns (infer's JSON, its text, exit code, interrupted). Raises
 /// ValueError for a bad request.
 std::tuple<std::string, std::string, int, bool> run_infer(const std::vector<PyKernelSpec> &specs,
-                                                          const std::string &exec_command, const CheckRequest &rq) {
+                                                          const std::string &exec_command, const CheckRequest &rq,
+                                                          const std::string &start_reason) {
   gate::InferRequest ir;
-  std::tie(ir.check, ir.dtypes) = plan_of(rq);
+  gate::CheckRequest request;
+  std::tie(request, ir.dtypes) = request_of(rq);
+  ir.check = request.plan;
   ir.check.evidence = false;  // infer reads verdicts and explanations, as the CLI's does
   // infer runs at most kMaxRounds checks, each of every dtype.
   std::optional<Guard> guard;
@@ -678,8 +672,9 @@ std::tuple<std::string, std::string, int, bool> run_infer(const std::vector<PyKe
                kernels);
   if (kernels->list.size() != 1)
     throw nb::value_error(("infer takes one kernel; this source has " + std::to_string(kernels->list.size())).c_str());
-  ir.declared = contract_of(kernels->declared.front(), rq.contract);
+  ir.declared = contract_of(kernels->declared.front(), "");
   ir.start = ir.declared;
+  ir.start_reason = start_reason;
   ir.quiet = rq.quiet;
   g_cancel.store(false);
   g_interrupted.store(false);
@@ -715,8 +710,7 @@ gate::ReplayTarget replay_target(const reporting::Document &doc, std::size_t fai
 /// gradient property, dout — each [B, H, L, D] of its spec's shape — with the scale and whether the mask is causal.
 using Inputs = std::tuple<std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::vector<double>>>,
                           double, bool>;
-Inputs counterexample_inputs(const std::string &json, std::size_t failure) {
-  const reporting::Document doc = parse(json);
+Inputs counterexample_inputs(const reporting::Document &doc, std::size_t failure) {
   const Case &c = replay_target(doc, failure).counterexample().minimal;
   const Shape &s = c.spec.shape;
   Inputs out{{}, c.spec.scale(), c.spec.mask == Mask::causal || c.spec.mask == Mask::causal_top_left};
@@ -739,9 +733,8 @@ std::optional<KernelContract> judged_under(const std::optional<std::string> &con
 
 /// Why a replay of counterexample `failure` under `contract` runs nothing — the contract turns its property off —
 /// or none when it runs: asked before the kernel is made (replay_plan), so that nothing is loaded for it.
-std::optional<std::string> replay_off(const std::string &json, std::size_t failure,
+std::optional<std::string> replay_off(const reporting::Document &doc, std::size_t failure,
                                       const std::optional<std::string> &contract) {
-  const reporting::Document doc = parse(json);
   const gate::ReplayResult plan = gate::replay_plan(replay_target(doc, failure), judged_under(contract));
   if (plan.tier != Tier::off) return std::nullopt;
   return plan.outcome.detail;
@@ -751,11 +744,10 @@ std::optional<std::string> replay_off(const std::string &json, std::size_t failu
 /// reads a declaration; none: the report's own); returns (verdict, step id or "", detail). The verdict is as the
 /// report spells a tier's: "warn" for a fail of a property the contract makes advisory, "off" for one it turns off
 /// (then no kernel is made: an exec command is not started).
-std::tuple<std::string, std::string, std::string> replay(const std::string &json, std::size_t failure,
+std::tuple<std::string, std::string, std::string> replay(const reporting::Document &doc, std::size_t failure,
                                                          const std::vector<PyKernelSpec> &specs,
                                                          const std::string &exec_command, double timeout,
                                                          const std::optional<std::string> &contract) {
-  const reporting::Document doc = parse(json);
   const gate::ReplayTarget target = replay_target(doc, failure);
   const std::optional<KernelContract> judged = judged_under(contract);
   gate::ReplayResult r = gate::replay_plan(target, judged);
@@ -844,9 +836,9 @@ NB_MODULE(_core, m) {
       .def_rw("cases", &CheckRequest::cases)
       .def_rw("seed", &CheckRequest::seed)
       .def_rw("time_budget", &CheckRequest::time_budget)
-      .def_rw("contract", &CheckRequest::contract)
       .def_rw("strict", &CheckRequest::strict)
       .def_rw("report_dir", &CheckRequest::report_dir)
+      .def_rw("junit", &CheckRequest::junit)
       .def_rw("quiet", &CheckRequest::quiet)
       .def_rw("timeout", &CheckRequest::timeout)
       .def_rw("first_call_timeout", &CheckRequest::first_call_timeout)
@@ -856,35 +848,51 @@ NB_MODULE(_core, m) {
 
   m.def("check", &run_check, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
         "Runs the gate; returns (report.json text, exit code, interrupted).");
-  m.def("infer", &run_infer, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
+  m.def("infer", &run_infer, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"), nb::arg("start_reason"),
         "The contract the kernel satisfies (gate infer); returns (JSON text, human text, exit code, interrupted).");
-  m.def("replay", &replay, nb::arg("report_json"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
+  // report.json read once (reporting::from_json): what a Report renders, replays and reads inputs from.
+  nb::class_<reporting::Document>(m, "Document")
+      .def("failures", &reporting::Document::failures)
+      // The terminal text (reporting::to_text): the gate's table, or with these options Report.summary().
+      .def(
+          "text",
+          [](const reporting::Document &doc, bool run_lines, bool declined, bool totals, bool inputs) {
+            return reporting::to_text(doc, {.run_lines = run_lines, .declined = declined, .totals = totals,
+                                            .inputs = inputs});
+          },
+          nb::arg("run_lines") = false, nb::arg("declined") = false, nb::arg("totals") = false,
+          nb::arg("inputs") = false)
+      // Counterexample N as the terminal text shows it (reporting::counterexample_text); IndexError out of range.
+      .def(
+          "describe",
+          [](const reporting::Document &doc, std::size_t failure, bool inputs) {
+            return reporting::counterexample_text(doc, failure, {.inputs = inputs});
+          },
+          nb::arg("failure"), nb::arg("inputs") = false)
+      .def("markdown", [](const reporting::Document &doc) { return reporting::to_markdown(doc); })
+      .def("junit", [](const reporting::Document &doc) { return reporting::to_junit(doc); })
+      // The gate's exit code of a report read back (a check that finished: not cancelled).
+      .def("exit_code", [](const reporting::Document &doc) { return gate::exit_code(doc, doc.strict, false); })
+      .def("write", [](const reporting::Document &doc, const std::string &dir) {
+        try {
+          reporting::write_reports(doc, dir);
+        } catch (const reporting::ReportError &) {
+          throw;
+        } catch (const std::runtime_error &e) {
+          throw nb::value_error(e.what());
+        }
+      }, nb::arg("dir"))
+      .def("inputs", &counterexample_inputs, nb::arg("failure"),
+           "Counterexample N's inputs: ([(name, shape, values)], scale, causal).")
+      .def("replay_off", &replay_off, nb::arg("failure"), nb::arg("contract").none(),
+           "Why a replay under the contract runs nothing (it turns the property off), else None: no kernel needed.");
+  // report.json text → Document; ValueError with the CLI's one-line message when it is not a report.
+  m.def("parse", &parse, nb::arg("report_json"));
+  m.def("replay", &replay, nb::arg("document"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
         nb::arg("timeout"), nb::arg("contract").none());
-  m.def("replay_off", &replay_off, nb::arg("report_json"), nb::arg("failure"), nb::arg("contract").none(),
-        "Why a replay under the contract runs nothing (it turns the property off), else None: no kernel needed.");
-  m.def("failures", [](const std::string &json) { return parse(json).failures(); }, nb::arg("report_json"));
   m.def("corpus_list", &corpus_list, nb::arg("dir"));
   m.def("corpus_prune", &corpus_prune, nb::arg("dir"), nb::arg("kernels"), nb::arg("exec_command"), nb::arg("timeout"),
         nb::arg("kernel"));
-  m.def("inputs", &counterexample_inputs, nb::arg("report_json"), nb::arg("failure"),
-        "Counterexample N's inputs: ([(name, shape, values)], scale, causal).");
-  // The terminal text (reporting::to_text): the gate's table, or with these options Report.summary().
-  m.def(
-      "text",
-      [](const std::string &json, bool run_lines, bool declined, bool totals, bool inputs) {
-        return reporting::to_text(parse(json), {.run_lines = run_lines, .declined = declined, .totals = totals,
-                                                .inputs = inputs});
-      },
-      nb::arg("report_json"), nb::arg("run_lines") = false, nb::arg("declined") = false, nb::arg("totals") = false,
-      nb::arg("inputs") = false);
-  // Counterexample N as the terminal text shows it (reporting::counterexample_text); IndexError when out of range.
-  m.def(
-      "describe",
-      [](const std::string &json, std::size_t failure, bool inputs) {
-        return reporting::counterexample_text(parse(json), failure, {.inputs = inputs});
-      },
-      nb::arg("report_json"), nb::arg("failure"), nb::arg("inputs") = false);
-  m.def("markdown", [](const std::string &json) { return reporting::to_markdown(parse(json)); });
   m.def("content", [](const std::string &json) { return reporting::content_of(json); });
   // A contract text as the core reads it (commas or spaces, any key order), resolved: (its canonical form — only
   // the keys that differ from the defaults, space-separated, "" for the defaults; the LSE output, "f32", "storage"
@@ -897,21 +905,6 @@ NB_MODULE(_core, m) {
       if (c.features & bit) features.emplace_back(feature_name(bit));
     return std::make_tuple(c == KernelContract{} ? std::string() : c.describe_changes(),
                            std::string(kLse[static_cast<int>(c.lse)]), features);
-  });
-  m.def("junit", [](const std::string &json) { return reporting::to_junit(parse(json)); });
-  // The gate's exit code of a report read back (a check that finished: not cancelled).
-  m.def("exit_code", [](const std::string &json) {
-    const reporting::Document doc = parse(json);
-    return gate::exit_code(doc, doc.strict, false);
-  });
-  m.def("write_reports", [](const std::string &json, const std::string &dir) {
-    try {
-      reporting::write_reports(parse(json), dir);
-    } catch (const reporting::ReportError &) {
-      throw;
-    } catch (const std::runtime_error &e) {
-      throw nb::value_error(e.what());
-    }
   });
   m.def("properties", [] {
     std::vector<std::tuple<std::string, std::string, std::string>> out;

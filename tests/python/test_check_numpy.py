@@ -30,6 +30,11 @@ def test_an_attention_without_the_scale_fails_with_a_shrunk_counterexample(fast)
     assert cx.spec["B"] == 1 and cx.spec["Hq"] == 1 and cx.spec["D"] >= 2
     assert cx.inputs["q"].shape == (1, 1, cx.spec["Lq"], cx.spec["D"])
     assert cx.scale == pytest.approx(1 / np.sqrt(cx.spec["D"]))
+    # What the failing check found, as data: an element of a tensor, the kernel's value beyond the exact one's bound.
+    f = cx.finding
+    assert f["kind"] in ("value", "aggregate") and f["tensor"] in ("O", "LSE", "")
+    if f["kind"] == "value":
+        assert len(f["index"]) == {"O": 4, "LSE": 3}[f["tensor"]] and abs(f["got"] - f["exact"]) > f["bound"]
     summary = report.summary()
     assert "attention_unscaled f32: FAIL" in summary  # its run's line
     assert "failure: attention_unscaled (f32)" in summary and "counterexample 1: accuracy — " in summary

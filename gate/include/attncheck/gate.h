@@ -1,8 +1,9 @@
 // The gate: what its two fronts — the `attncheck check` command (cli/) and the Python module (python/) — share. The
-// profiles, each (kernel, dtype) run's CheckOptions, the serial run with its progress bar, and the exit code; replay
-// is in replay.h, the search for the contract a kernel satisfies in infer.h, contract resolution next to the parser
+// check sequence itself is in run.h (gate::run); here are its parts: the profiles, each (kernel, dtype) run's
+// CheckOptions, the serial run with its progress bar, and the exit code. Replay is in replay.h, the search for the
+// contract a kernel satisfies in infer.h, the corpus in corpus.h, contract resolution next to the parser
 // (resolve_contract, contract.h), the verdict line and the table with the other renderings (report_io.h: run_line,
-// to_text). The fronts only read their arguments, find kernels and write files or text.
+// to_text). The fronts only read their arguments, find kernels and print.
 #pragma once
 
 #include "attncheck/check.h"

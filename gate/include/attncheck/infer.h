@@ -43,6 +43,9 @@ struct InferRequest {
   std::vector<Dtype> dtypes;     ///< one contract for all of them
   KernelContract start;          ///< the contract the first check runs under
   KernelContract declared;       ///< what the kernel declares (shown next to what infer finds)
+  /// Why the search starts from `start` rather than from `declared`, when the front chose it (Python: "fn returns
+  /// out alone (no LSE): the search starts from lse=none"); a line of the text under its header. "" for none.
+  std::string start_reason;
   bool quiet = false;            ///< no progress bar
   const std::atomic<bool> *cancel = nullptr;
   InferRequest() { check.profile = find_profile("quick"); }
@@ -78,6 +81,7 @@ struct InferResult {
   std::string profile;
   std::uint64_t seed = 1;
   KernelContract declared;
+  std::string start_reason;  ///< InferRequest::start_reason
   /// The contract found: the last one a check passed under, or (no fit, undecided) the best one reached.
   KernelContract contract;
   int exit_code = kExitInconclusive;  ///< kExitPass, kExitCounterexample (no fit), kExitInconclusive

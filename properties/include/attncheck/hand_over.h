@@ -4,8 +4,8 @@
 // feature's) failure whichever property drew it — nonfinite_output keeps only what the model cannot decide.
 //
 // The property's own search escalates its line (tier required, verdict fail, the required ladder's outcome); once
-// the run's report holds the required property's line too (the end of check(); the CLI's merge of its workers),
-// settle_hand_overs() gives that line the failure and returns the advisory line to its warning.
+// the run's report holds the required property's line too (assemble_run), settle_hand_overs() gives that line the
+// failure and returns the advisory line to its warning.
 #pragma once
 
 #include "attncheck/check.h"
@@ -29,5 +29,10 @@ struct HandOver {
 /// counterexample, and the advisory line is a warning again. What was moved, for the caller's per-line data
 /// (evidence). An escalated line whose required property is not in `r` stays a required failure.
 std::vector<HandOver> settle_hand_overs(RunReport &r);
+
+/// A run's report from its header (kernel, dtype, contract, seed, cases) and its properties' lines, checked together
+/// or apart: the lines in order, each hand-over settled. The one place a run's report is assembled — check()'s, the
+/// gate's items run elsewhere (gate::Check::run), a campaign's shards (gate::merge_shards).
+RunReport assemble_run(RunReport header, std::vector<PropertyReport> lines);
 
 }  // namespace attncheck

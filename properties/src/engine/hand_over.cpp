@@ -45,4 +45,10 @@ std::vector<HandOver> settle_hand_overs(RunReport &r) {
   return moved;
 }
 
+RunReport assemble_run(RunReport header, std::vector<PropertyReport> lines) {
+  header.properties = std::move(lines);
+  settle_hand_overs(header);
+  return header;
+}
+
 }  // namespace attncheck

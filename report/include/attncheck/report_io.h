@@ -200,11 +200,6 @@ std::string counterexample_text(const Document &doc, std::size_t failure, const 
 /// "bug:no_rescale f32: FAIL — 30 passed, 1 failed, 0 warnings, 0 undecided, 3 unsupported (512 cases)".
 std::string run_line(const RunReport &r, bool strict);
 
-/// The whole campaign from the partial reports of its shards (each index 1..N once, the same check): runs in order,
-/// each property from the shard that owns it — the document the unsharded check writes. Throws ReportError naming
-/// what does not fit (a missing or repeated shard, another check's report, a property a shard lacks).
-Document merge_shards(const std::vector<Document> &shards);
-
 /// Creates `dir` if needed and checks that it can be written; throws std::runtime_error with a one-line message.
 void prepare_report_dir(const std::filesystem::path &dir);
 

@@ -1,11 +1,13 @@
-// attncheck merge: the partial reports of a campaign's shards joined into the unsharded check's document.
-#include "attncheck/report_io.h"
+// attncheck merge: the partial reports of a campaign's shards joined into the unsharded check's document (run.h).
+#include "attncheck/run.h"
 
 #include "attncheck/hand_over.h"
 
 #include <string>
 
-namespace attncheck::reporting {
+namespace attncheck::gate {
+
+using reporting::Document, reporting::ReportError, reporting::Run, reporting::Shard;
 
 namespace {
 
@@ -59,7 +61,7 @@ Document merge_shards(const std::vector<Document> &shards) {
   std::size_t item = 0;
   for (std::size_t r = 0; r < first.runs.size(); ++r) {
     Run run = first.runs[r];
-    run.report.properties.clear();
+    std::vector<PropertyReport> properties;
     for (const std::string &id : ids) {
       const Document &owner = *by_index[item % static_cast<std::size_t>(count) + 1];
       ++item;
@@ -68,13 +70,14 @@ Document merge_shards(const std::vector<Document> &shards) {
       if (!p)
         fail("shard " + shard_name(*owner.shard) + " lacks property " + id + " of " + from.report.kernel + " " +
              std::string(dtype_name(from.report.dtype)) + ", which it owns: was it run with other --properties?");
-      run.report.properties.push_back(*p);
+      properties.push_back(*p);
     }
     // A shard's escalated counterexample goes to its required property's line (another shard's), with its evidence.
-    settle_hand_overs(run.report);
+    run.report.properties.clear();
+    run.report = assemble_run(std::move(run.report), std::move(properties));
     out.runs.push_back(std::move(run));
   }
   return out;
 }
 
-}  // namespace attncheck::reporting
+}  // namespace attncheck::gate
