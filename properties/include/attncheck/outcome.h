@@ -103,11 +103,11 @@ struct Outcome {
   std::optional<Case> failing_case;
   double failing_scale = 0;  ///< the scale of failing_case's problem; 0 = its default 1/√D
   std::string failing_what;  ///< what the modification was: "k + 1 on every key", "params.scale = 1"
-  /// A pass the fast reference screened (judge.h): worst_ratio and worst are the fast path's, and the exact worst
+  /// A pass the fast reference screened (screen.h): worst_ratio and worst are the fast path's, and the exact worst
   /// ratio is at most worst_ratio + ratio_slack; (*confirm)() judges the same kernel results under MPFR.
   std::shared_ptr<const std::function<Outcome()>> confirm;
   double ratio_slack = 0;
-  /// The screened bounds' own uncertainty, max ε/β' (judge.h): the exact bounds are at most (1 + 2τ)(1 + bound_slack)
+  /// The screened bounds' own uncertainty, max ε/β' (screen.h): the exact bounds are at most (1 + 2τ)(1 + bound_slack)
   /// times the screened ones. Equal to ratio_slack unless the check compared no kernel result with an exact value.
   double bound_slack = 0;
 };

@@ -8,9 +8,9 @@
 #include "attncheck/coverage.h"
 #include "attncheck/error_model.h"
 #include "attncheck/evidence.h"
-#include "attncheck/judge.h"
 #include "attncheck/outcome.h"
 #include "attncheck/property.h"
+#include "attncheck/screen.h"
 
 #include <cstdint>
 #include <optional>

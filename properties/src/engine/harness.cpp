@@ -1,7 +1,7 @@
 // Calling the kernel for a property: outputs NaN-filled (padding included) before every call.
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 
 #include <algorithm>
 #include <array>

@@ -4,8 +4,8 @@
 #pragma once
 
 #include "attncheck/check.h"
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
+#include "attncheck/screen.h"
 
 #include <rapidcheck/detail/Results.h>
 

@@ -9,9 +9,9 @@
 // Every judged call must be within its error bound of the exact value (steps finite → mask → sums → values over
 // all calls, each naming its history); the exact values are computed once, the relations being exact.
 #include "attncheck/gen.h"
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 
 #include <array>
 #include <memory>

@@ -1,9 +1,9 @@
 // Shared by shift_invariance and permutation_equivariance: the case and two modified copies of it, each run once by
-// the kernel, then judged together through the screen (judge.h); a failure records the copy its check judged.
+// the kernel, then judged together through the screen (screen.h); a failure records the copy its check judged.
 #pragma once
 
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
+#include "attncheck/screen.h"
 
 #include <array>
 #include <cstddef>

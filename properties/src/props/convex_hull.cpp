@@ -2,9 +2,9 @@
 // sum to 1), so O[i, c] lies in [min_j v_jc, max_j v_jc] over the visible keys j — up to the element's error bound
 // β_O (SPEC.md §4.2). A check of the values step that compares with no reference value, only the hull and the
 // bound; rows that see no key must be exactly 0.
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 
 #include <algorithm>
 #include <limits>

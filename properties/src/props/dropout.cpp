@@ -92,7 +92,7 @@ Outcome run(const Env &env, const Case &c) {
   other.spec.features.seed += 1;
   FeatureRun a, again, r1, r2;
   std::int64_t kept = 0, n = 0, rate_kept = 0, rate_n = 0;
-  // Judged under MPFR only: the statistical checks below read the runs after the ladder (no screen, judge.h).
+  // Judged under MPFR only: the statistical checks below read the runs after the ladder (no screen, screen.h).
   // Only `a` is compared with exact values; the repeat is the same problem (its empty rows are a's), and the rate
   // problems are read for their masks.
   ExactSource mpfr(ExactSource::Mode::mpfr, env.precision);

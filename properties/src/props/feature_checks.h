@@ -4,8 +4,8 @@
 // relations), within both problems' bounds and the exact difference between them.
 #pragma once
 
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
+#include "attncheck/screen.h"
 
 #include <cmath>
 #include <cstdint>
@@ -79,7 +79,7 @@ inline bool run_feature(const Env &env, Problem p, Ladder &L, FeatureRun &out, s
   return true;
 }
 
-/// The checks `body(runs, src)` of runs already called, judged with the screen first (judge.h): each run gets its
+/// The checks `body(runs, src)` of runs already called, judged with the screen first (screen.h): each run gets its
 /// exact values and bounds from the source before `body` sees it. `body` must own what it reads (capture by value).
 template <class Body>
 Outcome judged_runs(const Env &env, std::vector<FeatureRun> runs, Body body) {

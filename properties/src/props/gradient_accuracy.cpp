@@ -2,8 +2,8 @@
 // model's bounds (SPEC.md §4.4). The backward consumes the kernel's own forward O and LSE, which the bounds assume
 // within their own bounds: a forward out of bounds fails here too (the gradients are then wrong as well). Where the
 // recomputed P may overflow, the error model leaves the gradients unbounded (SPEC.md §4.5): undecided, not failed.
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
+#include "attncheck/screen.h"
 
 namespace attncheck::props {
 

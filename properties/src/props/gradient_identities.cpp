@@ -11,9 +11,9 @@
 // double sum here, γ_Lk(u)·Σ_j |dK̂_jd|; likewise for dV, plus the rounding of the dO sum, γ_{G·Lq}(u)·Σ|dO_ic|.
 // Both are consequences of gradient_accuracy's element bounds, but they name the broken structure: a dS rows that
 // do not sum to 0 (the −D_i term), or dV collecting dO from the wrong rows or heads.
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 #include "../slack.h"
 
 #include <cmath>

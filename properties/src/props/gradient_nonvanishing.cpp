@@ -15,9 +15,9 @@
 //                      the probe at the kernel's estimated scale ŝ = (log P̂_0 − log P̂_1)/g (the model "this
 //                      forward is correct attention at some scale"): the contract's bounds would be loose for
 //                      weights far from the contract's. A probe weight that underflowed to 0 is undecided.
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 #include "../effective_scale.h"
 
 #include <cmath>
@@ -60,7 +60,7 @@ Band band(const std::vector<double> &exact, const std::vector<double> &beta) {
 /// so that a norm within it of ‖r̃‖ is within the exact band of ‖dQ‖. As |‖r̃‖ − ‖dQ‖| ≤ ‖ε‖ and ‖β'‖ ≤ ‖β‖, taking
 /// 3‖ε‖ off (one for each: the norms, and ‖r̃‖'s rounding term) and the screen's margin τ (the rounding of the
 /// norms and of the comparison) leaves a bound below the exact one by more than ‖ε‖. The exact ratio then lies within
-/// ‖ε‖/bound of the screened one (judge.h: the source's slack widens to cover it); a bound not left positive escalates.
+/// ‖ε‖/bound of the screened one (screen.h: the source's slack widens for it); a bound not left positive escalates.
 Band screened_band(const std::vector<double> &value, const std::vector<double> &beta, const std::vector<double> &eps,
                    ExactSource &src) {
   Band b = band(value, beta);

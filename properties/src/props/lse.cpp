@@ -1,7 +1,7 @@
 // lse: the forward's LSE alone against the reference, within its bound (SPEC.md §4.3) — so that a wrong LSE is
 // caught even when O is right (O does not depend on the LSE; backward and split-KV combination do).
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
+#include "attncheck/screen.h"
 
 namespace attncheck::props {
 

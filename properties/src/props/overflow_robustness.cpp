@@ -4,9 +4,9 @@
 // Cases are drawn from Family::large (|s| ≈ 10²…10⁴); each is also checked amplified: q multiplied by the power of
 // two that brings the largest |s_ij| to about kAmplifiedLogit, as far as the storage dtype allows (exact: scaling by
 // 2^e only moves exponents). Only the finite step is checked; accuracy checks the values.
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,9 +4,9 @@
 // zero padding. The padded run must be finite wherever the exact result is (a NaN read from padding shows as NaN),
 // and the two runs must agree within the sum of their error bounds (a different layout may change a kernel's
 // tiling, hence bounds rather than bits).
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 
 #include <memory>
 #include <utility>

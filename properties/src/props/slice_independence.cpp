@@ -7,9 +7,9 @@
 // operations whatever the other slices hold: the untouched outputs must keep their exact bits. The repeated
 // problem is a different shape, which a kernel may tile differently, hence bounds there.
 #include "attncheck/compare.h"
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 #include "../slack.h"
 
 #include <bit>

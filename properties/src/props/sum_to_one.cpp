@@ -1,9 +1,9 @@
 // sum_to_one: softmax rows are probability vectors. With v = ones every visible row of O is 1; with v = identity
 // (Dv = Lk) row i of O is P_i itself, whose entries are ≥ 0 and sum to 1. Bounds are the error model's
 // (SPEC.md §4.2) on each modified problem; a row's sum may be off by at most the sum of its elements' bounds.
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 #include "../slack.h"
 
 #include <algorithm>
@@ -55,7 +55,7 @@ constexpr const char *kOnesWhat = "v = 1 (every value one)";
 constexpr const char *kIdentWhat = "v = I (value j is the j-th unit vector, Dv = Lk)";
 
 /// The comparisons of O(v=1) and O(v=I), whose calls returned intact outputs, against the exact values e2 and the
-/// bounds b1, b2 (MPFR's or the screen's: judge.h).
+/// bounds b1, b2 (MPFR's or the screen's: screen.h).
 Outcome ladder(const Problem &ones, const ForwardRun &f1, const ForwardRun &f2, const Case &ones_case,
                const Case &ident_case, const ForwardBounds &b1, const ExactForward &e2, const ForwardBounds &b2) {
   const Shape &s = ones.shape;

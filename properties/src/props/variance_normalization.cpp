@@ -23,9 +23,9 @@
 //     both probes (L = Dv = D; effective_scale.h): 1/√Dv is then 1/√D, and scale 1 and 1/D still leave the region.
 //
 // The case supplies D, the dtype, the layout and (through its hash) the Gaussian draws; it is itself never run.
-#include "attncheck/judge.h"
 #include "attncheck/property.h"
 #include "attncheck/reference.h"
+#include "attncheck/screen.h"
 #include "../effective_scale.h"
 #include "../slack.h"
 
@@ -178,7 +178,7 @@ Outcome run(const Env &env, const Case &c) {
   if (!L.intact(fa.out, "O(integer probe)")) return L.outcome();
   judge_gauss(L);
   if (!L.intact(fb.out, "O(Gaussian probe)")) return L.outcome();
-  // Judged through the screen (judge.h): the exact weights feed only the finite step and the bounds, and a pass under
+  // Judged through the screen (screen.h): the exact weights feed only the finite step and the bounds, and a pass under
   // the screen's narrower bounds β' ≤ β is a pass under β (both parts fail only when an interval that grows with the
   // bounds excludes the contract). Its notes lie between those from β' and from an upper bound of β.
   auto outs = std::make_shared<const std::pair<Tensor, Tensor>>(fa.out, fb.out);
@@ -213,7 +213,7 @@ Outcome run(const Env &env, const Case &c) {
       return Notes{std::abs(est - scale) / half, std::max(sti.T.lo / accept.hi, accept.lo / sti.T.hi)};
     };
     const Notes n = notes(s, st);
-    if (ba_upper != ba.out || bb_upper != bb.out) {  // the screen: its ratio may exceed the exact one (judge.h)
+    if (ba_upper != ba.out || bb_upper != bb.out) {  // the screen: its ratio may exceed the exact one (screen.h)
       const Notes lo = notes(probe::effective_scale(*sp, p_int, ba_upper),
                              statistic(*gp, pb.params.scale, p_gauss, bb_upper));
       const double worst = std::max(n.scale, n.variance), least = std::max(lo.scale, lo.variance);

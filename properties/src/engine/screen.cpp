@@ -1,5 +1,5 @@
 // The screen: a check judged with the fast reference first, and with MPFR only where the screen cannot decide.
-#include "attncheck/judge.h"
+#include "attncheck/screen.h"
 
 #include "attncheck/fast_reference.h"
 

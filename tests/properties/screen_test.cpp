@@ -1,7 +1,7 @@
-// The screen (judge.h): the fast reference decides a case only where MPFR would decide it the same way, and a check
+// The screen (screen.h): the fast reference decides a case only where MPFR would decide it the same way, and a check
 // with it reports what a check without it reports.
 #include "attncheck/gen.h"
-#include "attncheck/judge.h"
+#include "attncheck/screen.h"
 #include "property_support.h"
 
 #include <rapidcheck.h>
