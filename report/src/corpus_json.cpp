@@ -70,22 +70,8 @@ std::string to_corpus_json(const CorpusEntry &e) {
 
 CorpusEntry corpus_entry_from_json(std::string_view text) {
   try {
-    json j;
-    try {
-      j = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error &e) {
-      fail("truncated or malformed JSON at byte " + std::to_string(e.byte));
-    } catch (const json::exception &) {
-      fail("a number out of range (a JSON number no double holds)");
-    }
-    if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
-        j["format"].get<std::string>() != kCorpusFormat)
-      fail("not an attncheck corpus entry (no \"format\": \"attncheck-corpus-entry\")");
-    const Obj top(j, "");
-    const std::int64_t version = top.integer("version", 1, std::numeric_limits<int>::max());
-    if (version > kCorpusVersion)
-      fail("version " + std::to_string(version) + " is newer than this attncheck reads (" +
-           std::to_string(kCorpusVersion) + "); update attncheck");
+    const ParsedDocument parsed = parse_document(text, kCorpusFormat, "corpus entry", kCorpusVersion);
+    const Obj top(parsed.j, "");
     CorpusEntry e;
     e.kernel = top.str("kernel");
     e.dtype = top.name<Dtype, kDtypes>("dtype", dtype_name);

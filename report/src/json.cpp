@@ -132,8 +132,10 @@ std::string content_of(std::string_view report_json) {
   return j.dump(kIndent, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
-Document from_json(std::string_view text) {
-  json j;
+json_detail::ParsedDocument json_detail::parse_document(std::string_view text, std::string_view format,
+                                                       std::string_view what, std::int64_t max_version) {
+  ParsedDocument d;
+  json &j = d.j;
   try {
     j = json::parse(text.begin(), text.end());
   } catch (const json::parse_error &e) {
@@ -141,14 +143,19 @@ Document from_json(std::string_view text) {
   } catch (const json::exception &) {  // found by fuzz/report_json_fuzz.cpp: out_of_range for 1e999-style numbers
     fail("a number out of range (a JSON number no double holds)");
   }
-  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
-      j["format"].get<std::string>() != kFormat)
-    fail("not an attncheck report (no \"format\": \"attncheck-report\")");
-  const Obj top(j, "");
-  const std::int64_t version = top.integer("version", 1, std::numeric_limits<int>::max());
-  if (version > kSchemaVersion)
-    fail("version " + std::to_string(version) + " is newer than this attncheck reads (" +
-         std::to_string(kSchemaVersion) + "); update attncheck");
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != format)
+    fail("not an attncheck " + std::string(what) + " (no \"format\": \"" + std::string(format) + "\")");
+  d.version = Obj(j, "").integer("version", 1, std::numeric_limits<int>::max());
+  if (d.version > max_version)
+    fail("version " + std::to_string(d.version) + " is newer than this attncheck reads (" +
+         std::to_string(max_version) + "); update attncheck");
+  return d;
+}
+
+Document from_json(std::string_view text) {
+  const ParsedDocument parsed = parse_document(text, kFormat, "report", kSchemaVersion);
+  const Obj top(parsed.j, "");
+  const std::int64_t version = parsed.version;
   Document doc;
   doc.tool_version = top.str("tool_version");
   if (version >= 2) doc.strict = top.boolean("strict");

@@ -164,6 +164,16 @@ class Obj {
   std::string path_;
 };
 
+/// One of attncheck's JSON files (a report, a corpus entry) parsed: the JSON object, checked to carry
+/// "format": `format` ("not an attncheck <what>" otherwise), and its "version", at most `max_version` (a newer one
+/// asks to update attncheck). Malformed JSON fails at its byte.
+struct ParsedDocument {
+  json j;
+  std::int64_t version = 1;
+};
+ParsedDocument parse_document(std::string_view text, std::string_view format, std::string_view what,
+                              std::int64_t max_version);
+
 // ---- per-type writers and readers, each pair side by side in its file ----
 
 // json_case.cpp: a case and its spec.
