@@ -159,7 +159,7 @@ TEST_CASE("infer says no contract value fits a planted bug, naming the property 
 
 TEST_CASE("infer keeps no declaration that a bug's minimal case agreed with but the kernel does not follow") {
   // A window edge off by one: the feature kernel declares every feature; whatever explained a minimal case of its
-  // failures (empty-rows=unspecified, as explain_failure finds today), the best contract keeps only the features.
+  // failures (empty-rows=unspecified, as the diagnosis finds today), the best contract keeps only the features.
   const cli_test::Run r = run(kExe + " infer --plugin " + kPlugin + " --kernel features_window_right_off_by_one " +
                               "--dtype f32 --quiet --profile quick --time-budget 600 " +
                               "--properties accuracy,window,softcap,alibi,sinks,attn_mask");

@@ -5,6 +5,7 @@
 #include "attncheck/check.h"
 #include "attncheck/reference.h"
 #include "attncheck/report_io.h"
+#include "diagnosis/diagnosis.h"
 #include "report_support.h"
 #include "variant_kernels.h"
 
@@ -34,22 +35,28 @@ const attncheck_kernel &off_by_one() {
 }
 const attncheck_kernel &correct() { return support::variant_kernel(support::Variant{}); }
 
-Document one_run(RunReport report, const attncheck_kernel &kernel) {
+Document one_run(RunReport report) {
   Document doc;
   doc.tool_version = "t";
   Run run;
   run.plan = "quick";
   run.report = std::move(report);
-  add_evidence(run.report, kernel);
   doc.runs.push_back(std::move(run));
   return doc;
+}
+
+/// A hand-made report with the evidence of `kernel` on its counterexamples.
+Document one_run(RunReport report, const attncheck_kernel &kernel) {
+  diagnosis::add_evidence(report, kernel);
+  return one_run(std::move(report));
 }
 
 Document checked(const attncheck_kernel &kernel, std::vector<std::string> properties) {
   CheckOptions opt;
   opt.cases = kCases;
   opt.properties = std::move(properties);
-  return one_run(check(kernel, opt), kernel);
+  opt.evidence = true;  // the engine gathers each counterexample's evidence
+  return one_run(check(kernel, opt));
 }
 
 /// The planted off-by-one causal mask, checked once for every test that reads it.

@@ -112,10 +112,10 @@ Run checked(support::FeatureBug bug, std::vector<std::string> properties, const 
   opt.cases = 20;
   opt.properties = std::move(properties);
   opt.contract = parse_contract(contract.empty() ? support::feature_contract(bug) : contract);
+  opt.evidence = true;  // the engine gathers each counterexample's evidence
   Run run;
   run.plan = "quick";
   run.report = check(k, opt);
-  add_evidence(run.report, k);
   return run;
 }
 

@@ -5,6 +5,7 @@
 #include "attncheck/check.h"
 #include "attncheck/report_io.h"
 #include "attncheck/kernel_abi.h"
+#include "diagnosis/diagnosis.h"
 #include "variant_kernels.h"
 
 #include <catch2/catch.hpp>
@@ -277,7 +278,7 @@ TEST_CASE("a NaN that a mask off by one would let in is traced to its key: a hin
   p.verdict = Verdict::warn;
   p.counterexample = Counterexample{.minimal = c, .outcome = Outcome{.verdict = Verdict::fail, .step = Step::values}};
   r.properties.push_back(p);
-  add_evidence(r, support::variant_kernel(*dense));
+  diagnosis::add_evidence(r, support::variant_kernel(*dense));
   const Counterexample &cx = *r.properties.front().counterexample;
   REQUIRE(cx.evidence);
   const std::vector<Hint> &hints = cx.evidence->hints;

@@ -5,6 +5,7 @@
 #include "attncheck/check.h"
 #include "attncheck/reference.h"
 #include "attncheck/report_io.h"
+#include "diagnosis/diagnosis.h"
 #include "report_support.h"
 #include "variant_kernels.h"
 
@@ -498,7 +499,7 @@ TEST_CASE("a kernel whose call fails leaves its message in the evidence") {
       nullptr, [] { return "out of <memory>"; }};
   Run run = document().runs[0];
   run.report.properties[0].counterexample->evidence.reset();
-  add_evidence(run.report, failing);
+  diagnosis::add_evidence(run.report, failing);
   REQUIRE(evidence_at(run, 0).has_value());
   CHECK(evidence_at(run, 0)->call_error == "forward returned status 2: out of <memory>");
   CHECK(evidence_at(run, 0)->got.empty());
@@ -858,6 +859,7 @@ TEST_CASE("a metamorphic failure's evidence is the kernel on the failing problem
   CheckOptions opt;
   opt.cases = kCases;
   opt.properties = {"shift_invariance"};
+  opt.evidence = true;
   const attncheck_kernel &kernel = support::variant_kernel(support::bug_variant(support::Bug::no_rescale));
   Run run = run_of(check(kernel, opt));
   REQUIRE(run.report.properties.size() == 1);
@@ -869,7 +871,6 @@ TEST_CASE("a metamorphic failure's evidence is the kernel on the failing problem
   const Case &f = *c.outcome.failing_case;
   CHECK_FALSE(f.same_as(c.minimal));
   CHECK(f.v != c.minimal.v);
-  add_evidence(run.report, kernel);
   REQUIRE(evidence_at(run, 0).has_value());
   const Evidence &ev = *evidence_at(run, 0);
   CHECK(ev.call_error.empty());
@@ -892,13 +893,13 @@ TEST_CASE("a rescaled failure's evidence runs at the failing scale") {
   CheckOptions opt;
   opt.cases = kCases;
   opt.properties = {"scale_parameter"};
+  opt.evidence = true;
   const attncheck_kernel &kernel = buggy();  // scale ignored
   Run run = run_of(check(kernel, opt));
   REQUIRE(run.report.properties[0].counterexample.has_value());
   const Counterexample &c = *run.report.properties[0].counterexample;
   REQUIRE(c.outcome.failing_case.has_value());
   REQUIRE(c.outcome.failing_scale != 0);
-  add_evidence(run.report, kernel);
   const Evidence &ev = *evidence_at(run, 0);
   Problem p = c.outcome.failing_case->problem();
   p.params.scale = c.outcome.failing_scale;

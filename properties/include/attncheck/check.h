@@ -117,8 +117,9 @@ struct CheckOptions {
   /// A reproduce string from a Counterexample: replays the recorded case (searching and shrinking nothing) for
   /// the properties it names. Empty = search.
   std::string reproduce;
-  /// Gather each counterexample's Evidence once it is confirmed (add_evidence; skipped once cancelled): what the
-  /// report files show. Re-runs the failing problem on the kernel, so off unless reports are written.
+  /// Gather each counterexample's Evidence once every property ran (the diagnosis, properties/src/diagnosis/; skipped
+  /// once cancelled): what the report files show. Re-runs the failing problem on the kernel, so off unless reports
+  /// are written.
   bool evidence = false;
   /// Judge with the fast reference's screen first, MPFR where it cannot decide (judge.h, SPEC.md §5.1); false =
   /// MPFR for every case, as before the screen (the same verdicts and reports, slower: for tests and benchmarks).
@@ -175,24 +176,6 @@ struct CheckOptions {
   static constexpr int kDefaultMaxShrinks = 3000;
 };
 
-/// The declarations that explain `c` failing property `def` with outcome `o` under env's contract
-/// (Counterexample::explained_by): each candidate re-judges the case under the contract it changes, and is kept
-/// when the case (as the kernel received it: a causal case takes the other alignment under causal=top-left) then
-/// passes — and, for a declaration that loosens the precision, the kernel's error uses a fair share of the bound it
-/// grants (a declaration that would pass anything excuses, it does not explain). The candidates, narrowest first,
-/// are the practices of production kernels the contract keys can declare (SPEC.md §3.1: tanh=approx,
-/// causal=top-left, empty-rows=unspecified, …, lse=storage, accumulate-qk=f16, lse=none for an LSE left unwritten).
-/// A failed call or a write outside the outputs is explained by none. A declaration that explains the case must also
-/// hold on a few fresh cases of the property drawn under it (from `co`, the property's case options, and `seed`):
-/// minimal cases are small enough to be ambiguous. `stop` (the run's guard or a cancellation) ends the search before
-/// the next kernel call: the declarations confirmed by then are kept. When none is confirmed, `passes_under` (if
-/// given) receives the single declarations under which the minimal case passes though fresh cases fail
-/// (Counterexample::passes_under).
-std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
-                                         std::uint64_t seed, const Case &c, const Outcome &o,
-                                         const std::function<bool()> &stop = {},
-                                         std::vector<std::string> *passes_under = nullptr);
-
 /// Runs property `def` on one case: its outcome, or — when attncheck's own check throws — Verdict::error with the
 /// exception's message (never undecided: the kernel gave nothing too little). A kernel's own exception is a failed
 /// call (kernel_call.h), judged as any other.
@@ -201,17 +184,6 @@ Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c);
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.
 RunReport check(const attncheck_kernel &kernel, const CheckOptions &options);
-/// Re-runs each counterexample of `r` on `kernel` (forward, and backward for gradient properties) under the
-/// report's contract and keeps in Counterexample::evidence the failing tensor's values, the exact values, the bounds
-/// (error model, the report's profile) and the exact probabilities. The case re-run is the problem that failed: the
-/// outcome's failing_case (a shifted, permuted, rescaled … copy, at failing_scale when ≠ 0) when the property
-/// recorded one, else the minimal case. With a failing_case it also re-runs the minimal case (Evidence::original)
-/// and marks the rows that differ between the two beyond what the property allows, and the failing element's row.
-/// For a counterexample no declaration explains, it also computes Evidence::hints (SPEC.md §3.1, "Hints from
-/// evidence": changed problems whose exact result reproduces the kernel's O; the kernel's forward re-run on the failing
-/// problem, and on the scale probe or without a key's NaN where those are tried). check() calls it under
-/// CheckOptions::evidence.
-void add_evidence(RunReport &r, const attncheck_kernel &kernel);
 
 /// Where a check is now, for a front that must say where its process died (a fatal signal inside an in-process
 /// kernel): the property, dtype and run seed, what the engine was doing ("search", "shrink", "targeted",

@@ -16,6 +16,7 @@
 // budget only guards it (guard.cpp).
 #include "attncheck/check.h"
 
+#include "diagnosis/diagnosis.h"
 #include "run_state.h"
 
 #include "attncheck/gen.h"
@@ -186,9 +187,10 @@ struct Provenance {
   std::string reproduce, corpus_entry;
 };
 
-/// Makes `minimal`, failing with `o`, pr's counterexample: the verdict (warn for an advisory property), the
-/// declarations that explain it (explain_failure, until `stop`), and an advisory property's escalation to the
-/// required failure its case may be (escalate_if_required). The one place a Counterexample is made.
+/// Makes `minimal`, failing with `o`, pr's counterexample: the verdict (warn for an advisory property), its
+/// diagnosis (the declarations that explain it, or under which it passes: diagnosis::diagnose, until `stop`), and an
+/// advisory property's escalation to the required failure its case may be (escalate_if_required). The one place a
+/// Counterexample is made.
 void make_counterexample(PropertyReport &pr, const PropertyDef &def, const Env &env, const CaseOptions &co,
                          const Case &minimal, const Outcome &o, Provenance from,
                          const std::function<bool()> &stop = {}) {
@@ -202,8 +204,9 @@ void make_counterexample(PropertyReport &pr, const PropertyDef &def, const Env &
                                      .seed = pr.seed,
                                      .reproduce = std::move(from.reproduce),
                                      .corpus_entry = std::move(from.corpus_entry)};
-  pr.counterexample->explained_by =
-      explain_failure(def, env, co, pr.seed, minimal, o, stop, &pr.counterexample->passes_under);
+  diagnosis::Diagnosis d = diagnosis::diagnose(def, env, co, pr.seed, minimal, o, stop);
+  pr.counterexample->explained_by = std::move(d.explained_by);
+  pr.counterexample->passes_under = std::move(d.passes_under);
   if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
 }
 
@@ -516,7 +519,7 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
   }
   screen_on_this_thread() = screen_before;
   settle_hand_overs(rep);
-  if (options.evidence && !(options.cancel && options.cancel->load())) add_evidence(rep, kernel);
+  if (options.evidence && !(options.cancel && options.cancel->load())) diagnosis::add_evidence(rep, kernel);
   return rep;
 }
 

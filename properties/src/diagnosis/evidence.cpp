@@ -1,7 +1,9 @@
-// add_evidence (check.h): re-runs each counterexample's failing problem (the minimal case, or the modified copy of it that
-// the failing check judged) on the kernel and keeps, element by element, what the kernel returned, the exact values
-// and the bounds of the tensor the failure is in, plus the exact probabilities P. A modified copy fails only against
-// the minimal case, so that is re-run too, and the rows that differ between the two are marked.
+// add_evidence (diagnosis.h): re-runs each counterexample's failing problem (the minimal case, or the modified copy of
+// it that the failing check judged) on the kernel and keeps, element by element, what the kernel returned, the exact
+// values and the bounds of the tensor the failure is in, plus the exact probabilities P. A modified copy fails only
+// against the minimal case, so that is re-run too, and the rows that differ between the two are marked.
+#include "diagnosis.h"
+
 #include "attncheck/check.h"
 #include "attncheck/error_model.h"
 #include "attncheck/evidence.h"
@@ -253,7 +255,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
   // The problem that failed: a property that judged a modified copy (shifted, permuted, rescaled …) recorded it.
   const std::string tensor = evidence_tensor(cx, def, report);
   Evidence ev = evidence_on(cx, cx.judged(), cx.judged_scale(), tensor, kernel, report);
-  ev.hints = evidence_hints(cx, kernel, report);
+  ev.hints = diagnosis::evidence_hints(cx, kernel, report);
   // The original too, unless the call itself failed (another try would only cost another timeout) or it has no dout
   // for the backward the tensor needs.
   if (!cx.outcome.failing_case || cx.outcome.step == Step::shape || (is_gradient(tensor) && cx.minimal.dout.empty()))
@@ -269,7 +271,7 @@ Evidence evidence_of(const Counterexample &cx, const PropertyDef *def, const att
 
 }  // namespace
 
-void add_evidence(RunReport &r, const attncheck_kernel &kernel) {
+void diagnosis::add_evidence(RunReport &r, const attncheck_kernel &kernel) {
   for (PropertyReport &p : r.properties)
     if (p.counterexample) p.counterexample->evidence = evidence_of(*p.counterexample, find_property(p.id), kernel, r);
 }

@@ -1,8 +1,10 @@
-// explain_failure: a counterexample re-judged under the declarations that production kernels make, so that a report
-// can tell a documented practice left undeclared from a bug (SPEC.md §3.1).
+// diagnose (diagnosis.h): a counterexample re-judged under the declarations that production kernels make, so that a
+// report can tell a documented practice left undeclared from a bug (SPEC.md §3.1).
+#include "diagnosis.h"
+
 #include "attncheck/check.h"
 #include "attncheck/gen.h"
-#include "attncheck/judge.h"
+#include "attncheck/screen.h"
 
 #include <algorithm>
 #include <array>
@@ -151,15 +153,17 @@ Fit fits(const PropertyDef &def, const Env &env, const CaseOptions &co, std::uin
 
 }  // namespace
 
-std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env, const CaseOptions &co,
-                                         std::uint64_t seed, const Case &c, const Outcome &o,
-                                         const std::function<bool()> &stop, std::vector<std::string> *passes_under) {
-  std::vector<Explanation> out;
-  if (o.verdict != Verdict::fail || !o.step) return out;
+namespace diagnosis {
+
+Diagnosis diagnose(const PropertyDef &def, const Env &env, const CaseOptions &co, std::uint64_t seed, const Case &c,
+                   const Outcome &o, const std::function<bool()> &stop) {
+  Diagnosis d;
+  std::vector<Explanation> &out = d.explained_by;
+  if (o.verdict != Verdict::fail || !o.step) return d;
   // A failed call, or a write where the kernel may not write, is what it is under any contract.
   if (o.finding && (o.finding->kind == Finding::Kind::call || o.finding->kind == Finding::Kind::wrote_input ||
                     o.finding->kind == Finding::Kind::wrote_padding))
-    return out;
+    return d;
   const auto tried_on = [&](const Candidate &x) { return (x.dtypes & dtype_bit(env.precision.storage)) != 0; };
   std::vector<const Candidate *> partial;  // explain the minimal case, but not every fresh case
   for (const Candidate &cand : kCandidates) {
@@ -171,7 +175,7 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
     if (f == Fit::whole) out.push_back({std::string(cand.declaration), std::string(cand.meaning)});
     if (f == Fit::minimal_only) partial.push_back(&cand);
   }
-  if (!out.empty()) return out;
+  if (!out.empty()) return d;
   // None alone: a kernel may follow two practices at once (rows that see no key and float16 logits), and then the
   // fresh cases of each one fail for the other's reason. The smallest set is a pair: a declaration that explains the
   // minimal case with any other, tried in the candidates' order — at most one of them loosening the precision: two
@@ -184,7 +188,7 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
   for (const Candidate *first : partial) {
     const bool first_loosens = loosens(*first);
     for (const Candidate &second : kCandidates) {
-      if (stop && stop()) return out;
+      if (stop && stop()) return d;
       if (&second == first || (second.applies && !second.applies(o)) || !tried_on(second) ||
           (first_loosens && loosens(second)))
         continue;
@@ -202,9 +206,11 @@ std::vector<Explanation> explain_failure(const PropertyDef &def, const Env &env,
                        std::string(a.meaning) + "; and " + std::string(b.meaning)});
     }
   }
-  if (out.empty() && passes_under)
-    for (const Candidate *x : partial) passes_under->emplace_back(x->declaration);
-  return out;
+  if (out.empty())
+    for (const Candidate *x : partial) d.passes_under.emplace_back(x->declaration);
+  return d;
 }
+
+}  // namespace diagnosis
 
 }  // namespace attncheck

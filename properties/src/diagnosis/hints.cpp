@@ -553,7 +553,8 @@ std::optional<Hint> dropped_keys(const Observed &k, const std::vector<double> &b
 
 }  // namespace
 
-std::vector<Hint> evidence_hints(const Counterexample &cx, const attncheck_kernel &kernel, const RunReport &report) {
+std::vector<Hint> diagnosis::evidence_hints(const Counterexample &cx, const attncheck_kernel &kernel,
+                                            const RunReport &report) {
   const Case &c = cx.judged();
   if (!cx.explained_by.empty() || cx.outcome.step == Step::shape || c.spec.stretch.active()) return {};
   try {

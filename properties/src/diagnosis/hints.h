@@ -5,16 +5,16 @@
 // on the changed problem) must reproduce the kernel's O, and the LSE it returned, where the problem's own exact
 // result does not. Only a reproduced hypothesis becomes a Hint; a non-finite O is read off the logits instead (exp
 // overflow in the accumulation dtype), or traced to the input key whose non-finite values, set to 0, make the
-// kernel's row finite (the kernel re-run). Internal to the engine: add_evidence (evidence.cpp) calls it.
+// kernel's row finite (the kernel re-run). Internal to the diagnosis: add_evidence (evidence.cpp) calls it.
 #pragma once
 
-#include "attncheck/check.h"
 #include "attncheck/evidence.h"
+#include "attncheck/kernel_abi.h"
 #include "attncheck/report.h"
 
 #include <vector>
 
-namespace attncheck {
+namespace attncheck::diagnosis {
 
 /// The hints of counterexample `cx` of `report` (its contract and precision), re-running the kernel's forward on the
 /// problem the failing check judged: the first verified of, in order, exp overflow, scale, mask shift, NaN source,
@@ -24,4 +24,4 @@ namespace attncheck {
 /// hypothesis reproduces the output. Deterministic: it depends on the kernel's outputs and the case only.
 std::vector<Hint> evidence_hints(const Counterexample &cx, const attncheck_kernel &kernel, const RunReport &report);
 
-}  // namespace attncheck
+}  // namespace attncheck::diagnosis
