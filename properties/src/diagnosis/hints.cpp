@@ -369,7 +369,7 @@ std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &ba
 }
 
 /// The causal mask of the other alignment (bottom-right ↔ top-left), whose diagonal is Lk − Lq keys away: a
-/// declaration (causal=top-left), which explain_failure names — so never a hint.
+/// declaration (causal=top-left), which diagnose() names — so never a hint.
 Mask other_alignment(Mask m) { return m == Mask::causal ? Mask::causal_top_left : Mask::causal; }
 std::int64_t other_alignment_shift(const Problem &p) {
   return p.params.mask == Mask::causal ? p.shape.Lq - p.shape.Lk : p.shape.Lk - p.shape.Lq;
