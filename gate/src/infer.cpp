@@ -178,7 +178,7 @@ class Search {
       if (!adopt || static_cast<int>(result_.rounds.size()) >= kMaxRounds) return end;
       result_.rounds.back().adopted = *adopt;
       const KernelContract next = parse_contract(*adopt, c);
-      if (next == c) return end;  // explain_failure names no declaration already made; a guard all the same
+      if (next == c) return end;  // diagnose() names no declaration already made; a guard all the same
       before = c;
       adopted = adopt;
       it_explained = explained_by(end.doc, *adopt);

@@ -172,9 +172,9 @@ CheckResult Check::run(const Hooks &hooks) {
     throw usage("", e.what());
   }
   const bool cancelled = cancel_ && cancel_->load();
-  const bool nothing_owned = request_.shard && std::all_of(doc.runs.begin(), doc.runs.end(), [](const reporting::Run &r) {
-    return r.report.properties.empty();
-  });
+  const bool nothing_owned =
+      request_.shard && std::all_of(doc.runs.begin(), doc.runs.end(),
+                                    [](const reporting::Run &r) { return r.report.properties.empty(); });
   result.exit_code = nothing_owned ? kExitPass : exit_code(doc, request_.strict, cancelled);
   return result;
 }

@@ -1,7 +1,7 @@
 #include "attncheck/coverage.h"
 
 #include "attncheck/gen.h"
-#include "attncheck/report.h"
+#include "attncheck/results.h"
 
 #include <algorithm>
 #include <bit>

@@ -189,7 +189,7 @@ std::vector<FailureGroup> group_failures(const Document &doc) {
   }
 
   // A kernel follows one set of practices: each run's declaration is the one that explains most of its
-  // counterexamples (the earlier in a counterexample's list among equals, the narrower: explain_failure).
+  // counterexamples (the earlier in a counterexample's list among equals, the narrower: the diagnosis orders them so).
   std::vector<std::optional<Explanation>> run_declaration(doc.runs.size());
   for (std::size_t ri = 0; ri < doc.runs.size(); ++ri) {
     std::vector<std::pair<Explanation, int>> counts;

@@ -2,6 +2,8 @@
 // side by side (schema: spec/REPORT_SCHEMA.md).
 #include "json_io.h"
 
+#include "attncheck/error_model.h"  // error_ratio: the ratio an evidence element is written with
+
 #include <cstddef>
 #include <cstdint>
 #include <limits>

@@ -3,6 +3,8 @@
 // (group_failures) under its headline and caption, then each member in a few lines with the command that replays it.
 #include "common.h"
 
+#include "attncheck/features.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -119,8 +121,10 @@ std::string features_line(const RunReport &r) {
   if (!r.contract.implements(r.dtype)) return "";
   std::vector<std::string> checked, declined;
   for (const PropertyReport &p : r.properties) {
-    const PropertyDef *d = find_property(p.id);
-    if (!d || !d->feature) continue;
+    // A feature's property is named after it (features.h).
+    if (std::none_of(std::begin(kAllFeatures), std::end(kAllFeatures),
+                     [&](std::uint32_t bit) { return feature_name(bit) == p.id; }))
+      continue;
     if (p.tier == Tier::off)
       declined.push_back(p.id);
     else

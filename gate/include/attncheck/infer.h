@@ -2,12 +2,12 @@
 //
 // A correct kernel that follows a documented practice (a top-left causal mask, an LSE in the storage dtype, a row
 // sum of the rounded P, …) fails the defaults, and the gate already names the declaration that explains each of its
-// counterexamples (explain_failure, check.h). infer turns that into a search: check the kernel under a starting
-// contract; while the run fails and every failure some declaration explains, adopt the declaration that explains the
-// most of them (the narrowest among equals, as explain_failure orders them) and check again under the accumulated
-// contract. A run that passes gives the contract. A failure no declaration explains is a bug: infer says so, with the
-// counterexample, and the best contract it found. So is a failure that the declaration adopted for it explained on its
-// minimal case but that persists, unexplained, under it: that declaration is dropped.
+// counterexamples (the diagnosis, properties/src/diagnosis/). infer turns that into a search: check the kernel under a
+// starting contract; while the run fails and every failure some declaration explains, adopt the declaration that
+// explains the most of them (the narrowest among equals, as the diagnosis orders them) and check again under the
+// accumulated contract. A run that passes gives the contract. A failure no declaration explains is a bug: infer says
+// so, with the counterexample, and the best contract it found. So is a failure that the declaration adopted for it
+// explained on its minimal case but that persists, unexplained, under it: that declaration is dropped.
 //
 // A dtype whose every case the kernel declined, while another dtype ran, is left out: `dtypes=` names the others, and
 // the checks after that leave its runs off.

@@ -1,5 +1,5 @@
 // The property engine's entry point: check a kernel against registered properties (property.h) on generated cases
-// (gen.h), every failure shrunk to a minimal counterexample (report.h).
+// (gen.h), every failure shrunk to a minimal counterexample (results.h).
 //
 // RapidCheck is driven directly (rc::detail::checkProperty), not through its Catch2/gtest adapters, so that every
 // failure keeps its seed and a reproduce string, and check() can replay one.
@@ -16,7 +16,8 @@
 #include "attncheck/error_model.h"
 #include "attncheck/kernel_abi.h"
 #include "attncheck/kernel_call.h"
-#include "attncheck/report.h"
+#include "attncheck/property.h"
+#include "attncheck/results.h"
 
 #include <atomic>
 #include <chrono>

@@ -51,6 +51,7 @@
 #include "attncheck/kernel_call.h"
 #include "attncheck/outcome.h"
 #include "attncheck/problem.h"
+#include "attncheck/results.h"
 #include "attncheck/tensor.h"
 
 #include <span>
@@ -69,14 +70,7 @@ struct Env {
   KernelContract contract;
 };
 
-/// How the declared contract makes a property count.
-enum class Tier : std::uint8_t {
-  required,  ///< the contract promises it: a counterexample is a failure (exit 1)
-  advisory,  ///< beyond the contract: a counterexample is a warning (exit 0 unless --strict)
-  off,       ///< the contract leaves nothing for it to check (e.g. `lse` under lse=none): not run
-};
-/// "required", "advisory", "off".
-std::string_view tier_name(Tier t);
+/// How the declared contract makes a property count: Tier (results.h).
 
 /// Output padding elements around every kernel output (checked untouched by Ladder::intact).
 inline constexpr std::int64_t kOutputPad = 3;

@@ -28,6 +28,7 @@
 #include "attncheck/error_model.h"
 #include "attncheck/outcome.h"
 #include "attncheck/reference.h"
+#include "attncheck/results.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -46,24 +47,6 @@ inline constexpr double kScreenMargin = 0x1p-20;
 /// Thrown by a screening ExactSource for a problem or an element it cannot decide: the check reruns under MPFR.
 struct ScreenEscalates : std::runtime_error {
   using std::runtime_error::runtime_error;
-};
-
-/// The screen's counts, per property (report.json `reference`): elements decided by the fast path, elements of
-/// cases the MPFR reference judged (the screen could not decide them, or the case did not pass), and screened passes
-/// whose exact ratio was asked for (confirmations: MPFR judges them too, for the report's worst values).
-struct ReferenceCounts {
-  std::int64_t fast_elements = 0;
-  std::int64_t mpfr_elements = 0;
-  std::int64_t confirmations = 0;
-  ReferenceCounts &operator+=(const ReferenceCounts &o) {
-    fast_elements += o.fast_elements;
-    mpfr_elements += o.mpfr_elements;
-    confirmations += o.confirmations;
-    return *this;
-  }
-  friend bool operator==(const ReferenceCounts &, const ReferenceCounts &) = default;
-  /// The counts of the checks run on this thread since the last reset (the engine reads them per property).
-  static ReferenceCounts &of_this_thread();
 };
 
 /// Whether judged() screens on this thread (CheckOptions::screen; the engine sets it per property): true by default.

@@ -16,7 +16,7 @@
 #include "attncheck/kernel_abi.h"
 #include "attncheck/outcome.h"
 #include "attncheck/property.h"
-#include "attncheck/report.h"
+#include "attncheck/results.h"
 
 #include <cstdint>
 #include <functional>

@@ -10,7 +10,7 @@
 
 #include "attncheck/evidence.h"
 #include "attncheck/kernel_abi.h"
-#include "attncheck/report.h"
+#include "attncheck/results.h"
 
 #include <vector>
 

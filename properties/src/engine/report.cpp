@@ -1,5 +1,5 @@
 // RunReport: verdict roll-up and the text form (no RapidCheck here).
-#include "attncheck/report.h"
+#include "attncheck/results.h"
 
 #include <cstdio>
 

@@ -16,7 +16,7 @@
 #pragma once
 
 #include "attncheck/kernel_abi.h"
-#include "attncheck/report.h"
+#include "attncheck/results.h"
 
 #include <cstdint>
 #include <filesystem>

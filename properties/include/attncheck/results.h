@@ -1,16 +1,16 @@
-// The result of attncheck::check as plain data: per property the cases run, skipped and undecided, the verdict,
-// the worst error ÷ bound, and for a failure the shrunk counterexample with its exact inputs, seed and reproduce
-// string. Same kernel, options and seed ⇒ the same RunReport, whatever the machine's load: nothing time-dependent is
-// kept but the Timing figures, and whether the time guard bound (then the cut properties say so).
+// What a check found, as plain data — the one header the reports (report/) read: per property the cases run, skipped
+// and undecided, the verdict, the worst error ÷ bound, and for a failure the shrunk counterexample with its exact
+// inputs, seed and reproduce string, its finding, evidence and explanations. Same kernel, options and seed ⇒ the same
+// RunReport, whatever the machine's load: nothing time-dependent is kept but the Timing figures, and whether the time
+// guard bound (then the cut properties say so). Below the engine: it includes the case, outcome, evidence and coverage
+// data and the spec, never the screen, the properties or the error model.
 #pragma once
 
 #include "attncheck/case.h"
+#include "attncheck/contract.h"
 #include "attncheck/coverage.h"
-#include "attncheck/error_model.h"
 #include "attncheck/evidence.h"
 #include "attncheck/outcome.h"
-#include "attncheck/property.h"
-#include "attncheck/screen.h"
 
 #include <cstdint>
 #include <optional>
@@ -19,6 +19,34 @@
 #include <vector>
 
 namespace attncheck {
+
+/// How the declared contract makes a property count.
+enum class Tier : std::uint8_t {
+  required,  ///< the contract promises it: a counterexample is a failure (exit 1)
+  advisory,  ///< beyond the contract: a counterexample is a warning (exit 0 unless --strict)
+  off,       ///< the contract leaves nothing for it to check (e.g. `lse` under lse=none): not run
+};
+/// "required", "advisory", "off".
+std::string_view tier_name(Tier t);
+
+/// Where a property's exact values came from (report.json `reference`): elements decided by the screen's fast path
+/// (screen.h), elements of cases the MPFR reference judged (the screen could not decide them, or the case did not
+/// pass), and screened passes whose exact ratio was asked for (confirmations: MPFR judges them too, for the report's
+/// worst values).
+struct ReferenceCounts {
+  std::int64_t fast_elements = 0;
+  std::int64_t mpfr_elements = 0;
+  std::int64_t confirmations = 0;
+  ReferenceCounts &operator+=(const ReferenceCounts &o) {
+    fast_elements += o.fast_elements;
+    mpfr_elements += o.mpfr_elements;
+    confirmations += o.confirmations;
+    return *this;
+  }
+  friend bool operator==(const ReferenceCounts &, const ReferenceCounts &) = default;
+  /// The counts of the checks run on this thread since the last reset (the engine reads them per property).
+  static ReferenceCounts &of_this_thread();
+};
 
 /// A declaration the contract can make (SPEC.md §3.1) under which a counterexample's minimal case passes: a
 /// documented practice the kernel may follow — then it is no bug, and the kernel should declare it.
@@ -40,13 +68,13 @@ struct Counterexample {
   /// RapidCheck configuration string that replays this exact case: pass it as CheckOptions::reproduce (with the
   /// same dtype and options) to get the same minimal counterexample back without searching or shrinking.
   std::string reproduce;
-  /// The declarations under which the minimal case passes (explain_failure, check.h); empty when none does.
+  /// The declarations under which the minimal case passes (the diagnosis: properties/src/diagnosis/); empty when none does.
   std::vector<Explanation> explained_by;
   /// The declarations under which the minimal case passes but fresh cases of the property still fail (for another
   /// reason, or for a bug): not an explanation alone, but what a group names when a declaration explains the run's
   /// other counterexamples (reporting::group_failures). Empty when explained_by is not.
   std::vector<std::string> passes_under;
-  /// The failing problem's values (add_evidence, check.h), when the check gathered them.
+  /// The failing problem's values (the diagnosis, under CheckOptions::evidence), when the check gathered them.
   std::optional<Evidence> evidence;
   /// The content hash of the corpus entry this counterexample was replayed from (CheckOptions::corpus); empty when
   /// the search (or the targeted phase) found it. A corpus case is not shrunk again: it is minimal already.
@@ -103,12 +131,14 @@ struct PropertyReport {
   bool interrupted = false;       ///< a cancellation (SIGINT, SIGTERM) stopped the property: what ran is kept
   std::uint64_t seed = 0;         ///< the RapidCheck seed of this property's run
   std::string note;               ///< why the verdict is unsupported or undecided, or what a reproduce run found
-  std::optional<Counterexample> counterexample;  ///< present exactly when verdict is fail or warn
+  /// Present when verdict is fail or warn — but a fail whose case could not be kept (the kernel killed the process
+  /// in it: Python's crash record, whose note names the case).
+  std::optional<Counterexample> counterexample;
   /// The corners (coverage.h) the search's cases reached: decided and declined, per corner.
   Coverage coverage;
   TargetedSearch targeted;  ///< the targeted phase (not run: ran() false)
-  /// Where the property's exact values came from (judge.h): elements the fast reference decided, elements MPFR
-  /// judged, screened passes confirmed under MPFR for the report's worst values. Deterministic, like the cases.
+  /// Where the property's exact values came from: elements the fast reference decided, elements MPFR judged,
+  /// screened passes confirmed under MPFR for the report's worst values. Deterministic, like the cases.
   ReferenceCounts reference;
   CorpusReplay corpus;      ///< the corpus cases replayed first (none: replayed 0)
   Timing timing;
