@@ -132,7 +132,7 @@ std::string reproduce_string(std::uint64_t seed, const std::string &id, const rc
 
 /// An advisory property's counterexample `pr` that the required property judging its case fails at step finite —
 /// NaN or ±Inf where the exact value and its bound are finite — is a required failure (hand_over.h): the line is
-/// escalated, with the required ladder's outcome, until settle_hand_overs gives it to that property's line.
+/// escalated, with the required ladder's outcome, until assemble_run gives it to that property's line.
 void escalate_if_required(PropertyReport &pr, const PropertyDef &def, const Env &env) {
   if (std::find(std::begin(kHandsOver), std::end(kHandsOver), def.id) == std::end(kHandsOver)) return;
   Counterexample &cx = *pr.counterexample;
@@ -195,6 +195,7 @@ void make_counterexample(PropertyReport &pr, const PropertyDef &def, const Env &
                          const Case &minimal, const Outcome &o, Provenance from,
                          const std::function<bool()> &stop = {}) {
   pr.verdict = pr.tier == Tier::advisory ? Verdict::warn : Verdict::fail;
+  diagnosis::Diagnosis d = diagnosis::diagnose(def, env, co, pr.seed, minimal, o, stop);
   pr.counterexample = Counterexample{.minimal = minimal,
                                      .outcome = o,
                                      .original = std::move(from.original),
@@ -203,10 +204,10 @@ void make_counterexample(PropertyReport &pr, const PropertyDef &def, const Env &
                                      .shrinks_tried = from.shrinks_tried,
                                      .seed = pr.seed,
                                      .reproduce = std::move(from.reproduce),
+                                     .explained_by = std::move(d.explained_by),
+                                     .passes_under = std::move(d.passes_under),
+                                     .evidence = std::nullopt,  // add_evidence, once every property ran
                                      .corpus_entry = std::move(from.corpus_entry)};
-  diagnosis::Diagnosis d = diagnosis::diagnose(def, env, co, pr.seed, minimal, o, stop);
-  pr.counterexample->explained_by = std::move(d.explained_by);
-  pr.counterexample->passes_under = std::move(d.passes_under);
   if (pr.tier == Tier::advisory) escalate_if_required(pr, def, env);
 }
 
@@ -311,7 +312,8 @@ void settle_reproduction(PropertyReport &pr, RunState &st, const CaseOptions &co
     make_counterexample(pr, *st.def, st.run->env, co, *st.last, st.last_outcome,
                         {.original = st.last->spec,
                          .shrink_steps = static_cast<int>(s.failure.reproduce.shrinkPath.size()),
-                         .reproduce = reproduce_string(pr.seed, s.failure_key, s.failure.reproduce)},
+                         .reproduce = reproduce_string(pr.seed, s.failure_key, s.failure.reproduce),
+                         .corpus_entry = {}},
                         [&] { return must_stop(st); });
   } else if (st.last) {
     pr.verdict = st.last_outcome.verdict;
@@ -338,7 +340,8 @@ void settle_failure(PropertyReport &pr, RunState &st, const CaseOptions &co, Sea
                        .found_after = f.found_after,
                        .shrink_steps = static_cast<int>(s.failure.reproduce.shrinkPath.size()),
                        .shrinks_tried = f.shrinks_tried,
-                       .reproduce = reproduce_string(pr.seed, s.failure_key, s.failure.reproduce)},
+                       .reproduce = reproduce_string(pr.seed, s.failure_key, s.failure.reproduce),
+                       .corpus_entry = {}},
                       [&] { return must_stop(st); });
   if (s.failure_key != s.key) {
     pr.targeted.to = std::max(pr.targeted.to, f.first_outcome.worst_ratio);
@@ -504,6 +507,7 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
                .pool = std::move(accepted),
                .unequal_head_dims_declined = {}};
   const bool screen_before = std::exchange(screen_on_this_thread(), options.screen);
+  std::vector<PropertyReport> lines;
   for (std::size_t n = 0; n < selected.size(); ++n) {
     const Clock::time_point started = Clock::now();
     const std::chrono::nanoseconds kernel_before = CallRecord::kernel_time();
@@ -515,10 +519,10 @@ RunReport check(const attncheck_kernel &kernel, const CheckOptions &options) {
                                pr.corpus.replayed == 1 ? "" : "s", pr.corpus.passed));
     pr.timing = {.seconds = std::chrono::duration<double>(Clock::now() - started).count(),
                  .kernel_seconds = std::chrono::duration<double>(CallRecord::kernel_time() - kernel_before).count()};
-    rep.properties.push_back(std::move(pr));
+    lines.push_back(std::move(pr));
   }
   screen_on_this_thread() = screen_before;
-  settle_hand_overs(rep);
+  rep = assemble_run(std::move(rep), std::move(lines));
   if (options.evidence && !(options.cancel && options.cancel->load())) diagnosis::add_evidence(rep, kernel);
   return rep;
 }
