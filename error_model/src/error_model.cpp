@@ -340,8 +340,10 @@ struct Ctx {
                                 m == 2 ? k.data() + k_index(b, hk, r.keys[t + 1], 0) : nullptr};
       extended_dots(q_row, krows, m, sh.D, &r.dot[t], &r.adot[t]);
     }
+    const std::size_t q_at = row_of(q_index(b, h, i, 0), sh.D);  // the row's entry in the operand tables
     for (std::size_t key = 0; key < visible; ++key) {
       const std::int64_t j = r.keys[key];
+      const std::size_t k_at = row_of(k_index(b, hk, j, 0), sh.D);
       const long double dot = r.dot[key], adot = r.adot[key];
       const double x = static_cast<double>(scale * dqk * dot);
       const double abs_dot = static_cast<double>(std::fabs(scale * dqk) * adot);
@@ -362,16 +364,13 @@ struct Ctx {
       r.t.push_back(t);
       r.e_t.push_back(e_t);
       r.z.push_back(dropout_factor(f, sh.Hq, sh.Lq, sh.Lk, b, h, i, j));
-      r.e_x.push_back(op_in.active() ? product_error(gamma_dot, abs_dot,
-                                                      q_l1[row_of(q_index(b, h, i, 0), sh.D)] +
-                                                          k_l1[row_of(k_index(b, hk, j, 0), sh.D)],
+      r.e_x.push_back(op_in.active() ? product_error(gamma_dot, abs_dot, q_l1[q_at] + k_l1[k_at],
                                                       static_cast<double>(sh.D), std::fabs(scale))
                                      : gamma_dot * abs_dot);
       r.extra.push_back(extra);
       if (op_in.active())  // q, k or v may round to ±Inf as operands
-        r.overflow |= operand_overflows(std::max({q_max[row_of(q_index(b, h, i, 0), sh.D)],
-                                                  k_max[row_of(k_index(b, hk, j, 0), sh.D)],
-                                                  v_max[row_of(v_index(b, hk, j, 0), sh.Dv)]}));
+        r.overflow |= operand_overflows(
+            std::max({q_max[q_at], k_max[k_at], v_max[row_of(v_index(b, hk, j, 0), sh.Dv)]}));
       // Partial sums of q·k reach Σ|q k| before (or after) the scale is applied; the logit then enters the softmax
       // arithmetic.
       r.overflow |= overflows_qk(static_cast<double>(std::max<long double>(adot, std::fabs(scale) * adot))) ||
@@ -387,7 +386,7 @@ struct Ctx {
       r.z.push_back(1);
       // A sink has no product; the filler's operands are the row's q and keys of at most max_k_l1.
       const bool operands = key == kFillerKey && op_in.active();
-      const double l1 = operands ? q_l1[row_of(q_index(b, h, i, 0), sh.D)] + filler->max_k_l1 : 0.0;
+      const double l1 = operands ? q_l1[q_at] + filler->max_k_l1 : 0.0;
       r.e_x.push_back(operands ? product_error(gamma_dot, abs_dot, l1, static_cast<double>(sh.D), std::fabs(scale))
                                : gamma_dot * abs_dot);
       r.extra.push_back(0);
