@@ -23,8 +23,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,6 +114,22 @@ struct Outcome {
   double bound_slack = 0;
 };
 
+/// One output's checks for Ladder::each: `got` against `exact` within `bound`, as Ladder::finite, masked and within
+/// take them, from step finite up to `up_to`. It refers to its arrays, which must outlive the call.
+struct TensorCheck {
+  std::string_view name;
+  const Tensor &got;
+  const std::vector<double> &exact;
+  const std::vector<double> &bound;
+  /// The highest step it climbs: finite, mask (finite and masked: the property compares its values its own way
+  /// afterwards), or the step of its within check, sums (an LSE: the log of the row sum) or values.
+  Step up_to = Step::values;
+  bool masked = true;  ///< false: no mask step (finite, then within)
+  /// Called before each of its checks, e.g. [&] { L.judging(copy, what); }: the problem they judge (a failure
+  /// records it). Empty: the ladder's judging as it stands.
+  std::function<void()> judging = {};
+};
+
 /// Runs a property's checks in ladder order and accumulates an Outcome. Every check returns false once the case
 /// has failed (or turned out unsupported), so a property can stop at the first false.
 class Ladder {
@@ -140,6 +158,16 @@ class Ladder {
   /// Same on plain values of a row-major `shape`: `got[x]` against `exact[x]` and `bound[x]`.
   bool within(Step step, std::string_view name, const std::vector<double> &got, const std::vector<double> &exact,
               const std::vector<double> &bound, const std::vector<std::int64_t> &shape);
+  /// Steps finite to values over several outputs at once, as a property would write them per output: finite on
+  /// every check of `checks`, then masked on those that climb to mask or higher (and are `masked`), then within on
+  /// those that climb to sums, then on those that climb to values — each step in list order, so that the step
+  /// reported is the first that fails on any of them. Every check is made (a no-op once the case has failed, as any
+  /// check); false once the case has failed.
+  ///   std::vector<TensorCheck> checks{{"O", fr.out, exact.out, bound.out}};
+  ///   if (fr.has_lse) checks.push_back({"LSE", fr.lse, exact.lse, bound.lse, Step::sums});
+  ///   L.each(checks);  // finite O, LSE; masked O, LSE; within LSE (sums), O (values)
+  bool each(std::initializer_list<TensorCheck> checks);
+  bool each(std::span<const TensorCheck> checks);
   /// Any step: a failure the property detected itself: `finding` as data, `detail` its rendering.
   bool fail(Step step, std::string detail, Finding finding);
   /// Any step: the case cannot be decided (kept unless a later check fails).

@@ -91,16 +91,10 @@ bool leave_unspecified_rows(const KernelContract &c, const Problem &p, const Exa
 namespace {
 /// The accuracy ladder's comparisons of a forward whose call returned intact outputs.
 Outcome accuracy_ladder(const ForwardRun &fr, const ExactForward &exact, const ForwardBounds &bound) {
+  std::vector<TensorCheck> checks{{"O", fr.out, exact.out, bound.out}};
+  if (fr.has_lse) checks.push_back({"LSE", fr.lse, exact.lse, bound.lse, Step::sums});  // the log of the row sum
   Ladder L;
-  // Each check is a no-op once one has failed: the outcome names the first failing step.
-  L.finite("O", fr.out, exact.out, bound.out);
-  if (fr.has_lse) L.finite("LSE", fr.lse, exact.lse, bound.lse);
-  L.masked("O", fr.out, exact.out, bound.out);
-  if (fr.has_lse) {
-    L.masked("LSE", fr.lse, exact.lse, bound.lse);
-    L.within(Step::sums, "LSE", fr.lse, exact.lse, bound.lse);  // LSE is the log of the row sum
-  }
-  L.within(Step::values, "O", fr.out, exact.out, bound.out);
+  L.each(checks);
   return L.outcome();
 }
 }  // namespace

@@ -321,6 +321,33 @@ bool Ladder::within(Step step, std::string_view name, const std::vector<double> 
   return true;
 }
 
+bool Ladder::each(std::initializer_list<TensorCheck> checks) {
+  return each(std::span<const TensorCheck>(checks.begin(), checks.size()));
+}
+
+bool Ladder::each(std::span<const TensorCheck> checks) {
+  const auto judge = [](const TensorCheck &c) {
+    if (c.judging) c.judging();
+  };
+  for (const TensorCheck &c : checks)
+    if (c.up_to >= Step::finite) {
+      judge(c);
+      finite(c.name, c.got, c.exact, c.bound);
+    }
+  for (const TensorCheck &c : checks)
+    if (c.up_to >= Step::mask && c.masked) {
+      judge(c);
+      masked(c.name, c.got, c.exact, c.bound);
+    }
+  for (const Step step : {Step::sums, Step::values})
+    for (const TensorCheck &c : checks)
+      if (c.up_to == step) {
+        judge(c);
+        within(step, c.name, c.got, c.exact, c.bound);
+      }
+  return !failed();
+}
+
 Outcome Ladder::outcome() const {
   Outcome o = out_;
   if (o.verdict == Verdict::pass && undecided_) {

@@ -72,26 +72,17 @@ Outcome compare(const Case &c, const Problem &moved, std::vector<Judged> calls, 
   std::vector<double> negated_out = exact.out;
   for (double &x : negated_out) x = -x;
   Ladder L;
-  auto judge = [&](const Judged &j) {
-    if (j.copy) L.judging(*j.copy, j.history, j.scale);
-    else L.judging(c, j.history);
-    return j.negated ? negated_out : exact.out;
-  };
+  std::vector<TensorCheck> checks;
   for (const Judged &j : calls) {
-    const std::vector<double> out = judge(j);
-    L.finite("O", j.fr.out, out, bound.out);
-    if (j.fr.has_lse) L.finite("LSE", j.fr.lse, exact.lse, bound.lse);
+    const auto judge = [&L, &c, &j] {
+      if (j.copy) L.judging(*j.copy, j.history, j.scale);
+      else L.judging(c, j.history);
+    };
+    const std::vector<double> &out = j.negated ? negated_out : exact.out;
+    checks.push_back({"O", j.fr.out, out, bound.out, Step::values, /*masked=*/true, judge});
+    if (j.fr.has_lse) checks.push_back({"LSE", j.fr.lse, exact.lse, bound.lse, Step::sums, /*masked=*/true, judge});
   }
-  for (const Judged &j : calls) {
-    const std::vector<double> out = judge(j);
-    L.masked("O", j.fr.out, out, bound.out);
-    if (j.fr.has_lse) L.masked("LSE", j.fr.lse, exact.lse, bound.lse);
-  }
-  for (const Judged &j : calls) {
-    judge(j);
-    if (j.fr.has_lse) L.within(Step::sums, "LSE", j.fr.lse, exact.lse, bound.lse);
-  }
-  for (const Judged &j : calls) L.within(Step::values, "O", j.fr.out, judge(j), bound.out);
+  L.each(checks);  // every call's LSE (sums) before any call's O (values)
   return L.outcome();
 }
 

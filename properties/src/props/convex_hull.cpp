@@ -54,8 +54,7 @@ Outcome run(const Env &env, const Case &c) {
       if (overflow_within_bound(got[x], exact.out[x], bound.out[x], p.dtype())) got[x] = exact.out[x];
     Ladder L;
     // Each check is a no-op once one has failed: the outcome names the first failing step.
-    L.finite("O", run->out, exact.out, bound.out);
-    L.masked("O", run->out, exact.out, bound.out);
+    L.each({{"O", run->out, exact.out, bound.out, Step::mask}});  // finite, masked; its values step:
     L.within(Step::values, "O vs its nearest point of [min_j v_jc, max_j v_jc]", got, nearest_hull_point(p, got),
              bound.out, run->out.shape());
     return L.outcome();

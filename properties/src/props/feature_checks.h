@@ -97,28 +97,14 @@ inline bool feature_accuracy(const FeatureRun &r, ExactSource &src, Ladder &L) {
   std::optional<ExactBackward> grad;
   std::optional<BackwardBounds> bb;
   if (r.br) std::tie(grad, bb) = src.backward(r.p, r.exact);
-  L.finite("O", r.fr.out, r.exact.out, r.bound.out);
-  if (r.fr.has_lse) L.finite("LSE", r.fr.lse, r.exact.lse, r.bound.lse);
+  std::vector<TensorCheck> checks{{"O", r.fr.out, r.exact.out, r.bound.out}};
+  if (r.fr.has_lse) checks.push_back({"LSE", r.fr.lse, r.exact.lse, r.bound.lse, Step::sums});
   if (r.br) {
-    L.finite("dQ", r.br->dq, grad->dq, bb->dq);
-    L.finite("dK", r.br->dk, grad->dk, bb->dk);
-    L.finite("dV", r.br->dv, grad->dv, bb->dv);
+    checks.push_back({"dQ", r.br->dq, grad->dq, bb->dq});
+    checks.push_back({"dK", r.br->dk, grad->dk, bb->dk});
+    checks.push_back({"dV", r.br->dv, grad->dv, bb->dv});
   }
-  L.masked("O", r.fr.out, r.exact.out, r.bound.out);
-  if (r.fr.has_lse) L.masked("LSE", r.fr.lse, r.exact.lse, r.bound.lse);
-  if (r.br) {
-    L.masked("dQ", r.br->dq, grad->dq, bb->dq);
-    L.masked("dK", r.br->dk, grad->dk, bb->dk);
-    L.masked("dV", r.br->dv, grad->dv, bb->dv);
-  }
-  if (r.fr.has_lse) L.within(Step::sums, "LSE", r.fr.lse, r.exact.lse, r.bound.lse);
-  L.within(Step::values, "O", r.fr.out, r.exact.out, r.bound.out);
-  if (r.br) {
-    L.within(Step::values, "dQ", r.br->dq, grad->dq, bb->dq);
-    L.within(Step::values, "dK", r.br->dk, grad->dk, bb->dk);
-    L.within(Step::values, "dV", r.br->dv, grad->dv, bb->dv);
-  }
-  return !L.failed();
+  return L.each(checks);
 }
 
 /// Step values, kernel against kernel on the rows `row_of_a` maps (row r of a's O [B, Hq, Lq, Dv], as an lse

@@ -19,21 +19,15 @@ Outcome run(const Env &env, const Case &c) {
   return judged(env.precision, [p, fr, br](ExactSource &src) {
     const auto [exact, fb] = src.forward(p);
     const auto [grad, bb] = src.backward(p, exact);
-    // Each check is a no-op once one has failed: the outcome names the first failing step.
+    // The forward's O and LSE: finite and values, no mask step. The gradients' mask step: rows that see no key, keys
+    // no query sees, exactly 0.
+    std::vector<TensorCheck> checks{{"O (forward)", fr->out, exact.out, fb.out, Step::values, /*masked=*/false}};
+    if (fr->has_lse) checks.push_back({"LSE (forward)", fr->lse, exact.lse, fb.lse, Step::values, /*masked=*/false});
+    checks.push_back({"dQ", br->dq, grad.dq, bb.dq});
+    checks.push_back({"dK", br->dk, grad.dk, bb.dk});
+    checks.push_back({"dV", br->dv, grad.dv, bb.dv});
     Ladder J;
-    J.finite("O (forward)", fr->out, exact.out, fb.out);
-    if (fr->has_lse) J.finite("LSE (forward)", fr->lse, exact.lse, fb.lse);
-    J.finite("dQ", br->dq, grad.dq, bb.dq);
-    J.finite("dK", br->dk, grad.dk, bb.dk);
-    J.finite("dV", br->dv, grad.dv, bb.dv);
-    J.masked("dQ", br->dq, grad.dq, bb.dq);  // rows that see no key, keys no query sees: exactly 0
-    J.masked("dK", br->dk, grad.dk, bb.dk);
-    J.masked("dV", br->dv, grad.dv, bb.dv);
-    J.within(Step::values, "O (forward)", fr->out, exact.out, fb.out);
-    if (fr->has_lse) J.within(Step::values, "LSE (forward)", fr->lse, exact.lse, fb.lse);
-    J.within(Step::values, "dQ", br->dq, grad.dq, bb.dq);
-    J.within(Step::values, "dK", br->dk, grad.dk, bb.dk);
-    J.within(Step::values, "dV", br->dv, grad.dv, bb.dv);
+    J.each(checks);
     return J.outcome();
   });
 }

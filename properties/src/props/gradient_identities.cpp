@@ -53,11 +53,9 @@ Outcome compare(const Problem &p, const BackwardRun &br, const std::vector<doubl
   const ExactForward exact = src.forward(p).first;
   const auto [grad, bb] = src.backward(p, exact);
   Ladder L;
-  L.finite("dK", br.dk, grad.dk, bb.dk);
-  L.finite("dV", br.dv, grad.dv, bb.dv);
-  L.masked("dK", br.dk, grad.dk, bb.dk);  // keys no query sees: exactly 0
-  L.masked("dV", br.dv, grad.dv, bb.dv);
-  if (L.failed()) return L.outcome();
+  // Finite, then masked (keys no query sees: exactly 0); their sums below.
+  if (!L.each({{"dK", br.dk, grad.dk, bb.dk, Step::mask}, {"dV", br.dv, grad.dv, bb.dv, Step::mask}}))
+    return L.outcome();
 
   const std::vector<std::int64_t> shape_k{s.B, s.Hkv, s.D}, shape_v{s.B, s.Hkv, s.Dv};
   const double key_rounding = gamma_n(static_cast<double>(s.Lk), kDoubleRoundoff);

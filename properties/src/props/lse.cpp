@@ -14,9 +14,7 @@ Outcome run(const Env &env, const Case &c) {
   return judged(env.precision, [p, fr](ExactSource &src) {
     const auto [exact, bound] = src.forward(p);
     Ladder J;
-    J.finite("LSE", fr->lse, exact.lse, bound.lse);
-    J.masked("LSE", fr->lse, exact.lse, bound.lse);
-    J.within(Step::sums, "LSE", fr->lse, exact.lse, bound.lse);
+    J.each({{"LSE", fr->lse, exact.lse, bound.lse, Step::sums}});
     return J.outcome();
   });
 }

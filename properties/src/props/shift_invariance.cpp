@@ -67,18 +67,12 @@ Outcome compare(const CaseCopies &cc, ExactSource &src) {
   for (ForwardSide *side : {&base, &key_side, &value_side}) std::tie(side->exact, side->bound) = src.forward(side->p);
   Ladder L;
   // Each check is a no-op once one has failed: the outcome names the first failing step.
-  cc.judge(L, 0);
-  L.finite("O", base.fr.out, base.exact.out, base.bound.out);
-  cc.judge(L, 1);
-  L.finite("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
-  cc.judge(L, 2);
-  L.finite("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
-  cc.judge(L, 0);
-  L.masked("O", base.fr.out, base.exact.out, base.bound.out);
-  cc.judge(L, 1);
-  L.masked("O(k+u)", key_side.fr.out, key_side.exact.out, key_side.bound.out);
-  cc.judge(L, 2);
-  L.masked("O(v+w)", value_side.fr.out, value_side.exact.out, value_side.bound.out);
+  // Side n's finite and mask steps, judging side n; its values step is a relation to the base (below).
+  const auto side = [&cc, &L](const char *name, const ForwardSide &s, std::size_t n) {
+    const auto judge = [&cc, &L, n] { cc.judge(L, n); };
+    return TensorCheck{name, s.fr.out, s.exact.out, s.bound.out, Step::mask, /*masked=*/true, judge};
+  };
+  L.each({side("O", base, 0), side("O(k+u)", key_side, 1), side("O(v+w)", value_side, 2)});
   cc.judge(L, 1);
   related(L, "O(k+u) vs O", base, key_side, row_offsets(base.p, 0));
   cc.judge(L, 2);

@@ -84,16 +84,8 @@ Outcome ladder(const Problem &ones, const ForwardRun &f1, const ForwardRun &f2, 
   for (std::size_t x = 0; x < p_hat.size(); ++x) negative[x] = std::min(p_hat[x], 0.0);
 
   // Each check is a no-op once one has failed: the outcome names the first failing step.
-  judge_ones();
-  L.finite("O(v=1)", f1.out, one, b1.out);
-  judge_ident();
-  L.finite("O(v=I)", f2.out, e2.out, b2.out);
-  judge_ones();
-  L.masked("O(v=1)", f1.out, one, b1.out);
-  judge_ident();
-  L.masked("O(v=I)", f2.out, e2.out, b2.out);
-  judge_ones();
-  L.within(Step::sums, "O(v=1)", f1.out, one, b1.out);
+  L.each({{"O(v=1)", f1.out, one, b1.out, Step::sums, /*masked=*/true, judge_ones},
+          {"O(v=I)", f2.out, e2.out, b2.out, Step::mask, /*masked=*/true, judge_ident}});  // its sums: below
   judge_ident();
   L.within(Step::sums, "Σ_c O(v=I)", sum, sum_exact, sum_bound, {s.B, s.Hq, s.Lq});
   L.within(Step::values, "min(O(v=I), 0)", negative, zero, b2.out, f2.out.shape());
