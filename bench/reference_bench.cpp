@@ -233,7 +233,7 @@ void bm_fast(benchmark::State &st, std::int64_t L, std::int64_t D) {
   judge.report(st);
 }
 
-/// The error model's bounds as the screen computes them (judge.cpp): from the fast reference's values, with the
+/// The error model's bounds as the screen computes them (screen.cpp): from the fast reference's values, with the
 /// thresholds of BoundsFrom::approximate, for float32 storage; the backward's with kBackward.
 template <bool kBackward>
 void bm_bounds(benchmark::State &st, std::int64_t L, std::int64_t D) {

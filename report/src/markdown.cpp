@@ -3,8 +3,6 @@
 // (group_failures) under its headline and caption, then each member in a few lines with the command that replays it.
 #include "common.h"
 
-#include "attncheck/features.h"
-
 #include <algorithm>
 #include <cmath>
 
@@ -121,9 +119,8 @@ std::string features_line(const RunReport &r) {
   if (!r.contract.implements(r.dtype)) return "";
   std::vector<std::string> checked, declined;
   for (const PropertyReport &p : r.properties) {
-    // A feature's property is named after it (features.h).
     if (std::none_of(std::begin(kAllFeatures), std::end(kAllFeatures),
-                     [&](std::uint32_t bit) { return feature_name(bit) == p.id; }))
+                     [&](std::uint32_t bit) { return feature_property_id(bit) == p.id; }))
       continue;
     if (p.tier == Tier::off)
       declined.push_back(p.id);

@@ -236,6 +236,43 @@ TEST_CASE("the ladder records the first failing step and keeps fail, undecided a
   }
 }
 
+TEST_CASE("Ladder::each climbs step by step over all its outputs: the first failing step wins, whichever output") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor o = Tensor::contiguous(Dtype::f32, {1, 1, 1, 2}), lse = Tensor::contiguous(Dtype::f32, {1, 1, 1, 1});
+  const std::vector<double> exact_o{1, 2}, bound_o{1e-6, 1e-6}, exact_lse{0}, bound_lse{1e-6};
+  o.assign(std::vector<double>{1, 5});  // O: finite, out of its bound (a values failure)
+  lse.assign(std::vector<double>{nan}); // LSE: NaN (a finite failure), listed second
+  {
+    Ladder L;
+    CHECK_FALSE(L.each({{"O", o, exact_o, bound_o}, {"LSE", lse, exact_lse, bound_lse, Step::sums}}));
+    CHECK(L.outcome().step == Step::finite);  // LSE's finite step comes before O's values step
+    CHECK(L.outcome().detail.find("LSE") != std::string::npos);
+  }
+  lse.assign(std::vector<double>{0.5});  // LSE finite, out of its bound: sums comes before values
+  {
+    Ladder L;
+    CHECK_FALSE(L.each({{"O", o, exact_o, bound_o}, {"LSE", lse, exact_lse, bound_lse, Step::sums}}));
+    CHECK(L.outcome().step == Step::sums);
+  }
+  lse.assign(std::vector<double>{0});
+  {
+    Ladder L;
+    CHECK(L.each({{"O", o, exact_o, bound_o, Step::mask}, {"LSE", lse, exact_lse, bound_lse, Step::sums}}));
+    CHECK(L.outcome().verdict == Verdict::pass);  // O climbs to mask only: its values are the property's own
+    CHECK(L.outcome().step == std::nullopt);
+  }
+}
+
+TEST_CASE("each feature's property is the one results.h names for it, as the reports find it") {
+  for (std::uint32_t bit : kAllFeatures) {
+    const PropertyDef *d = find_property(feature_property_id(bit));
+    REQUIRE(d != nullptr);
+    CHECK(d->feature == bit);
+  }
+  for (const PropertyDef *d : all_properties())
+    if (d->feature) CHECK(feature_property_id(d->feature) == d->id);
+}
+
 TEST_CASE("every registered property has a unique id, a formula and a check") {
   std::set<std::string_view> ids;
   for (const PropertyDef *p : all_properties()) {

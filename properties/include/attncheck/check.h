@@ -122,7 +122,7 @@ struct CheckOptions {
   /// once cancelled): what the report files show. Re-runs the failing problem on the kernel, so off unless reports
   /// are written.
   bool evidence = false;
-  /// Judge with the fast reference's screen first, MPFR where it cannot decide (judge.h, SPEC.md §5.1); false =
+  /// Judge with the fast reference's screen first, MPFR where it cannot decide (screen.h, SPEC.md §5.1); false =
   /// MPFR for every case, as before the screen (the same verdicts and reports, slower: for tests and benchmarks).
   bool screen = true;
   /// While a hang (a call stopped at its timeout) is shrunk, each candidate call may take this many times the

@@ -49,7 +49,7 @@
 #include "attncheck/error_model.h"
 #include "attncheck/kernel_abi.h"
 #include "attncheck/kernel_call.h"
-#include "attncheck/outcome.h"
+#include "attncheck/ladder.h"
 #include "attncheck/problem.h"
 #include "attncheck/results.h"
 #include "attncheck/tensor.h"
@@ -151,7 +151,7 @@ struct PropertyDef {
   /// set where the verdict is a per-element bound that holds on any input the generators draw — never for a
   /// statistical test (more cases would raise its false alarms) nor one that needs a fixed value family.
   bool targeted = false;
-  /// Judges its comparisons through the screen (judge.h: judged(), judged_runs()): report.json counts the elements
+  /// Judges its comparisons through the screen (screen.h: judged(), judged_runs()): report.json counts the elements
   /// the fast reference decided and those sent to MPFR.
   bool screened = false;
   Outcome (*run)(const Env &env, const Case &c) = nullptr;

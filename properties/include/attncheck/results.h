@@ -10,6 +10,7 @@
 #include "attncheck/contract.h"
 #include "attncheck/coverage.h"
 #include "attncheck/evidence.h"
+#include "attncheck/features.h"
 #include "attncheck/outcome.h"
 
 #include <cstdint>
@@ -28,6 +29,12 @@ enum class Tier : std::uint8_t {
 };
 /// "required", "advisory", "off".
 std::string_view tier_name(Tier t);
+
+/// The id of the property that checks ABI feature `bit` (features.h): the feature's name, but attn_mask for the
+/// mask ("mask" alone would read as the causal mask). The registry agrees (a test compares PropertyDef::feature).
+inline std::string_view feature_property_id(std::uint32_t bit) {
+  return bit == ATTNCHECK_FEATURE_MASK ? std::string_view("attn_mask") : feature_name(bit);
+}
 
 /// Where a property's exact values came from (report.json `reference`): elements decided by the screen's fast path
 /// (screen.h), elements of cases the MPFR reference judged (the screen could not decide them, or the case did not

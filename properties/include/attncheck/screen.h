@@ -26,7 +26,7 @@
 #pragma once
 
 #include "attncheck/error_model.h"
-#include "attncheck/outcome.h"
+#include "attncheck/ladder.h"
 #include "attncheck/reference.h"
 #include "attncheck/results.h"
 

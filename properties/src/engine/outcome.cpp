@@ -1,4 +1,4 @@
-#include "attncheck/outcome.h"
+#include "attncheck/ladder.h"
 
 #include "attncheck/error_model.h"
 

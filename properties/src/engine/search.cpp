@@ -196,7 +196,7 @@ CaseResult judge_case(RunState &st, const Case &c) {
   std::string slow;
   Outcome o = evaluate_timed(st, c, &timed_out, searching ? &slow : nullptr);
   if (cut_short(st)) return {searching ? T::Failure : T::Success, "interrupted or unavailable"};
-  // Records compare ranks; a reproduce reports its outcome's worst ratio: each exact (judge.h) — a rank only where it
+  // Records compare ranks; a reproduce reports its outcome's worst ratio: each exact (screen.h) — a rank only where it
   // can enter a record: above the search's worst (the targeted phase's highest) or the weakest parent.
   const Record &record = st.phase == Phase::target ? st.target.highest : st.counts.worst;
   const double floor =
