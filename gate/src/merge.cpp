@@ -73,7 +73,6 @@ Document merge_shards(const std::vector<Document> &shards) {
       properties.push_back(*p);
     }
     // A shard's escalated counterexample goes to its required property's line (another shard's), with its evidence.
-    run.report.properties.clear();
     run.report = assemble_run(std::move(run.report), std::move(properties));
     out.runs.push_back(std::move(run));
   }

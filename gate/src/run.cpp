@@ -110,34 +110,36 @@ std::vector<reporting::Run> Check::run_items(const Hooks &hooks) {
                           request_.strict, sharded);
 
   // Items elsewhere: one per property of each run, the runs' guards ending one after another as in a serial check.
-  std::vector<std::string> all_ids;
-  for (const PropertyDef *d : all_properties()) all_ids.push_back(std::string(d->id));
-  std::vector<std::vector<std::string>> run_ids;  // per run, the properties it checks (a shard: those it owns)
+  struct Planned {
+    std::size_t kernel;
+    CheckOptions opt;
+    std::vector<std::string> ids;  // the properties it checks (a shard: those it owns)
+  };
+  std::vector<Planned> planned;
   std::vector<Item> items;
   auto end = std::chrono::steady_clock::now();
   for (std::size_t n = 0; n < kernels_.list.size(); ++n)
     for (Dtype dt : dtypes_) {
-      const CheckOptions opt = options_for(n, dt);
-      run_ids.push_back(opt.properties.empty() && !sharded ? all_ids : opt.properties);
+      CheckOptions opt = options_for(n, dt);
+      std::vector<std::string> ids = opt.properties.empty() && !sharded ? shard_ids_ : opt.properties;
       end += opt.time_budget;
-      for (const std::string &id : run_ids.back()) items.push_back({n, dt, id, end});
+      for (const std::string &id : ids) items.push_back({n, dt, id, end});
+      planned.push_back({n, std::move(opt), std::move(ids)});
     }
   const std::vector<std::optional<PropertyReport>> lines =
       items.empty() ? std::vector<std::optional<PropertyReport>>{} : hooks.items(items);
   std::vector<reporting::Run> runs;
   std::size_t i = 0;
-  for (std::size_t n = 0; n < kernels_.list.size(); ++n)
-    for (Dtype dt : dtypes_) {
-      const CheckOptions opt = options_for(n, dt);
-      std::vector<PropertyReport> properties;
-      for (const std::string &id : run_ids[runs.size()]) {  // an item's line comes with the evidence it gathered
-        properties.push_back(lines[i] ? *lines[i] : not_started(id, opt));
-        ++i;
-      }
-      RunReport r = assemble_run(run_header(*kernels_.list[n], opt), std::move(properties));
-      if (!request_.quiet) fmt::print(stderr, "{}\n", reporting::run_line(r, request_.strict));
-      runs.push_back({kernels_.source, profile, std::move(r)});
+  for (const Planned &p : planned) {
+    std::vector<PropertyReport> properties;
+    for (const std::string &id : p.ids) {  // an item's line comes with the evidence it gathered
+      properties.push_back(lines[i] ? *lines[i] : not_started(id, p.opt));
+      ++i;
     }
+    RunReport r = assemble_run(run_header(*kernels_.list[p.kernel], p.opt), std::move(properties));
+    if (!request_.quiet) fmt::print(stderr, "{}\n", reporting::run_line(r, request_.strict));
+    runs.push_back({kernels_.source, profile, std::move(r)});
+  }
   return runs;
 }
 
