@@ -1,5 +1,5 @@
 // attncheck_screen_bench: what the screen (the fast reference first, MPFR where it cannot decide: SPEC.md §5.1,
-// properties/include/attncheck/screen.h) saves a check, in one run: each screened property checked on the bundled
+// properties/src/attncheck/screen.h) saves a check, in one run: each screened property checked on the bundled
 // flash kernel (float32, its declared contract, a fixed seed and plan) with CheckOptions::screen on and off. The
 // reports are the same (tests/properties/screen_test.cpp); the counters give cases per CPU second and the elements
 // the screen decided, MPFR judged, and the confirmations. bench/screen_cost prints the ratio per property.

@@ -5,7 +5,7 @@
 
 #include "attncheck/containment.h"
 #include "attncheck/infer.h"
-#include "attncheck/property.h"
+#include "attncheck/check.h"
 
 #include <fmt/core.h>
 
@@ -45,7 +45,7 @@ int run_infer(const InferArgs &a) {
       if (!id.empty()) ids.push_back(id);
   }
   for (const std::string &id : ids)
-    if (!find_property(id)) return usage_error("unknown property '" + id + "' (`attncheck list` lists them)");
+    if (!find_property_info(id)) return usage_error("unknown property '" + id + "' (`attncheck list` lists them)");
   std::vector<Dtype> dtypes;
   for (const std::string &d : a.dtypes.empty() ? std::vector<std::string>{"f32", "f16", "bf16"} : a.dtypes)
     dtypes.push_back(parse_dtype(d));

@@ -3,7 +3,7 @@
 #include "commands.h"
 
 #include "attncheck/containment.h"
-#include "attncheck/property.h"
+#include "attncheck/check.h"
 
 #include <fmt/core.h>
 
@@ -16,16 +16,16 @@ void register_list_command(CLI::App &app, Action &action) {
   cmd->callback([&action] {
     action = [] {
       std::size_t width = 0;
-      for (const PropertyDef *d : all_properties()) width = std::max(width, d->id.size());
-      for (const PropertyDef *d : all_properties())
-        fmt::print("{:<{}}  {}\n{:<{}}  {}{}{}\n", d->id, width, d->formula, "", width, d->summary,
-                   d->needs_backward ? " (needs a backward)" : "",
-                   d->feature ? fmt::format(" (checked when the kernel declares features={})", feature_name(d->feature))
-                              : "");
+      for (const PropertyInfo &p : property_catalog()) width = std::max(width, p.id.size());
+      for (const PropertyInfo &p : property_catalog())
+        fmt::print("{:<{}}  {}\n{:<{}}  {}{}{}\n", p.id, width, p.formula, "", width, p.summary,
+                   p.needs_backward ? " (needs a backward)" : "",
+                   p.feature ? fmt::format(" (checked when the kernel declares features={})", feature_name(p.feature))
+                             : "");
       // The features a contract may declare (SPEC.md §2.7) and the property that checks each.
       fmt::print("\nfeatures (declare with --contract features=a+b, the plugin's attncheck_contracts or the exec hello):\n");
-      for (const PropertyDef *d : all_properties())
-        if (d->feature) fmt::print("  {:<8}  checked by {}\n", feature_name(d->feature), d->id);
+      for (const PropertyInfo &p : property_catalog())
+        if (p.feature) fmt::print("  {:<8}  checked by {}\n", feature_name(p.feature), p.id);
       // How kernel processes are contained on this machine (SPEC.md §8).
       fmt::print("\nkernel processes: {}\n", containment::kernel_domain()->description());
       return gate::kExitPass;

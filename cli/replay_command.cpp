@@ -2,7 +2,7 @@
 #include "commands.h"
 #include "kernel_loader.h"
 
-#include "attncheck/property.h"
+#include "attncheck/check.h"
 #include "attncheck/replay.h"
 #include "attncheck/report_io.h"
 

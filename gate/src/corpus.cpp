@@ -1,7 +1,6 @@
 #include "attncheck/corpus.h"
 
 #include "attncheck/check.h"
-#include "attncheck/property.h"
 
 #include <fmt/core.h>
 #include <unistd.h>
@@ -157,20 +156,18 @@ std::string corpus_line(const reporting::CorpusEntry &e) {
 }
 
 ReplayResult replay_entry(const reporting::CorpusEntry &e, const attncheck_kernel &kernel) {
-  const PropertyDef *def = find_property(e.property);
-  if (!def)
+  if (!find_property_info(e.property))
     throw CorpusError("corpus entry " + e.hash + " names property '" + e.property +
                       "', which this attncheck does not have");
   ReplayResult result;
   result.contract = e.contract;
-  result.tier = tier_of(*def, e.contract, e.dtype);
+  result.tier = property_tier(e.property, e.contract, e.dtype);
   if (result.tier == Tier::off) {
     result.outcome.verdict = Verdict::undecided;
     result.outcome.detail = "the entry's contract leaves " + e.property + " nothing to check";
     return result;
   }
-  const Env env{kernel, e.contract.precision(e.dtype), e.contract};
-  result.outcome = evaluate(*def, env, e.minimal);
+  result.outcome = evaluate(e.property, kernel, e.minimal, e.contract, e.contract.precision(e.dtype));
   return result;
 }
 

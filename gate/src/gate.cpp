@@ -2,7 +2,6 @@
 
 #include "progress.h"
 
-#include "attncheck/property.h"
 
 #include <fmt/core.h>
 

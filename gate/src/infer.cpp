@@ -2,7 +2,7 @@
 // (infer.h).
 #include "attncheck/infer.h"
 
-#include "attncheck/property.h"
+#include "attncheck/check.h"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -230,8 +230,9 @@ std::optional<std::string> passed_everywhere(const reporting::Document &doc, std
 std::vector<Strengthening> evidence_for_stronger(const reporting::Document &doc, const KernelContract &c) {
   std::vector<Strengthening> out;
   for (const StrongerEvidence &e : kStrongerWhenPassed) {
-    const PropertyDef *def = find_property(e.property);
-    if (!def || parse_contract(e.declaration, c) == c || tier_of(*def, c) != Tier::advisory) continue;
+    if (!find_property_info(e.property) || parse_contract(e.declaration, c) == c ||
+        property_tier(e.property, c) != Tier::advisory)
+      continue;
     if (auto why = passed_everywhere(doc, e.property)) out.push_back({std::string(e.declaration), *why});
   }
   if (c.grad_per_head == Allow::automatic) {

@@ -1,7 +1,7 @@
 // attncheck merge: the partial reports of a campaign's shards joined into the unsharded check's document (run.h).
 #include "attncheck/run.h"
 
-#include "attncheck/hand_over.h"
+#include "attncheck/check.h"
 
 #include <string>
 

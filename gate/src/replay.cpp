@@ -20,8 +20,7 @@ ReplayTarget replay_target(const reporting::Document &doc, std::size_t failure) 
   t.of = failures.size();
   t.run = &doc.runs[r];
   t.property = &t.run->report.properties[p];
-  t.def = find_property(t.property->id);
-  if (!t.def)
+  if (!find_property_info(t.property->id))
     throw ReplayError("the report names property '" + t.property->id + "', which this attncheck does not have",
                       false);
   return t;
@@ -30,7 +29,7 @@ ReplayTarget replay_target(const reporting::Document &doc, std::size_t failure) 
 ReplayResult replay_plan(const ReplayTarget &target, const std::optional<KernelContract> &contract) {
   ReplayResult result;
   result.contract = contract.value_or(target.run->report.contract);
-  result.tier = contract ? tier_of(*target.def, *contract, target.run->report.dtype) : target.property->tier;
+  result.tier = contract ? property_tier(target.property->id, *contract, target.run->report.dtype) : target.property->tier;
   if (result.tier == Tier::off) {
     result.outcome.verdict = Verdict::undecided;
     result.outcome.detail = "the contract given leaves " + target.property->id +
@@ -44,8 +43,8 @@ ReplayResult replay(const ReplayTarget &target, const attncheck_kernel &kernel,
   const RunReport &recorded = target.run->report;
   ReplayResult result = replay_plan(target, contract);
   if (result.tier == Tier::off) return result;
-  const Env env{kernel, contract ? contract->precision(recorded.dtype) : recorded.precision(), result.contract};
-  result.outcome = evaluate(*target.def, env, target.counterexample().minimal);
+  result.outcome = evaluate(target.property->id, kernel, target.counterexample().minimal, result.contract,
+                            contract ? contract->precision(recorded.dtype) : recorded.precision());
   return result;
 }
 

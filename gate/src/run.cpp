@@ -1,8 +1,7 @@
 // The check sequence (run.h): one for the CLI and Python, and the one place their run reports are assembled.
 #include "attncheck/run.h"
 
-#include "attncheck/hand_over.h"
-#include "attncheck/property.h"
+#include "attncheck/check.h"
 
 #include <fmt/core.h>
 
@@ -16,12 +15,7 @@ RunError usage(std::string input, const std::string &what) { return {kExitUsage,
 
 /// The line of a property whose item never started: the check was interrupted first.
 PropertyReport not_started(const std::string &id, const CheckOptions &opt) {
-  const PropertyDef &def = *find_property(id);
-  PropertyReport p;
-  p.id = id;
-  p.formula = std::string(def.formula);
-  p.summary = std::string(def.summary);
-  p.tier = tier_of(def, opt.contract, opt.dtype);
+  PropertyReport p = property_line(id, opt.contract, opt.dtype);
   p.interrupted = true;
   p.note = "not run: interrupted";
   return p;
@@ -40,9 +34,9 @@ std::vector<Dtype> dtypes_of(const std::vector<std::string> &names) {
 
 void check_property_ids(const std::vector<std::string> &ids) {
   for (const std::string &id : ids) {
-    if (find_property(id)) continue;
+    if (find_property_info(id)) continue;
     std::string known;
-    for (const PropertyDef *d : all_properties()) known += (known.empty() ? "" : ", ") + std::string(d->id);
+    for (const PropertyInfo &p : property_catalog()) known += (known.empty() ? "" : ", ") + std::string(p.id);
     throw usage("", "unknown property '" + id + "'; known: " + known);
   }
 }
@@ -58,7 +52,7 @@ Check::Check(const CheckRequest &request, const Kernels &kernels, const Outputs 
                         ") writes a partial report for `attncheck merge`: give --report-dir");
   shard_ids_ = request.plan.properties;
   if (shard_ids_.empty())
-    for (const PropertyDef *d : all_properties()) shard_ids_.push_back(std::string(d->id));
+    for (const PropertyInfo &p : property_catalog()) shard_ids_.push_back(std::string(p.id));
   for (const std::string &declared : kernels.declared) {
     try {
       contracts_.push_back(resolve_contract(declared, request.contract));

@@ -5,7 +5,7 @@
 #include "cli_support.h"
 
 #include "attncheck/features.h"
-#include "attncheck/property.h"
+#include "attncheck/check.h"
 #include "attncheck/report_io.h"
 
 #include <stdlib.h>
@@ -28,8 +28,8 @@ constexpr const char *kQuick = " --dtype f32 --profile quick --quiet";
 /// tests follow the features as they are added (fp8 once it is generated).
 std::vector<std::string> feature_properties() {
   std::vector<std::string> ids;
-  for (const attncheck::PropertyDef *d : attncheck::all_properties())
-    if (d->feature) ids.push_back(std::string(d->id));
+  for (const attncheck::PropertyInfo &p : attncheck::property_catalog())
+    if (p.feature) ids.push_back(std::string(p.id));
   return ids;
 }
 const std::vector<std::string> kFeatureProperties = feature_properties();
@@ -43,7 +43,7 @@ const std::string kAllFeatureProperties = joined(kFeatureProperties, ",");
 
 /// The feature a property checks, as a contract names it ("mask" for attn_mask).
 std::string feature_of(const std::string &property) {
-  return std::string(attncheck::feature_name(attncheck::find_property(property)->feature));
+  return std::string(attncheck::feature_name(attncheck::find_property_info(property)->feature));
 }
 
 /// A planted feature bug of the bug plugin and the property of its feature.
@@ -68,7 +68,7 @@ std::vector<PlantedBug> planted_bugs() {
       {"features_args_assumed_compact", "alibi", attncheck::kArgTensorFeatures},
   };
   // The fp8 kernel carries a planted bug once FP8 is generated (a property checks it); before, it is reserved.
-  if (attncheck::find_property("fp8")) bugs.push_back({"features_fp8_without_descale", "fp8"});
+  if (attncheck::find_property_info("fp8")) bugs.push_back({"features_fp8_without_descale", "fp8"});
   return bugs;
 }
 const std::vector<PlantedBug> kPlantedBugs = planted_bugs();
@@ -322,7 +322,7 @@ TEST_CASE("attncheck list names every feature and the property that checks it", 
     INFO(feature);
     std::string checker;
     for (const std::string &id : kFeatureProperties)
-      if (attncheck::find_property(id)->feature == f) checker = id;
+      if (attncheck::find_property_info(id)->feature == f) checker = id;
     const std::string what = checker.empty() ? "in the ABI; not generated yet" : "checked by " + checker;
     CHECK(std::regex_search(r.out, std::regex("\n  " + feature + " +" + what + "\n")));
     if (!checker.empty())
@@ -356,7 +356,7 @@ TEST_CASE("a feature counterexample keeps its features in report.json and replay
     REQUIRE(doc.failures().size() == 1);
     const attncheck::PropertyReport &p = property_of(doc.runs.at(0).report, bug.property);
     REQUIRE(p.counterexample.has_value());
-    const std::uint32_t bit = attncheck::find_property(bug.property)->feature;
+    const std::uint32_t bit = attncheck::find_property_info(bug.property)->feature;
     CHECK((p.counterexample->minimal.spec.features.bits & bit) != 0);
     CHECK((p.counterexample->original.features.bits & bit) != 0);
     CHECK(attncheck::reporting::to_json(doc) == json);

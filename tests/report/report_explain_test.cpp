@@ -25,8 +25,8 @@ Document checked_under_defaults(const attncheck_kernel &kernel, Dtype dt) {
   CheckOptions o;
   o.dtype = dt;
   o.cases = kCases;
-  for (const PropertyDef *d : all_properties())
-    if (d->id != "long_rows") o.properties.emplace_back(d->id);
+  for (const PropertyInfo &p : property_catalog())
+    if (p.id != "long_rows") o.properties.emplace_back(p.id);
   Document doc;
   doc.runs.push_back({{KernelSource::Kind::builtin, ""}, "quick", check(kernel, o)});
   return doc;

@@ -3,6 +3,7 @@
 // real check of a planted feature bug round-trips with its evidence; summary.md's Features block tells checked from
 // declined features.
 #include "attncheck/check.h"
+#include "attncheck/error_model.h"
 #include "attncheck/features.h"
 #include "attncheck/report_io.h"
 #include "report_support.h"

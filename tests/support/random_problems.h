@@ -1,6 +1,6 @@
 // Random attention problems for the error-model suite: shapes from the tiling boundaries, every layout and mask,
 // and values from the distributions that break kernels. (The property engine draws its own cases with RapidCheck:
-// properties/include/attncheck/gen.h.)
+// properties/src/attncheck/gen.h.)
 #pragma once
 
 #include "attncheck/problem.h"

@@ -7,7 +7,6 @@
 //   return gate::replay_exit_code(r, doc.strict);
 #pragma once
 
-#include "attncheck/property.h"
 #include "attncheck/report_io.h"
 
 #include <cstddef>
@@ -29,7 +28,6 @@ struct ReplayTarget {
   std::size_t failure = 0, of = 0;  ///< its number (1-based, Document::failures order) and how many there are
   const reporting::Run *run = nullptr;
   const PropertyReport *property = nullptr;
-  const PropertyDef *def = nullptr;
   const Counterexample &counterexample() const { return *property->counterexample; }
 };
 

@@ -1,7 +1,7 @@
 // The check sequence, written once for every front: validate what was asked, resolve each kernel's contract, prepare
 // the outputs, read the corpus, run (here, or on a front's workers through one seam), assemble and settle each run's
 // report, write the outputs, store the corpus, and the exit code. The fronts convert their arguments and kernels and
-// print; a run report is assembled in one place (assemble_run, hand_over.h): by check() for a serial run, by
+// print; a run report is assembled in one place (assemble_run, check.h): by check() for a serial run, by
 // Check::run for items run elsewhere, by merge_shards for a campaign's shards.
 //
 //   gate::CheckRequest rq;                      // the plan, dtypes, contract overrides, strict, quiet, shard

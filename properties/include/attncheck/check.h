@@ -13,10 +13,8 @@
 //   opt.reproduce = r.find("accuracy")->counterexample->reproduce;   // replays the minimal case only
 #pragma once
 
-#include "attncheck/error_model.h"
 #include "attncheck/kernel_abi.h"
 #include "attncheck/kernel_call.h"
-#include "attncheck/property.h"
 #include "attncheck/results.h"
 
 #include <atomic>
@@ -26,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -177,10 +176,33 @@ struct CheckOptions {
   static constexpr int kDefaultMaxShrinks = 3000;
 };
 
-/// Runs property `def` on one case: its outcome, or — when attncheck's own check throws — Verdict::error with the
-/// exception's message (never undecided: the kernel gave nothing too little). A kernel's own exception is a failed
-/// call (kernel_call.h), judged as any other.
-Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c);
+/// A registered property as a front lists it: its definition (property.h, the engine's) less how it runs.
+struct PropertyInfo {
+  std::string_view id;       ///< stable, named after the math
+  std::string_view formula;  ///< one line
+  std::string_view summary;  ///< one sentence: what a failure means
+  bool needs_backward = false;
+  std::uint32_t feature = 0;  ///< the ABI feature it checks (ATTNCHECK_FEATURE_*); 0: none
+};
+/// Every registered property, in the registry's order — a report's.
+std::span<const PropertyInfo> property_catalog();
+/// The registered property `id`; nullptr for none.
+const PropertyInfo *find_property_info(std::string_view id);
+/// Property `id`'s tier under `contract` (SPEC.md §3.1); on a run of `dtype` off too where the contract does not
+/// declare that dtype. `id` must be registered.
+Tier property_tier(std::string_view id, const KernelContract &contract, std::optional<Dtype> dtype = std::nullopt);
+/// Property `id`'s report line before anything of it ran: id, formula, summary and its tier on a run of `dtype`
+/// under `contract`. The one way a line starts: a check's, a front's item that never started, a crash record.
+PropertyReport property_line(std::string_view id, const KernelContract &contract, Dtype dtype);
+/// `line` placed among `r`'s lines in the registry's order (a line a front adds after the run: a crash record).
+void insert_line(RunReport &r, PropertyReport line);
+
+/// Runs property `id` on one case `c` of `kernel`, judged under `contract` with the precision profile `precision`
+/// (a replay: a corpus entry, a report's counterexample): its outcome, or — when attncheck's own check throws —
+/// Verdict::error with the exception's message (never undecided: the kernel gave nothing too little). A kernel's own
+/// exception is a failed call (kernel_call.h), judged as any other. `id` must be registered.
+Outcome evaluate(std::string_view id, const attncheck_kernel &kernel, const Case &c, const KernelContract &contract,
+                 const PrecisionProfile &precision);
 
 /// Checks `kernel` against the selected properties. Throws std::invalid_argument for an unknown property id or a
 /// reproduce string that does not parse.
@@ -198,6 +220,12 @@ struct CaseInProgress {
 };
 /// A copy of the case a check evaluates now (the last one set, on any thread); nullopt before any.
 std::optional<CaseInProgress> case_in_progress();
+
+/// A run's report from its header (kernel, dtype, contract, seed, cases) and its properties' lines, checked together
+/// or apart: the lines in order, each hand-over settled (SPEC.md §7: an advisory property's counterexample that a
+/// required property's ladder fails too is that property's failure). The one place a run's report is assembled —
+/// check()'s, the gate's items run elsewhere (gate::Check::run), a campaign's shards (gate::merge_shards).
+RunReport assemble_run(RunReport header, std::vector<PropertyReport> lines);
 
 /// check() on a single property; the report has one line.
 RunReport check_property(const attncheck_kernel &kernel, std::string_view id, CheckOptions options);

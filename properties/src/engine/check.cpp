@@ -377,12 +377,8 @@ void settle_search(PropertyReport &pr, RunState &st, const CaseOptions &co,
 PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun &run) {
   const CheckOptions &opt = run.opt;
   const Env &env = run.env;
-  PropertyReport pr;
-  pr.id = std::string(def.id);
-  pr.formula = std::string(def.formula);
-  pr.summary = std::string(def.summary);
+  PropertyReport pr = property_line(def.id, env.contract, opt.dtype);
   pr.seed = property_seed(opt.seed, def.id, opt.dtype);
-  pr.tier = tier_of(def, env.contract, opt.dtype);
   if (std::optional<std::string> why = not_run(def, env, opt.dtype, pr.tier)) {
     pr.verdict = Verdict::unsupported;
     pr.note = std::move(*why);

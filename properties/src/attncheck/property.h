@@ -157,6 +157,9 @@ struct PropertyDef {
   Outcome (*run)(const Env &env, const Case &c) = nullptr;
 };
 
+/// Runs property `def` on one case: check.h's evaluate, for the engine and the properties' tests.
+Outcome evaluate(const PropertyDef &def, const Env &env, const Case &c);
+
 /// The property's tier under `contract`.
 Tier tier_of(const PropertyDef &def, const KernelContract &contract);
 /// Its tier on a run of storage dtype `dtype`: off too when the contract does not declare that dtype (dtypes=).

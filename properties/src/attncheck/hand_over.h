@@ -9,6 +9,7 @@
 #pragma once
 
 #include "attncheck/check.h"
+#include "attncheck/property.h"
 
 #include <cstddef>
 #include <vector>
@@ -29,10 +30,5 @@ struct HandOver {
 /// counterexample, and the advisory line is a warning again. What was moved, for the caller's per-line data
 /// (evidence). An escalated line whose required property is not in `r` stays a required failure.
 std::vector<HandOver> settle_hand_overs(RunReport &r);
-
-/// A run's report from its header (kernel, dtype, contract, seed, cases) and its properties' lines, checked together
-/// or apart: the lines in order, each hand-over settled. The one place a run's report is assembled — check()'s, the
-/// gate's items run elsewhere (gate::Check::run), a campaign's shards (gate::merge_shards).
-RunReport assemble_run(RunReport header, std::vector<PropertyReport> lines);
 
 }  // namespace attncheck
