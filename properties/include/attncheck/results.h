@@ -180,4 +180,35 @@ struct RunReport {
   std::string text() const;
 };
 
+/// One tensor a kernel returned, given to attncheck.judge (given.h), held against its exact values: how many elements
+/// exceed their bound, how many the model cannot decide (SPEC.md §4.5), and the element of the largest error ÷ bound.
+struct TensorJudgment {
+  std::string tensor;  ///< "O", "LSE", "dQ", "dK", "dV"
+  std::vector<std::int64_t> shape;
+  std::int64_t elements = 0, exceeding = 0, undecided = 0;
+  std::vector<std::int64_t> worst_index;  ///< empty when no element was decided
+  double got = 0, exact = 0, bound = 0;
+  double ratio = 0;  ///< |got − exact| ÷ bound at worst_index (+∞ for NaN or a broken exact value)
+};
+
+/// The judgment of given outputs under a contract (given.h: judge_given).
+struct Judgment {
+  Shape shape;
+  Dtype dtype = Dtype::f32;
+  KernelContract contract;  ///< judged under
+  double scale = 0;
+  Mask mask = Mask::none;   ///< as judged: a causal mask aligned as the contract declares
+  Outcome forward;                  ///< accuracy's ladder on O (and LSE)
+  std::optional<Outcome> backward;  ///< gradient_accuracy's on dQ, dK, dV, when given and the contract asks for it
+  Tier backward_tier = Tier::required;  ///< the gradients' tier under the contract (advisory: a failure warns)
+  std::vector<TensorJudgment> tensors;  ///< each given tensor, in the order O, LSE, dQ, dK, dV
+  /// On a failure: the declarations under which these outputs pass (the candidates a check's diagnosis tries, SPEC.md
+  /// §3.1), narrowest first; empty when none does. Evidence for a practice, not proof: no fresh case confirms it.
+  std::vector<Explanation> explained_by;
+  std::vector<std::string> notes;  ///< what was not judged, and why
+  /// fail when a required ladder failed, else warn when an advisory one did, else undecided when one could not
+  /// decide, else pass.
+  Verdict verdict() const;
+};
+
 }  // namespace attncheck

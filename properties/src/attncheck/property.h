@@ -54,8 +54,9 @@
 #include "attncheck/results.h"
 #include "attncheck/tensor.h"
 
-#include <span>
 #include <functional>
+#include <memory>
+#include <span>
 #include <utility>
 #include <string_view>
 #include <vector>
@@ -123,6 +124,24 @@ bool within_each_other(Ladder &L, std::string_view name, const std::vector<doubl
 /// forwards with each other, passes its runs through here. True when there was such a row: the problem's backward,
 /// whose dK and dV those rows feed, is then not judged either.
 bool leave_unspecified_rows(const KernelContract &c, const Problem &p, const ExactForward &exact, ForwardRun &r);
+/// Some row of `p` sees no key (a varlen sequence's rows past its length aside): the rows leave_unspecified_rows
+/// leaves to the kernel under empty-rows=unspecified.
+bool any_row_sees_no_key(const Problem &p);
+
+/// What a judge of outputs saw: each output tensor it compared, with its exact values and bounds as the ladder read
+/// them (the judge of given tensors, given.h, counts the elements beyond their bounds). May be empty.
+using SeenTensor = std::function<void(std::string_view tensor, const Tensor &got, const std::vector<double> &exact,
+                                      const std::vector<double> &bound)>;
+
+/// The accuracy ladder's comparisons on a forward's results `fr` of `p` (its call returned intact outputs): O and
+/// LSE against the reference within the error model's bounds under `precision` (finite → mask → sums (LSE) →
+/// values (O)), the rows `contract` leaves to the kernel (leave_unspecified_rows) unjudged; through the screen.
+Outcome forward_ladder(const PrecisionProfile &precision, const KernelContract &contract, const Problem &p,
+                       std::shared_ptr<const ForwardRun> fr, SeenTensor seen = {});
+/// gradient_accuracy's comparisons on a backward's results `br` of `p` given the forward's `fr` (both calls returned
+/// intact outputs): the forward's O and LSE (finite and values), then dQ, dK, dV within their bounds (SPEC.md §4.4).
+Outcome backward_ladder(const PrecisionProfile &precision, const Problem &p, std::shared_ptr<const ForwardRun> fr,
+                        std::shared_ptr<const BackwardRun> br, SeenTensor seen = {});
 
 /// The accuracy ladder of one problem: the kernel's forward against the reference, O and LSE within the error
 /// model's bounds under env.precision (shape → finite → mask → sums (LSE) → values (O)); the rows the contract leaves

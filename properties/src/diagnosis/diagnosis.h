@@ -1,8 +1,8 @@
 // The diagnosis: what a failure means, computed by the engine for the reports to render (SPEC.md §3.1). Private to
-// properties/; the engine (check.cpp) is its one caller, and tests reach it through properties/src on their include
-// path (tests/report/CMakeLists.txt).
+// properties/; the engine (check.cpp, and given.cpp for judged tensors) is its one caller, and tests reach it through
+// properties/src on their include path (tests/report/CMakeLists.txt).
 //
-// Two entries, because they run at two moments of a check:
+// Two entries for a check, because they run at two moments of it (and explain_given for the judge of given tensors):
 //   diagnose      — per counterexample, as it is made (check.cpp, make_counterexample), right after shrinking and
 //                   under the run's guard: the declarations that would explain it (explain.cpp). It re-judges the
 //                   case and fresh cases of the property under changed contracts, inside the property's run.
@@ -45,6 +45,14 @@ struct Diagnosis {
 /// the single declarations under which the minimal case passes though fresh cases fail.
 Diagnosis diagnose(const PropertyDef &def, const Env &env, const CaseOptions &co, std::uint64_t seed,
                    const Case &minimal, const Outcome &o, const std::function<bool()> &stop = {});
+
+/// The declarations under which outputs a kernel already returned (given.h) pass where they fail `o` under
+/// `contract` on a run of storage dtype `dt`: each candidate of diagnose(), narrowest first, judged again through
+/// `rejudge` under the contract it changes — kept when the outputs then pass (or are undecided by design) and, for a
+/// looser precision, the error uses a fair share of the bound it grants. With no kernel to call there are no fresh
+/// cases to confirm on: one input is evidence for a practice, not proof of it (the judgment says so).
+std::vector<Explanation> explain_given(const Outcome &o, const KernelContract &contract, Dtype dt,
+                                       const std::function<Outcome(const KernelContract &)> &rejudge);
 
 /// Re-runs each counterexample of `r` on `kernel` (forward, and backward for gradient properties) under the
 /// report's contract and keeps in Counterexample::evidence the failing tensor's values, the exact values, the bounds

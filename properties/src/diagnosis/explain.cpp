@@ -211,6 +211,29 @@ Diagnosis diagnose(const PropertyDef &def, const Env &env, const CaseOptions &co
   return d;
 }
 
+std::vector<Explanation> explain_given(const Outcome &o, const KernelContract &contract, Dtype dt,
+                                       const std::function<Outcome(const KernelContract &)> &rejudge) {
+  std::vector<Explanation> out;
+  if (o.verdict != Verdict::fail || !o.step) return out;
+  const PrecisionProfile precision = contract.precision(dt);
+  for (const Candidate &cand : kCandidates) {
+    if ((cand.applies && !cand.applies(o)) || (cand.dtypes & dtype_bit(dt)) == 0) continue;
+    const KernelContract changed = parse_contract(cand.declaration, contract);
+    if (changed == contract) continue;  // declared already
+    try {
+      const Outcome again = rejudge(changed);
+      if (again.verdict != Verdict::pass && !(again.verdict == Verdict::undecided && cand.undecided_explains)) continue;
+      if (again.verdict == Verdict::pass && changed.precision(dt) != precision &&
+          exact_if_at_least(again, kMinFit).worst_ratio < kMinFit)
+        continue;  // loose enough to pass anything: it would excuse the error, not explain it
+      out.push_back({std::string(cand.declaration), std::string(cand.meaning)});
+    } catch (const std::exception &) {
+      // the engine's trouble, not evidence for the declaration
+    }
+  }
+  return out;
+}
+
 }  // namespace diagnosis
 
 }  // namespace attncheck

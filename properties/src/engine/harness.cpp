@@ -69,6 +69,18 @@ bool row_sees_no_key(const Problem &p, std::int64_t b, std::int64_t h, std::int6
 }
 }  // namespace
 
+bool any_row_sees_no_key(const Problem &p) {
+  const Shape &s = p.shape;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t i = 0; i < s.Lq; ++i) {
+      const RowFrame fr = row_frame(p.features, p.params.mask, b, i, s.Lq, s.Lk);
+      if (!fr.exists) continue;
+      for (std::int64_t h = 0; h < s.Hq; ++h)
+        if (row_sees_no_key(p, b, h, i, fr)) return true;
+    }
+  return false;
+}
+
 bool leave_unspecified_rows(const KernelContract &c, const Problem &p, const ExactForward &exact, ForwardRun &r) {
   if (c.empty_rows != EmptyRows::unspecified) return false;
   const Shape &s = p.shape;
@@ -99,16 +111,46 @@ Outcome accuracy_ladder(const ForwardRun &fr, const ExactForward &exact, const F
 }
 }  // namespace
 
+Outcome forward_ladder(const PrecisionProfile &precision, const KernelContract &contract, const Problem &p,
+                       std::shared_ptr<const ForwardRun> fr, SeenTensor seen) {
+  return judged(precision, [p, fr, contract, seen = std::move(seen)](ExactSource &src) {
+    const auto [exact, bound] = src.forward(p);
+    ForwardRun judged_run = *fr;
+    leave_unspecified_rows(contract, p, exact, judged_run);
+    if (seen) {
+      seen("O", judged_run.out, exact.out, bound.out);
+      if (judged_run.has_lse) seen("LSE", judged_run.lse, exact.lse, bound.lse);
+    }
+    return accuracy_ladder(judged_run, exact, bound);
+  });
+}
+
+Outcome backward_ladder(const PrecisionProfile &precision, const Problem &p, std::shared_ptr<const ForwardRun> fr,
+                        std::shared_ptr<const BackwardRun> br, SeenTensor seen) {
+  return judged(precision, [p, fr, br, seen = std::move(seen)](ExactSource &src) {
+    const auto [exact, fb] = src.forward(p);
+    const auto [grad, bb] = src.backward(p, exact);
+    // The forward's O and LSE: finite and values, no mask step. The gradients' mask step: rows that see no key, keys
+    // no query sees, exactly 0.
+    std::vector<TensorCheck> checks{{"O (forward)", fr->out, exact.out, fb.out, Step::values, /*masked=*/false}};
+    if (fr->has_lse) checks.push_back({"LSE (forward)", fr->lse, exact.lse, fb.lse, Step::values, /*masked=*/false});
+    checks.push_back({"dQ", br->dq, grad.dq, bb.dq});
+    checks.push_back({"dK", br->dk, grad.dk, bb.dk});
+    checks.push_back({"dV", br->dv, grad.dv, bb.dv});
+    if (seen)
+      for (std::size_t i = checks.size() - 3; i < checks.size(); ++i)
+        seen(checks[i].name, checks[i].got, checks[i].exact, checks[i].bound);
+    Ladder J;
+    J.each(checks);
+    return J.outcome();
+  });
+}
+
 Outcome forward_accuracy(const Env &env, const Problem &p) {
   auto fr = std::make_shared<const ForwardRun>(run_forward(env, p));
   Ladder L;
   if (!L.call(fr->call, "forward") || !L.intact(fr->out, "O") || !L.intact(fr->lse, "LSE")) return L.outcome();
-  return judged(env.precision, [p, fr, contract = env.contract](ExactSource &src) {
-    const auto [exact, bound] = src.forward(p);
-    ForwardRun judged_run = *fr;
-    leave_unspecified_rows(contract, p, exact, judged_run);
-    return accuracy_ladder(judged_run, exact, bound);
-  });
+  return forward_ladder(env.precision, env.contract, p, fr);
 }
 
 Outcome forward_accuracy(const Env &env, const Problem &p,

@@ -3,7 +3,6 @@
 // within their own bounds: a forward out of bounds fails here too (the gradients are then wrong as well). Where the
 // recomputed P may overflow, the error model leaves the gradients unbounded (SPEC.md §4.5): undecided, not failed.
 #include "attncheck/property.h"
-#include "attncheck/screen.h"
 
 namespace attncheck::props {
 
@@ -16,20 +15,7 @@ Outcome run(const Env &env, const Case &c) {
   auto br = std::make_shared<const BackwardRun>(run_backward(env, p, *fr));
   if (!L.call(br->call, "backward") || !L.intact(br->dq, "dQ") || !L.intact(br->dk, "dK") || !L.intact(br->dv, "dV"))
     return L.outcome();
-  return judged(env.precision, [p, fr, br](ExactSource &src) {
-    const auto [exact, fb] = src.forward(p);
-    const auto [grad, bb] = src.backward(p, exact);
-    // The forward's O and LSE: finite and values, no mask step. The gradients' mask step: rows that see no key, keys
-    // no query sees, exactly 0.
-    std::vector<TensorCheck> checks{{"O (forward)", fr->out, exact.out, fb.out, Step::values, /*masked=*/false}};
-    if (fr->has_lse) checks.push_back({"LSE (forward)", fr->lse, exact.lse, fb.lse, Step::values, /*masked=*/false});
-    checks.push_back({"dQ", br->dq, grad.dq, bb.dq});
-    checks.push_back({"dK", br->dk, grad.dk, bb.dk});
-    checks.push_back({"dV", br->dv, grad.dv, bb.dv});
-    Ladder J;
-    J.each(checks);
-    return J.outcome();
-  });
+  return backward_ladder(env.precision, p, fr, br);
 }
 }  // namespace
 

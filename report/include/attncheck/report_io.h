@@ -200,6 +200,16 @@ std::string counterexample_text(const Document &doc, std::size_t failure, const 
 /// "bug:no_rescale f32: FAIL — 30 passed, 1 failed, 0 warnings, 0 undecided, 3 unsupported (512 cases)".
 std::string run_line(const RunReport &r, bool strict);
 
+/// A judgment of given tensors (attncheck.judge, `attncheck judge`) for people: the verdict with the problem and the
+/// contract, one line per tensor (its worst element in hex and decimal, its error ÷ bound, how many elements exceed
+/// their bound), the first failing check of the ladder, and the declarations under which the tensors would pass:
+///   // attncheck judge: FAIL — f16 B=1 Hq=8 Hkv=2 Lq=128 Lk=128 D=64 Dv=64 causal, scale 0.125, contract defaults
+///   //   O    worst O[0,3,17,5]: got 0x1.8p-1 (0.75), exact … (0.6875), bound 0.0012 — error ÷ bound 52.1;
+///   //        3 of 65536 elements exceed their bound
+///   //   first failing check: values — O[0,3,17,5]: …
+///   //   would pass under causal=top-left: the causal mask is aligned top-left (…)
+std::string judgment_text(const Judgment &j);
+
 /// Creates `dir` if needed and checks that it can be written; throws std::runtime_error with a one-line message.
 void prepare_report_dir(const std::filesystem::path &dir);
 

@@ -1,0 +1,64 @@
+// The judge of given tensors (judge.h): the request checked, the problem built, the engine's judge_given.
+#include "attncheck/judge.h"
+
+#include "attncheck/gate.h"
+#include "attncheck/run.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace attncheck::gate {
+
+namespace {
+
+RunError usage(std::string input, const std::string &what) { return {kExitUsage, std::move(input), what}; }
+
+/// `t` holds finite values only, else RunError naming `name` and its first non-finite element.
+void require_finite(const Tensor &t, const char *name) {
+  const std::vector<double> values = t.to_vector();
+  for (std::size_t x = 0; x < values.size(); ++x)
+    if (!std::isfinite(values[x]))
+      throw usage("", std::string(name) + " holds " + (std::isnan(values[x]) ? "NaN" : "an infinity") + " at " +
+                            element_name(name, t.shape(), static_cast<std::int64_t>(x)) +
+                            ": judge compares outputs on finite inputs (check() draws the non-finite ones)");
+}
+
+}  // namespace
+
+Judgment judge(const JudgeRequest &rq) {
+  KernelContract contract;
+  try {
+    contract = resolve_contract(rq.contract);
+  } catch (const ContractError &e) {
+    throw usage("contract", std::string(e.what()) + " (spec/SPEC.md §3.1)");
+  }
+  Problem p;
+  try {
+    p.shape = shape_of(rq.q, rq.k, rq.v, rq.dout ? &*rq.dout : nullptr);
+  } catch (const std::invalid_argument &e) {
+    throw usage("", e.what());
+  }
+  for (const auto &[t, name] : {std::pair{&rq.q, "q"}, {&rq.k, "k"}, {&rq.v, "v"}}) require_finite(*t, name);
+  if (rq.dout) require_finite(*rq.dout, "dout");
+  p.params.scale = rq.scale.value_or(default_scale(p.shape.D));
+  if (!std::isfinite(p.params.scale))
+    throw usage("", "scale is " + std::to_string(p.params.scale) + ": a finite number, or none for 1/√D");
+  p.params.mask = rq.causal ? Mask::causal : Mask::none;
+  p.q = rq.q, p.k = rq.k, p.v = rq.v, p.dout = rq.dout;
+  try {
+    return judge_given(p, rq.given, contract);
+  } catch (const std::invalid_argument &e) {
+    throw usage("", e.what());
+  }
+}
+
+int judge_exit_code(const Judgment &j, bool strict) {
+  switch (j.verdict()) {
+    case Verdict::fail: return kExitCounterexample;
+    case Verdict::warn: return strict ? kExitCounterexample : kExitPass;
+    case Verdict::undecided: return kExitInconclusive;
+    default: return kExitPass;
+  }
+}
+
+}  // namespace attncheck::gate
