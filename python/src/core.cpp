@@ -7,6 +7,7 @@
 #include "attncheck/corpus.h"
 #include "attncheck/gate.h"
 #include "attncheck/infer.h"
+#include "attncheck/judge.h"
 #include "attncheck/replay.h"
 #include "attncheck/run.h"
 
@@ -537,6 +538,53 @@ std::tuple<std::string, std::string, int, bool> run_infer(const std::vector<PyKe
   return {gate::infer_json(*r), gate::infer_text(*r), r->exit_code, g_interrupted.load()};
 }
 
+/// An array judge() was given, as the Python side hands it over: its storage dtype ("f32", "f16", "bf16"), and its
+/// values (float64, C order, logical [B, H, L, D] or [B, H, L] shape) exactly as stored.
+using Given = std::pair<std::string, nb::ndarray<const double, nb::c_contig, nb::device::cpu>>;
+
+std::optional<Tensor> tensor_of(const std::optional<Given> &a) {
+  if (!a) return std::nullopt;
+  const auto &[dtype, values] = *a;
+  std::vector<std::int64_t> shape(values.ndim());
+  for (std::size_t d = 0; d < values.ndim(); ++d) shape[d] = static_cast<std::int64_t>(values.shape(d));
+  Tensor t = Tensor::contiguous(parse_dtype(dtype), shape);
+  t.assign(std::span<const double>(values.data(), values.size()));
+  return t;
+}
+
+/// One tensor's judgment: (tensor, shape, elements, exceeding, undecided, worst index, got, exact, bound, ratio).
+using TensorLine = std::tuple<std::string, std::vector<std::int64_t>, std::int64_t, std::int64_t, std::int64_t,
+                              std::vector<std::int64_t>, double, double, double, double>;
+
+/// gate::judge on the arrays; returns (verdict, exit code, text, tensors, [(declaration, meaning)], contract judged
+/// under). ValueError for what does not fit.
+std::tuple<std::string, int, std::string, std::vector<TensorLine>, std::vector<std::pair<std::string, std::string>>,
+           std::string>
+run_judge(const Given &q, const Given &k, const Given &v, const Given &out, const std::optional<Given> &lse,
+          const std::optional<Given> &dout, const std::optional<Given> &dq, const std::optional<Given> &dk,
+          const std::optional<Given> &dv, std::optional<double> scale, bool causal, const std::string &contract,
+          bool strict) {
+  gate::JudgeRequest rq;
+  rq.q = *tensor_of(q), rq.k = *tensor_of(k), rq.v = *tensor_of(v), rq.dout = tensor_of(dout);
+  rq.given = {tensor_of(out), tensor_of(lse), tensor_of(dq), tensor_of(dk), tensor_of(dv)};
+  rq.scale = scale, rq.causal = causal, rq.contract = contract;
+  std::optional<Judgment> j;
+  try {
+    nb::gil_scoped_release release;
+    j = gate::judge(rq);
+  } catch (const gate::RunError &e) {
+    raise(e);
+  }
+  std::vector<TensorLine> tensors;
+  for (const TensorJudgment &t : j->tensors)
+    tensors.emplace_back(t.tensor, t.shape, t.elements, t.exceeding, t.undecided, t.worst_index, t.got, t.exact,
+                         t.bound, t.ratio);
+  std::vector<std::pair<std::string, std::string>> explained;
+  for (const Explanation &e : j->explained_by) explained.emplace_back(e.declaration, e.meaning);
+  return {std::string(verdict_id(j->verdict())), gate::judge_exit_code(*j, strict), reporting::judgment_text(*j),
+          tensors, explained, j->contract.describe_changes()};
+}
+
 reporting::Document parse(const std::string &json) {
   try {
     return reporting::from_json(json);
@@ -740,6 +788,10 @@ NB_MODULE(_core, m) {
   m.def("parse", &parse, nb::arg("report_json"));
   m.def("replay", &replay, nb::arg("document"), nb::arg("failure"), nb::arg("kernels"), nb::arg("exec_command"),
         nb::arg("timeout"), nb::arg("contract").none());
+  m.def("judge", &run_judge, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
+        nb::arg("dout").none(), nb::arg("dq").none(), nb::arg("dk").none(), nb::arg("dv").none(),
+        nb::arg("scale").none(), nb::arg("causal"), nb::arg("contract"), nb::arg("strict"),
+        "Judges given tensors (gate::judge): (verdict, exit code, text, tensors, explained_by, contract).");
   m.def("corpus_list", &corpus_list, nb::arg("dir"));
   m.def("corpus_prune", &corpus_prune, nb::arg("dir"), nb::arg("kernels"), nb::arg("exec_command"), nb::arg("timeout"),
         nb::arg("kernel"));

@@ -1,0 +1,135 @@
+"""attncheck.judge: tensors a kernel already returned, held element by element against the exact values.
+
+    out = my_attention(q, k, v, causal=True)                 # torch (CPU or CUDA), JAX or NumPy arrays
+    j = attncheck.judge(q, k, v, out, causal=True)
+    assert j.passed, j
+
+The same ladder and bounds as check()'s `accuracy` (O, LSE) and `gradient_accuracy` (dQ, dK, dV), under the contract
+the kernel declares; no kernel is called. Arrays on a GPU are copied to the host.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from . import _core
+from ._api import contract_text
+from ._frameworks import _ml_dtypes, framework_of
+
+_STORAGE = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+#: The layouts judge reads: torch's SDPA [B, H, L, D], FlashAttention's [B, L, H, D].
+LAYOUTS = ("bhld", "blhd")
+
+
+@dataclass(frozen=True)
+class TensorJudgment:
+    """One given tensor against its exact values: `exceeding` of its `elements` are beyond their bound (`undecided`:
+    where the error model cannot bound an element); the worst element is `worst_index` with `got`, `exact`, `bound`
+    and `ratio` = |got − exact| ÷ bound (> 1: out of bound)."""
+    tensor: str
+    shape: Tuple[int, ...]
+    elements: int
+    exceeding: int
+    undecided: int
+    worst_index: Tuple[int, ...]
+    got: float
+    exact: float
+    bound: float
+    ratio: float
+
+
+class Judgment:
+    """What attncheck.judge found. `passed`: no required check failed and none was left undecided (a warning — an
+    advisory gradient check under the contract — passes unless strict=True); `verdict` is "pass", "warn", "fail" or
+    "undecided"; `tensors` each given tensor's TensorJudgment; `explained_by` the (declaration, meaning) pairs under
+    which the tensors would pass; str(j) the whole judgment for people."""
+
+    def __init__(self, verdict, exit_code, text, tensors, explained_by, contract):
+        self.verdict = verdict
+        self.exit_code = exit_code
+        self.text = text
+        self.tensors = [TensorJudgment(t[0], tuple(t[1]), t[2], t[3], t[4], tuple(t[5]), *t[6:]) for t in tensors]
+        self.explained_by = [tuple(e) for e in explained_by]
+        self.contract = contract
+
+    @property
+    def passed(self):
+        return self.exit_code == 0
+
+    def tensor(self, name):
+        """The TensorJudgment of "O", "LSE", "dQ", "dK" or "dV"; KeyError when it was not given."""
+        for t in self.tensors:
+            if t.tensor == name:
+                return t
+        raise KeyError(f"{name} was not judged (judged: {', '.join(t.tensor for t in self.tensors)})")
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return f"<attncheck.Judgment {self.verdict}: {', '.join(t.tensor for t in self.tensors)}>"
+
+
+def _storage_name(dtype, name, allowed):
+    label = str(dtype).replace("torch.", "")
+    storage = _STORAGE.get(label)
+    if storage is None or storage not in allowed:
+        kinds = [k for k, v in _STORAGE.items() if v in allowed]
+        kinds = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0]
+        raise ValueError(f"{name} is {label}; attncheck judges {kinds} tensors (the kernel's storage dtype)")
+    return storage
+
+
+def _host(x, name, rank, layout, allowed=tuple(_STORAGE.values())):
+    """(storage dtype, float64 C-order values in [B, H, L, D] order) of a NumPy, torch or JAX array; None passes."""
+    if x is None:
+        return None
+    if framework_of(x) == "torch":
+        import torch
+        x = x.detach()
+        storage = _storage_name(x.dtype, name, allowed)
+        values = x.to(device="cpu", dtype=torch.float64).numpy()
+    else:
+        try:
+            a = np.asarray(x)
+        except Exception as e:  # an object NumPy cannot read
+            raise ValueError(f"{name} is not an array ({type(x).__name__}): {e}") from None
+        ml = _ml_dtypes()
+        label = "bfloat16" if ml is not None and a.dtype == ml.bfloat16 else str(a.dtype)
+        storage = _storage_name(label, name, allowed)
+        values = a.astype(np.float64)
+    if values.ndim != rank:
+        dims = "[B, H, L]" if rank == 3 else ("[B, L, H, D]" if layout == "blhd" else "[B, H, L, D]")
+        raise ValueError(f"{name} has shape {tuple(values.shape)}; expected {rank} dimensions {dims}")
+    if rank == 4 and layout == "blhd":
+        values = values.transpose(0, 2, 1, 3)
+    return storage, np.ascontiguousarray(values, dtype=np.float64)
+
+
+def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale=None, causal=False,
+          contract=None, layout="bhld", strict=False) -> Judgment:
+    """Judges `out` (and `lse`; and the gradients `dq`, `dk`, `dv` of `dout`) as a kernel's results on `q`, `k`, `v`.
+
+    Arrays: NumPy, torch (any device: copied to the host) or JAX, float32, float16 or bfloat16 as the kernel stores
+    them — q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out and dout [B, Hq, Lq, Dv], lse [B, Hq, Lq]
+    (float32 or the storage dtype); with layout="blhd" the 4-D ones are [B, L, H, D] (FlashAttention's). `scale`
+    defaults to 1/√D; `causal` is the mask the kernel was called with, aligned as `contract` (a dict or text as
+    check() takes it, SPEC.md §3.1: {"causal": "top-left"}) declares. `strict`: a warning fails too. Raises
+    ValueError, one line, for what does not fit."""
+    __tracebackhide__ = True
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    arrays = {n: _host(a, n, 4, layout) for n, a in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout),
+                                                     ("dq", dq), ("dk", dk), ("dv", dv))}
+    for needed in ("q", "k", "v", "out"):
+        if arrays[needed] is None:
+            raise ValueError(f"{needed} is None: judge needs q, k, v and the kernel's out")
+    storage = arrays["q"][0]
+    arrays["lse"] = _host(lse, "lse", 3, layout, allowed=("f32", storage))
+    if scale is not None:
+        scale = float(scale)
+    return Judgment(*_core.judge(arrays["q"], arrays["k"], arrays["v"], arrays["out"], arrays["lse"], arrays["dout"],
+                                 arrays["dq"], arrays["dk"], arrays["dv"], scale, bool(causal),
+                                 contract_text(contract), bool(strict)))

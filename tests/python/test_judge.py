@@ -1,0 +1,172 @@
+"""attncheck.judge and attncheck.testing.assert_attention_close: tensors a kernel already returned, judged element by
+element — correct kernels' outputs pass in every dtype, planted bugs fail naming the worst element and the
+declaration that would explain them, and what does not fit is one ValueError line."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import attncheck
+from attncheck.testing import assert_attention_close
+from kernels import attention, attention_backward
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+def problem(dtype="f32", B=2, Hq=4, Hkv=2, Lq=9, Lk=13, D=16, Dv=8, seed=0):
+    rng = np.random.default_rng(seed)
+    t = DTYPES[dtype]
+    return tuple(rng.standard_normal(s).astype(t) for s in ((B, Hq, Lq, D), (B, Hkv, Lk, D), (B, Hkv, Lk, Dv)))
+
+
+def forward(q, k, v, *, causal=False, scale=None):
+    return attention(q, k, v, scale=scale or 1 / math.sqrt(q.shape[-1]), causal=causal)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_correct_kernels_output_and_lse_pass_in_every_dtype(dtype, causal):
+    q, k, v = problem(dtype)
+    out, lse = forward(q, k, v, causal=causal)
+    j = attncheck.judge(q, k, v, out, lse=lse, causal=causal)
+    assert j.passed and j.verdict == "pass", str(j)
+    assert [t.tensor for t in j.tensors] == ["O", "LSE"]
+    assert all(t.exceeding == 0 and t.ratio <= 1 for t in j.tensors)
+    assert j.tensor("O").elements == out.size
+
+
+def test_gradients_of_a_correct_backward_pass_and_a_wrong_dv_fails_on_dv():
+    q, k, v = problem("f32")
+    scale = 1 / math.sqrt(q.shape[-1])
+    out, lse = forward(q, k, v)
+    dout = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
+    dq, dk, dv = (g.astype(np.float32) for g in attention_backward(q, k, v, out, lse, dout, scale=scale, causal=False))
+    j = attncheck.judge(q, k, v, out, lse=lse, dout=dout, dq=dq, dk=dk, dv=dv)
+    assert j.passed, str(j)
+    assert [t.tensor for t in j.tensors] == ["O", "LSE", "dQ", "dK", "dV"]
+    dv_wrong = dv.copy()
+    dv_wrong[1, 0, 3, 2] += 0.5
+    j = attncheck.judge(q, k, v, out, lse=lse, dout=dout, dq=dq, dk=dk, dv=dv_wrong)
+    assert j.verdict == "fail" and j.exit_code == 1
+    assert j.tensor("dV").exceeding == 1 and j.tensor("dV").worst_index == (1, 0, 3, 2)
+    assert j.tensor("dQ").exceeding == 0
+
+
+def test_an_unscaled_kernel_fails_with_its_worst_element_counted():
+    q, k, v = problem("f16")
+    out, lse = attention(q, k, v, scale=1.0, causal=False)
+    j = attncheck.judge(q, k, v, out, lse=lse)
+    assert j.verdict == "fail"
+    o = j.tensor("O")
+    assert o.exceeding > 0 and o.ratio > 1 and len(o.worst_index) == 4
+    assert abs(o.got - o.exact) > o.bound
+    assert "first failing check" in str(j) and "O[" in str(j)
+
+
+def test_a_top_left_causal_kernel_fails_the_default_and_names_the_declaration_that_explains_it():
+    q, k, v = problem("f32", Lq=5, Lk=12)
+    # Top-left alignment: row i sees keys j <= i, computed as bottom-right on the keys cut to Lq.
+    out_tl, lse_tl = forward(q, k[:, :, :5], v[:, :, :5], causal=True)
+    j = attncheck.judge(q, k, v, out_tl, lse=lse_tl, causal=True)
+    assert j.verdict == "fail"
+    assert "causal=top-left" in [d for d, _ in j.explained_by]
+    assert "would pass under causal=top-left" in str(j)
+    assert attncheck.judge(q, k, v, out_tl, lse=lse_tl, causal=True, contract="causal=top-left").passed
+
+
+def test_torch_tensors_in_flash_attention_layout_are_judged_like_numpy():
+    torch = pytest.importorskip("torch")
+    q, k, v = problem("bf16", Hq=4, Hkv=1)
+    out, lse = forward(q, k, v, causal=True)
+    to_torch = lambda a: torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16).transpose(1, 2)  # noqa: E731
+    j = attncheck.judge(to_torch(q), to_torch(k), to_torch(v), to_torch(out), lse=torch.from_numpy(lse), causal=True,
+                        layout="blhd")
+    assert j.passed, str(j)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *(torch.from_numpy(a.astype(np.float32)) for a in (q, np.repeat(k, 4, 1), np.repeat(v, 4, 1))))
+    assert attncheck.judge(torch.from_numpy(q.astype(np.float32)), torch.from_numpy(k.astype(np.float32)),
+                           torch.from_numpy(v.astype(np.float32)), ref).passed
+
+
+def test_assert_attention_close_is_a_drop_in_for_assert_close():
+    q, k, v = problem("f16")
+    out, _ = forward(q, k, v)
+    assert assert_attention_close(out, q, k, v).passed
+    bad = out.copy()
+    bad[0, 1, 2, 3] = np.float16(bad[0, 1, 2, 3] + 0.25)
+    with pytest.raises(AssertionError, match=r"FAIL[\s\S]*O\[0,1,2,3\]"):
+        assert_attention_close(bad, q, k, v)
+
+
+def test_undecided_elements_warn_instead_of_failing():
+    q, k, v = problem("f16", B=1, Hq=1, Hkv=1, Lq=2, Lk=3, D=4, Dv=4)
+    q = (q.astype(np.float32) * 4000).astype(np.float16)  # logits past exp's range: the model cannot bound P
+    out, lse = forward(q, k, v)
+    j = attncheck.judge(q, k, v, out, lse=lse)
+    if j.verdict == "undecided":
+        with pytest.warns(UserWarning, match="could not decide"):
+            assert_attention_close(out, q, k, v, lse=lse)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert_attention_close(out, q, k, v, lse=lse)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(out=np.zeros((2, 4, 9, 7), np.float32)), r"out has shape \[2, 4, 9, 7\]; this problem's out is \[2, 4, 9, 8\]"),
+    (dict(out=np.zeros((2, 4, 9, 8), np.float16)), r"out is f16; expected f32"),
+    (dict(out=np.zeros((2, 4, 9, 8), np.float64)), r"out is float64; attncheck judges float32, float16 or bfloat16"),
+    (dict(out=np.zeros((4, 9, 8), np.float32)), r"out has shape \(4, 9, 8\); expected 4 dimensions"),
+    (dict(lse=np.zeros((2, 4, 8), np.float32)), r"lse has shape \[2, 4, 8\]"),
+    (dict(dq="same"), r"give dq, dk and dv together"),
+    (dict(dq="same", dk="same", dv="same"), r"dq, dk, dv need dout"),
+    (dict(q="nan"), r"q holds NaN at q\[0,0,0,0\]"),
+    (dict(contract="causal=sideways"), r"contract: "),
+    (dict(layout="lbhd"), r"layout must be one of bhld, blhd"),
+    (dict(k="short"), r"D"),
+])
+def test_what_does_not_fit_is_one_value_error_line(change, message):
+    q, k, v = problem("f32")
+    out, lse = forward(q, k, v)
+    args = dict(q=q, k=k, v=v, out=out, lse=lse)
+    for name, value in change.items():
+        if isinstance(value, np.ndarray) or name in ("contract", "layout"):
+            pass
+        elif value == "same":
+            value = {"dq": q, "dk": k, "dv": v}[name]
+        elif value == "nan":
+            value = q.copy()
+            value[0, 0, 0, 0] = np.nan
+        elif value == "short":
+            value = k[..., :3]
+        args[name] = value
+    q, k, v, out = (args.pop(n) for n in ("q", "k", "v", "out"))
+    with pytest.raises(ValueError, match=message) as e:
+        attncheck.judge(q, k, v, out, **args)
+    assert "\n" not in str(e.value)
+
+
+EXAMPLE = "test_my_attention.py"  # examples/python/, on sys.path (conftest.py)
+
+
+def test_the_example_test_file_of_a_kernel_repository_passes_on_torch_sdpa():
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+    from conftest import EXAMPLES
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.join(EXAMPLES, EXAMPLE)],
+                       capture_output=True, text=True, cwd=EXAMPLES)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "30 passed" in r.stdout
+
+
+def test_the_example_test_file_fails_a_kernel_with_the_wrong_scale(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import test_my_attention as example
+    monkeypatch.setattr(example, "my_attention", lambda q, k, v, causal: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=causal, scale=1.0, enable_gqa=q.shape[1] != k.shape[1]))
+    with pytest.raises(AssertionError, match="FAIL"):
+        example.test_forward(example.SHAPES[1], True, torch.float16)
