@@ -28,6 +28,7 @@ void register_study_command(CLI::App &app, Action &action);
 void register_replay_command(CLI::App &app, Action &action);
 void register_list_command(CLI::App &app, Action &action);
 void register_merge_command(CLI::App &app, Action &action);
+void register_judge_command(CLI::App &app, Action &action);
 void register_infer_command(CLI::App &app, Action &action);
 void register_corpus_command(CLI::App &app, Action &action);
 

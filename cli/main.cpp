@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
   register_check_command(app, action);
   register_replay_command(app, action);
   register_merge_command(app, action);
+  register_judge_command(app, action);
   register_infer_command(app, action);
   register_corpus_command(app, action);
   register_list_command(app, action);

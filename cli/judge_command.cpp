@@ -1,0 +1,152 @@
+// attncheck judge: tensors a kernel already returned, saved by a user's test (numpy.savez: q, k, v, out, and lse,
+// dout, dq, dk, dv where there are), held element by element against the exact values under the contract the kernel
+// declares — the verdict, text and exit codes of Python's attncheck.judge, for users outside Python.
+#include "commands.h"
+
+#include "attncheck/judge.h"
+#include "attncheck/report_io.h"
+#include "npz.h"
+
+#include <fmt/core.h>
+
+#include <cstring>
+#include <optional>
+
+namespace attncheck::cli {
+
+namespace {
+
+struct JudgeArgs {
+  std::string inputs, contract, layout = "bhld", dtype;
+  std::optional<double> scale;
+  bool causal = false, strict = false, quiet = false;
+};
+
+/// The arrays judge reads, and their rank.
+constexpr std::pair<const char *, int> kArrays[] = {{"q", 4},  {"k", 4},  {"v", 4},  {"out", 4}, {"lse", 3},
+                                                    {"dout", 4}, {"dq", 4}, {"dk", 4}, {"dv", 4}};
+
+/// The storage dtype of an array's descr (npz.h reads float32, float16 and bfloat16 bits), and its values.
+std::pair<Dtype, std::vector<double>> decode(const npy::Array &a, const std::string &where) {
+  std::vector<double> values(static_cast<std::size_t>(a.numel()));
+  const std::byte *p = a.data.data();
+  for (std::size_t x = 0; x < values.size(); ++x) {
+    if (a.descr == "<f4") {
+      float f;
+      std::memcpy(&f, p + 4 * x, 4);
+      values[x] = f;
+      continue;
+    }
+    std::uint16_t bits;
+    if (a.descr != "<f2" && a.descr != "<u2")
+      throw npy::NpyError(where + " has dtype descr '" + a.descr + "': judge reads float32, float16 or bfloat16");
+    std::memcpy(&bits, p + 2 * x, 2);
+    values[x] = a.descr == "<f2" ? f16_bits_to_float(bits) : bf16_bits_to_float(bits);
+  }
+  return {a.descr == "<f4" ? Dtype::f32 : a.descr == "<f2" ? Dtype::f16 : Dtype::bf16, std::move(values)};
+}
+
+/// Array `name` as the judge's logical tensor: [B, H, L, D] (from [B, L, H, D] under layout blhd), in its own dtype
+/// or in `as` when its values are that dtype's (float32 files holding bfloat16 values, as torch saves them).
+Tensor tensor_of(const npy::Array &a, const std::string &where, int rank, bool blhd, std::optional<Dtype> as) {
+  if (static_cast<int>(a.shape.size()) != rank)
+    throw npy::NpyError(where + " has shape " + a.shape_text() + "; judge expects " + std::to_string(rank) +
+                        " dimensions (" + (rank == 3 ? "[B, H, L]" : blhd ? "[B, L, H, D]" : "[B, H, L, D]") + ")");
+  auto [dt, values] = decode(a, where);
+  std::vector<std::int64_t> shape = a.shape;
+  if (rank == 4 && blhd) {
+    const std::int64_t B = shape[0], L = shape[1], H = shape[2], D = shape[3];
+    std::vector<double> moved(values.size());
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t l = 0; l < L; ++l)
+        for (std::int64_t h = 0; h < H; ++h)
+          for (std::int64_t d = 0; d < D; ++d)
+            moved[static_cast<std::size_t>(((b * H + h) * L + l) * D + d)] =
+                values[static_cast<std::size_t>(((b * L + l) * H + h) * D + d)];
+    values = std::move(moved);
+    shape = {B, H, L, D};
+  }
+  if (as && *as != dt) {
+    for (std::size_t x = 0; x < values.size(); ++x)
+      if (round_to(*as, values[x]) != values[x] && !std::isnan(values[x]))
+        throw npy::NpyError(fmt::format("{} holds {} at element {}, which is not a {} value: --dtype names the dtype "
+                                        "the kernel stored its tensors in",
+                                        where, values[x], x, dtype_name(*as)));
+    dt = *as;
+  }
+  Tensor t = Tensor::contiguous(dt, shape);
+  t.assign(values);
+  return t;
+}
+
+int run_judge(const JudgeArgs &a) {
+  gate::JudgeRequest rq;
+  try {
+    std::optional<Dtype> as;
+    if (!a.dtype.empty()) {
+      if (a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16")
+        return usage_error("--dtype " + a.dtype + ": f32, f16 or bf16");
+      as = parse_dtype(a.dtype);
+    }
+    std::map<std::string, npy::Array> arrays = read_npz(a.inputs);
+    std::map<std::string, Tensor> tensors;
+    for (const auto &[name, rank] : kArrays) {
+      const auto it = arrays.find(name);
+      if (it == arrays.end()) continue;
+      // The LSE may stay float32 whatever the storage dtype: only the 4-D tensors take --dtype.
+      tensors.emplace(name, tensor_of(it->second, a.inputs + ":" + name, rank, a.layout == "blhd",
+                                      rank == 4 ? as : std::nullopt));
+      arrays.erase(it);
+    }
+    if (!arrays.empty())
+      return usage_error(a.inputs + " holds '" + arrays.begin()->first +
+                         "', which judge does not read: name the arrays q, k, v, out, lse, dout, dq, dk, dv");
+    for (const char *needed : {"q", "k", "v", "out"})
+      if (!tensors.contains(needed))
+        return usage_error(a.inputs + " has no array '" + needed + "': save q, k, v and the kernel's out (numpy.savez)");
+    const auto take = [&](const char *name) -> std::optional<Tensor> {
+      const auto it = tensors.find(name);
+      return it == tensors.end() ? std::nullopt : std::optional<Tensor>(std::move(it->second));
+    };
+    rq.q = *take("q"), rq.k = *take("k"), rq.v = *take("v"), rq.dout = take("dout");
+    rq.given = {take("out"), take("lse"), take("dq"), take("dk"), take("dv")};
+  } catch (const npy::NpyError &e) {
+    return usage_error(e.what());
+  }
+  rq.scale = a.scale, rq.causal = a.causal, rq.contract = a.contract;
+  try {
+    const Judgment j = gate::judge(rq);
+    if (!a.quiet) fmt::print("{}", reporting::judgment_text(j));
+    return gate::judge_exit_code(j, a.strict);
+  } catch (const gate::RunError &e) {
+    return run_error(e);
+  }
+}
+
+}  // namespace
+
+void register_judge_command(CLI::App &app, Action &action) {
+  auto args = std::make_shared<JudgeArgs>();
+  CLI::App *cmd = app.add_subcommand(
+      "judge",
+      "Judge the tensors a kernel already returned, element by element, against the exact values within the bounds "
+      "a correct kernel of their dtype meets under its contract (the ladders of accuracy and gradient_accuracy): "
+      "each tensor's worst element and how many exceed their bound, and the declarations that would explain a "
+      "failure.\nExit codes: 0 pass, 1 a tensor out of bound, 2 usage error, 3 the model could not decide.");
+  cmd->add_option("--inputs", args->inputs,
+                   "An .npz (numpy.savez) holding q, k, v, out and optionally lse, dout, dq, dk, dv: float32, float16 "
+                   "or bfloat16 (ml_dtypes, or its uint16 bits)")
+      ->required();
+  cmd->add_option("--contract", args->contract, "What the kernel declares (spec/SPEC.md §3.1), e.g. causal=top-left");
+  cmd->add_flag("--causal", args->causal, "The kernel was called with the causal mask (aligned as the contract says)");
+  cmd->add_option("--scale", args->scale, "The kernel's scale (default 1/sqrt(D))");
+  cmd->add_option("--layout", args->layout, "bhld: [B, H, L, D] (torch SDPA); blhd: [B, L, H, D] (FlashAttention)")
+      ->check(CLI::IsMember({"bhld", "blhd"}));
+  cmd->add_option("--dtype", args->dtype,
+                  "The kernel's storage dtype when the file holds its values in a wider one (f32, f16, bf16)");
+  cmd->add_flag("--strict", args->strict, "A warning (an advisory gradient check) fails too");
+  cmd->add_flag("--quiet", args->quiet, "Print nothing but errors");
+  cmd->callback([args, &action] { action = [args] { return run_judge(*args); }; });
+}
+
+}  // namespace attncheck::cli
