@@ -46,7 +46,7 @@ Judgment judge(const JudgeRequest &rq) {
   p.params.mask = rq.causal ? Mask::causal : Mask::none;
   p.q = rq.q, p.k = rq.k, p.v = rq.v, p.dout = rq.dout;
   try {
-    return judge_given(p, rq.given, contract);
+    return judge_given(p, rq.given, contract, rq.explain);
   } catch (const std::invalid_argument &e) {
     throw usage("", e.what());
   }

@@ -16,9 +16,10 @@ from ._core import __version__
 from ._api import check, corpus_entries, properties, prune_corpus
 from ._infer import Inferred, infer
 from ._judge import Judgment, TensorJudgment, judge
+from ._shrink import Shrunk, shrink
 from ._kernel import Unsupported
 from ._report import Counterexample, PropertyResult, Replay, Report
 from . import testing  # attncheck.testing.assert_attention after a plain `import attncheck`
 
 __all__ = ["check", "corpus_entries", "prune_corpus", "infer", "Inferred", "judge", "Judgment", "TensorJudgment",
-           "properties", "Report", "PropertyResult", "Counterexample", "Replay", "Unsupported", "testing", "__version__"]
+           "shrink", "Shrunk", "properties", "Report", "PropertyResult", "Counterexample", "Replay", "Unsupported", "testing", "__version__"]

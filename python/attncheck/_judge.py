@@ -109,15 +109,16 @@ def _host(x, name, rank, layout, allowed=tuple(_STORAGE.values())):
 
 
 def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale=None, causal=False,
-          contract=None, layout="bhld", strict=False) -> Judgment:
+          contract=None, layout="bhld", strict=False, explain=True) -> Judgment:
     """Judges `out` (and `lse`; and the gradients `dq`, `dk`, `dv` of `dout`) as a kernel's results on `q`, `k`, `v`.
 
     Arrays: NumPy, torch (any device: copied to the host) or JAX, float32, float16 or bfloat16 as the kernel stores
     them — q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out and dout [B, Hq, Lq, Dv], lse [B, Hq, Lq]
     (float32 or the storage dtype); with layout="blhd" the 4-D ones are [B, L, H, D] (FlashAttention's). `scale`
     defaults to 1/√D; `causal` is the mask the kernel was called with, aligned as `contract` (a dict or text as
-    check() takes it, SPEC.md §3.1: {"causal": "top-left"}) declares. `strict`: a warning fails too. Raises
-    ValueError, one line, for what does not fit."""
+    check() takes it, SPEC.md §3.1: {"causal": "top-left"}) declares. `strict`: a warning fails too. `explain`: on
+    a failure, judge again under each declaration that could explain it (Judgment.explained_by). Raises ValueError,
+    one line, for what does not fit."""
     __tracebackhide__ = True
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
@@ -132,4 +133,4 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
         scale = float(scale)
     return Judgment(*_core.judge(arrays["q"], arrays["k"], arrays["v"], arrays["out"], arrays["lse"], arrays["dout"],
                                  arrays["dq"], arrays["dk"], arrays["dv"], scale, bool(causal),
-                                 contract_text(contract), bool(strict)))
+                                 contract_text(contract), bool(strict), bool(explain)))

@@ -105,6 +105,8 @@ TEST_CASE("a kernel aligned top-left fails the default contract, passes its own,
   REQUIRE_FALSE(j.explained_by.empty());
   CHECK(j.explained_by.front().declaration == "causal=top-left");
   CHECK(reporting::judgment_text(j).find("would pass under causal=top-left") != std::string::npos);
+  rq.explain = false;
+  CHECK(gate::judge(rq).explained_by.empty());
   rq.contract = "causal=top-left";
   CHECK(gate::judge(rq).verdict() == Verdict::pass);
 }

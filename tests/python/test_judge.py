@@ -170,3 +170,46 @@ def test_the_example_test_file_fails_a_kernel_with_the_wrong_scale(monkeypatch):
         q, k, v, is_causal=causal, scale=1.0, enable_gqa=q.shape[1] != k.shape[1]))
     with pytest.raises(AssertionError, match="FAIL"):
         example.test_forward(example.SHAPES[1], True, torch.float16)
+
+
+def wrong_past(threshold):
+    """A split-KV kernel whose splits past `threshold` keys read the next kv head's values: right on short rows and
+    on one kv head, wrong on every row of a longer one."""
+    def fn(q, k, v, *, scale, causal):
+        if k.shape[2] > threshold:
+            v = v.copy()
+            v[:, :, threshold:] = np.roll(v, 1, axis=1)[:, :, threshold:]
+        return attention(q, k, v, scale=scale, causal=causal)
+    return fn
+
+
+def test_shrink_cuts_a_failure_past_4096_keys_with_gqa_4_to_a_sixteenth_of_its_input():
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 8, 8, 8)).astype(np.float32)
+    k = rng.standard_normal((2, 2, 4160, 8)).astype(np.float32)
+    v = rng.standard_normal((2, 2, 4160, 8)).astype(np.float32)
+    fn = wrong_past(4096)
+    assert not attncheck.judge(q, k, v, fn(q, k, v, scale=8 ** -0.5, causal=False)[0], explain=False).passed
+    s = attncheck.shrink(fn, q, k, v)
+    assert s.judgment.verdict == "fail"
+    assert s.fraction <= 1 / 16, str(s)
+    # What the bug needs stays: two kv heads (the roll is the identity on one) and more than 4096 keys.
+    assert s.slices["heads"][1] - s.slices["heads"][0] == 2
+    assert s.k.shape[2] > 4096 and s.q.shape[2] == 1 and s.q.shape[0] == 1
+    assert "attncheck shrink:" in str(s)
+    # The slice is an input like any other: judge fails the kernel on it again.
+    assert attncheck.judge(s.q, s.k, s.v, fn(s.q, s.k, s.v, scale=s.scale, causal=False)[0]).verdict == "fail"
+
+
+def test_shrink_keeps_torch_tensors_in_their_layout_and_refuses_a_passing_input():
+    torch = pytest.importorskip("torch")
+    sdpa = lambda q, k, v, *, scale, causal: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=scale, is_causal=causal,
+        enable_gqa=True).transpose(1, 2)
+    q, k, v = (torch.from_numpy(a).transpose(1, 2) for a in problem("f32", B=2, Hq=4, Hkv=2, Lq=9, Lk=40))
+    with pytest.raises(ValueError, match="does not fail"):
+        attncheck.shrink(sdpa, q, k, v, layout="blhd")
+    unscaled = lambda q, k, v, *, scale, causal: sdpa(q, k, v, scale=1.0, causal=causal)  # noqa: E731
+    s = attncheck.shrink(unscaled, q, k, v, layout="blhd")
+    assert isinstance(s.q, torch.Tensor) and s.q.shape[0] == 1 and s.q.shape[1] == 1  # [B, L, H, D]: one row
+    assert s.fraction < 1 / 16

@@ -29,6 +29,7 @@ struct JudgeRequest {
   std::optional<double> scale;  ///< the kernel's scale; 1/√D when not given
   bool causal = false;          ///< the kernel was called with the causal mask (aligned as the contract says)
   std::string contract;         ///< what the kernel declares (contract.h text; "" for the defaults)
+  bool explain = true;          ///< name the declarations a failure passes under (Judgment::explained_by)
 };
 
 /// Judges `rq`'s outputs. Throws RunError (run.h: exit code kExitUsage, `input` the argument it concerns) for a shape,

@@ -31,7 +31,8 @@ struct GivenOutputs {
 /// causal p.params.mask is the mask a kernel receives, aligned as the contract declares —, its empty-rows
 /// semantics). Throws std::invalid_argument, one line naming the tensor, for a shape that does not fit
 /// `p`, a dtype other than p's (LSE: float32 or p's), gradients without dout or without out and lse, or no out; and
-/// for a storage dtype the contract does not implement.
-Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelContract &contract);
+/// for a storage dtype the contract does not implement. `explain`: on a failure, judge again under each candidate
+/// declaration (Judgment::explained_by; up to 14 more judgments).
+Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelContract &contract, bool explain = true);
 
 }  // namespace attncheck

@@ -129,7 +129,7 @@ Verdict Judgment::verdict() const {
   return Verdict::pass;
 }
 
-Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelContract &contract) {
+Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelContract &contract, bool explain) {
   const Shape &s = p.shape;
   const Dtype dt = p.dtype();
   if (!contract.implements(dt))
@@ -151,7 +151,7 @@ Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelCo
   }
   Judgment j = ladders(p, given, contract, /*record=*/true);
   const bool forward_failed = j.forward.verdict == Verdict::fail;
-  if (forward_failed || (j.backward && j.backward->verdict == Verdict::fail))
+  if (explain && (forward_failed || (j.backward && j.backward->verdict == Verdict::fail)))
     j.explained_by = diagnosis::explain_given(forward_failed ? j.forward : *j.backward, contract, dt,
                                               [&](const KernelContract &changed) {
                                                 const Judgment again = ladders(p, given, changed, false);
