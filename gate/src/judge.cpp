@@ -23,6 +23,27 @@ void require_finite(const Tensor &t, const char *name) {
                             ": judge compares outputs on finite inputs (check() draws the non-finite ones)");
 }
 
+/// The features of `f` fit a problem of shape `s`, else RunError naming the argument.
+void check_features(const Features &f, const Shape &s) {
+  if (f.storage != KvStorage::dense || f.dropout_p != 0 || f.fp8)
+    throw usage("", "judge takes the window, softcap, ALiBi, sinks and mask features; varlen, paged, dropout and FP8 "
+                    "outputs are judged by check() on the kernel itself");
+  if (f.window_left < -1 || f.window_right < -1)
+    throw usage("window", "a window is (left, right) keys, each ≥ 0 or −1 for unbounded");
+  if (!std::isfinite(f.softcap) || f.softcap < 0) throw usage("softcap", "softcap is a finite cap > 0 (0: none)");
+  for (const auto &[values, name] : {std::pair{&f.alibi_slopes, "alibi_slopes"}, {&f.sinks, "sinks"}})
+    if (!values->empty() && static_cast<std::int64_t>(values->size()) != s.Hq)
+      throw usage(name, "has " + std::to_string(values->size()) + " values; one per query head: Hq = " +
+                            std::to_string(s.Hq));
+  if (f.mask_kind == MaskKind::none) return;
+  if ((f.mask_B != 1 && f.mask_B != s.B) || (f.mask_H != 1 && f.mask_H != s.Hq) ||
+      static_cast<std::int64_t>(f.mask.size()) != f.mask_B * f.mask_H * s.Lq * s.Lk)
+    throw usage("attn_mask", "is [" + std::to_string(f.mask_B) + ", " + std::to_string(f.mask_H) + ", …] with " +
+                                 std::to_string(f.mask.size()) + " values; it is [B or 1, Hq or 1, Lq, Lk] = [" +
+                                 std::to_string(s.B) + ", " + std::to_string(s.Hq) + ", " + std::to_string(s.Lq) +
+                                 ", " + std::to_string(s.Lk) + "]");
+}
+
 }  // namespace
 
 Judgment judge(const JudgeRequest &rq) {
@@ -44,6 +65,8 @@ Judgment judge(const JudgeRequest &rq) {
   if (!std::isfinite(p.params.scale))
     throw usage("", "scale is " + std::to_string(p.params.scale) + ": a finite number, or none for 1/√D");
   p.params.mask = rq.causal ? Mask::causal : Mask::none;
+  check_features(rq.features, p.shape);
+  p.features = rq.features;
   p.q = rq.q, p.k = rq.k, p.v = rq.v, p.dout = rq.dout;
   try {
     return judge_given(p, rq.given, contract, rq.explain);

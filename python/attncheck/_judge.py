@@ -108,8 +108,47 @@ def _host(x, name, rank, layout, allowed=tuple(_STORAGE.values())):
     return storage, np.ascontiguousarray(values, dtype=np.float64)
 
 
+def _values(x):
+    """A feature argument's values on the host, float64 (torch tensors from any device)."""
+    if framework_of(x) == "torch":
+        import torch
+        return x.detach().to(device="cpu", dtype=torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _window(window):
+    if window is None:
+        return None
+    try:
+        left, right = window
+    except (TypeError, ValueError):
+        raise ValueError(f"window is (left, right), not {window!r}") from None
+    return (-1 if left is None else int(left), -1 if right is None else int(right))
+
+
+def _vector(x, name):
+    if x is None:
+        return None
+    values = _values(x)
+    if values.ndim != 1:
+        raise ValueError(f"{name} has shape {tuple(values.shape)}; expected one value per query head [Hq]")
+    return values.tolist()
+
+
+def _mask(attn_mask):
+    if attn_mask is None:
+        return None
+    # Boolean (nonzero visible) as bool, or as uint8 the way the C ABI sends it; any other dtype is added.
+    boolean = str(getattr(attn_mask, "dtype", "")).replace("torch.", "") in ("bool", "uint8")
+    values = _values(attn_mask)
+    if values.ndim != 4:
+        raise ValueError(f"attn_mask has shape {tuple(values.shape)}; expected [B or 1, Hq or 1, Lq, Lk]")
+    return boolean, np.ascontiguousarray(values)
+
+
 def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale=None, causal=False,
-          contract=None, layout="bhld", strict=False, explain=True) -> Judgment:
+          contract=None, layout="bhld", strict=False, explain=True, window=None, softcap=None, alibi_slopes=None,
+          sinks=None, attn_mask=None) -> Judgment:
     """Judges `out` (and `lse`; and the gradients `dq`, `dk`, `dv` of `dout`) as a kernel's results on `q`, `k`, `v`.
 
     Arrays: NumPy, torch (any device: copied to the host) or JAX, float32, float16 or bfloat16 as the kernel stores
@@ -118,7 +157,11 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
     defaults to 1/√D; `causal` is the mask the kernel was called with, aligned as `contract` (a dict or text as
     check() takes it, SPEC.md §3.1: {"causal": "top-left"}) declares. `strict`: a warning fails too. `explain`: on
     a failure, judge again under each declaration that could explain it (Judgment.explained_by). Raises ValueError,
-    one line, for what does not fit."""
+    one line, for what does not fit.
+
+    Features the kernel was called with, as check() hands them to a function (SPEC.md §2.7): `window=(left,
+    right)` (None or −1: unbounded), `softcap=`, `alibi_slopes=` and `sinks=` ([Hq]), `attn_mask=` ([B or 1, Hq or 1,
+    Lq, Lk]: bool or uint8, nonzero visible; or float, added to the logits, −inf hides)."""
     __tracebackhide__ = True
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
@@ -131,6 +174,8 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
     arrays["lse"] = _host(lse, "lse", 3, layout, allowed=("f32", storage))
     if scale is not None:
         scale = float(scale)
+    features = (_window(window), None if softcap is None else float(softcap), _vector(alibi_slopes, "alibi_slopes"),
+                _vector(sinks, "sinks"), _mask(attn_mask))
     return Judgment(*_core.judge(arrays["q"], arrays["k"], arrays["v"], arrays["out"], arrays["lse"], arrays["dout"],
                                  arrays["dq"], arrays["dk"], arrays["dv"], scale, bool(causal),
-                                 contract_text(contract), bool(strict), bool(explain)))
+                                 contract_text(contract), bool(strict), bool(explain), features))

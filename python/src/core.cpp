@@ -552,6 +552,13 @@ std::optional<Tensor> tensor_of(const std::optional<Given> &a) {
   return t;
 }
 
+/// judge()'s features as Python hands them over: window (left, right), softcap, ALiBi slopes, sinks, and the mask
+/// (boolean or additive, its float64 values [B|1, Hq|1, Lq, Lk]).
+using JudgeFeatures =
+    std::tuple<std::optional<std::pair<std::int64_t, std::int64_t>>, std::optional<double>,
+               std::optional<std::vector<double>>, std::optional<std::vector<double>>,
+               std::optional<std::pair<bool, nb::ndarray<const double, nb::c_contig, nb::device::cpu>>>>;
+
 /// One tensor's judgment: (tensor, shape, elements, exceeding, undecided, worst index, got, exact, bound, ratio).
 using TensorLine = std::tuple<std::string, std::vector<std::int64_t>, std::int64_t, std::int64_t, std::int64_t,
                               std::vector<std::int64_t>, double, double, double, double>;
@@ -563,11 +570,24 @@ std::tuple<std::string, int, std::string, std::vector<TensorLine>, std::vector<s
 run_judge(const Given &q, const Given &k, const Given &v, const Given &out, const std::optional<Given> &lse,
           const std::optional<Given> &dout, const std::optional<Given> &dq, const std::optional<Given> &dk,
           const std::optional<Given> &dv, std::optional<double> scale, bool causal, const std::string &contract,
-          bool strict, bool explain) {
+          bool strict, bool explain, const JudgeFeatures &features) {
   gate::JudgeRequest rq;
   rq.q = *tensor_of(q), rq.k = *tensor_of(k), rq.v = *tensor_of(v), rq.dout = tensor_of(dout);
   rq.given = {tensor_of(out), tensor_of(lse), tensor_of(dq), tensor_of(dk), tensor_of(dv)};
   rq.scale = scale, rq.causal = causal, rq.contract = contract, rq.explain = explain;
+  const auto &[window, softcap, alibi, sinks, mask] = features;
+  if (window) std::tie(rq.features.window_left, rq.features.window_right) = *window;
+  rq.features.softcap = softcap.value_or(0);
+  rq.features.alibi_slopes = alibi.value_or(std::vector<double>{});
+  rq.features.sinks = sinks.value_or(std::vector<double>{});
+  if (mask) {
+    const auto &[boolean, values] = *mask;
+    rq.features.mask_kind = boolean ? MaskKind::boolean : MaskKind::additive;
+    if (values.ndim() != 4) throw nb::value_error("attn_mask: is [B or 1, Hq or 1, Lq, Lk]: 4 dimensions");
+    rq.features.mask_B = static_cast<std::int64_t>(values.shape(0));
+    rq.features.mask_H = static_cast<std::int64_t>(values.shape(1));
+    rq.features.mask.assign(values.data(), values.data() + values.size());
+  }
   std::optional<Judgment> j;
   try {
     nb::gil_scoped_release release;
@@ -790,7 +810,7 @@ NB_MODULE(_core, m) {
         nb::arg("timeout"), nb::arg("contract").none());
   m.def("judge", &run_judge, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
         nb::arg("dout").none(), nb::arg("dq").none(), nb::arg("dk").none(), nb::arg("dv").none(),
-        nb::arg("scale").none(), nb::arg("causal"), nb::arg("contract"), nb::arg("strict"), nb::arg("explain"),
+        nb::arg("scale").none(), nb::arg("causal"), nb::arg("contract"), nb::arg("strict"), nb::arg("explain"), nb::arg("features"),
         "Judges given tensors (gate::judge): (verdict, exit code, text, tensors, explained_by, contract).");
   m.def("corpus_list", &corpus_list, nb::arg("dir"));
   m.def("corpus_prune", &corpus_prune, nb::arg("dir"), nb::arg("kernels"), nb::arg("exec_command"), nb::arg("timeout"),

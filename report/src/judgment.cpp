@@ -41,9 +41,10 @@ std::string outcome_line(std::string_view what, const Outcome &o) {
 std::string judgment_text(const Judgment &j) {
   const Shape &s = j.shape;
   std::string out = fmt::format(
-      "attncheck judge: {} — {} B={} Hq={} Hkv={} Lq={} Lk={} D={} Dv={}{}, scale {}, contract {}\n",
+      "attncheck judge: {} — {} B={} Hq={} Hkv={} Lq={} Lk={} D={} Dv={}{}{}, scale {}, contract {}\n",
       verdict_name(j.verdict()), dtype_name(j.dtype), s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.Dv,
-      j.mask == Mask::none ? "" : fmt::format(" {}", mask_name(j.mask)), decimal(j.scale), j.contract.describe_changes());
+      j.mask == Mask::none ? "" : fmt::format(" {}", mask_name(j.mask)),
+      j.features.any() ? " " + j.features.describe() : "", decimal(j.scale), j.contract.describe_changes());
   for (const TensorJudgment &t : j.tensors) out += tensor_line(t);
   out += outcome_line("O, LSE", j.forward);
   if (j.backward) {

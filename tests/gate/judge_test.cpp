@@ -6,6 +6,8 @@
 #include "attncheck/kernel_call.h"
 #include "attncheck/report_io.h"
 #include "attncheck/run.h"
+#include "feature_kernels.h"
+#include "feature_problems.h"
 #include "random_problems.h"
 #include "variant_kernels.h"
 
@@ -27,6 +29,7 @@ gate::JudgeRequest ran(const attncheck_kernel &kernel, const Problem &p, const K
   rq.q = p.q, rq.k = p.k, rq.v = p.v;
   rq.scale = p.params.scale;
   rq.causal = p.params.mask != Mask::none;
+  rq.features = p.features;
   rq.contract = contract.describe();
   Tensor out = make_out(p.shape, p.dtype());
   Tensor lse = contract.lse == LseOutput::storage ? Tensor::contiguous(p.dtype(), {p.shape.B, p.shape.Hq, p.shape.Lq})
@@ -111,6 +114,33 @@ TEST_CASE("a kernel aligned top-left fails the default contract, passes its own,
   CHECK(gate::judge(rq).verdict() == Verdict::pass);
 }
 
+TEST_CASE("outputs under a window, softcap, ALiBi, sinks and a mask pass on the correct feature kernel, and its bugs fail") {
+  constexpr std::uint32_t kBits = ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIBI |
+                                  ATTNCHECK_FEATURE_SINKS | ATTNCHECK_FEATURE_MASK;
+  const KernelContract contract = parse_contract(support::feature_contract(support::FeatureBug::none));
+  std::mt19937_64 rng(13);
+  for (Dtype dt : kDtypes)
+    for (Mask mask : {Mask::none, Mask::causal}) {
+      const Problem p = featuret::feature_problem(rng, dt, {2, 4, 2, 13, 70, 16, 8}, mask, kBits);
+      const Judgment j = gate::judge(ran(support::feature_kernel(support::FeatureBug::none), p, contract));
+      INFO(p.features.describe() << "\n" << reporting::judgment_text(j));
+      CHECK(j.verdict() == Verdict::pass);
+      CHECK(reporting::judgment_text(j).find(p.features.describe()) != std::string::npos);
+    }
+  // Each bug shows on the problem its comment names; the same outputs pass no judge that leaves its feature out.
+  const std::pair<support::FeatureBug, std::uint32_t> bugs[] = {
+      {support::FeatureBug::window_right_off_by_one, ATTNCHECK_FEATURE_WINDOW},
+      {support::FeatureBug::softcap_after_mask, ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_MASK},
+      {support::FeatureBug::alibi_reversed_slopes, ATTNCHECK_FEATURE_ALIBI}};
+  for (const auto &[bug, bits] : bugs) {
+    Problem p = featuret::feature_problem(rng, Dtype::f32, {1, 4, 1, 9, 40, 8, 8}, Mask::none, bits);
+    if (bits & ATTNCHECK_FEATURE_WINDOW) p.features.window_left = 3, p.features.window_right = 1;
+    const Judgment j = gate::judge(ran(support::feature_kernel(bug), p, contract));
+    INFO(support::feature_bug_name(bug) << "\n" << reporting::judgment_text(j));
+    CHECK(j.verdict() == Verdict::fail);
+  }
+}
+
 TEST_CASE("a correct kernel's outputs pass whatever one element of them is changed to, except where it shows") {
   std::mt19937_64 rng(5);
   const Problem p = plain(rng, Dtype::bf16);
@@ -155,6 +185,9 @@ TEST_CASE("what a judge cannot take is one RunError line naming it") {
   CHECK_THAT(message([](auto &rq) { rq.contract = "causal=sideways"; }), Contains("contract: "));
   CHECK_THAT(message([](auto &rq) { rq.contract = "dtypes=f16"; }), Contains("the contract does not declare f32"));
   CHECK_THAT(message([](auto &rq) { rq.k = Tensor::contiguous(Dtype::f32, {1, 2, 65, 15}); }), Contains("D"));
+  CHECK_THAT(message([](auto &rq) { rq.features.sinks = {1, 2}; }), Contains("sinks: has 2 values; one per query"));
+  CHECK_THAT(message([](auto &rq) { rq.features.storage = KvStorage::varlen; }), Contains("varlen, paged, dropout"));
+  CHECK_THAT(message([](auto &rq) { rq.features.mask_kind = MaskKind::boolean; }), Contains("attn_mask: is [1, 1"));
 }
 
 }  // namespace

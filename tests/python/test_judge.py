@@ -213,3 +213,37 @@ def test_shrink_keeps_torch_tensors_in_their_layout_and_refuses_a_passing_input(
     s = attncheck.shrink(unscaled, q, k, v, layout="blhd")
     assert isinstance(s.q, torch.Tensor) and s.q.shape[0] == 1 and s.q.shape[1] == 1  # [B, L, H, D]: one row
     assert s.fraction < 1 / 16
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_outputs_under_every_python_feature_are_judged_with_the_features_and_a_wrong_one_fails(dtype):
+    import kernels
+    q, k, v = problem(dtype, Lq=11, Lk=17)
+    rng = np.random.default_rng(5)
+    features = dict(window=(4, 2), softcap=20.0, alibi_slopes=2.0 ** -np.arange(1, 5), sinks=rng.standard_normal(4),
+                    attn_mask=(rng.random((1, 4, 11, 17)) < 0.8).astype(np.uint8))  # boolean, as the C ABI sends it
+    out, lse = kernels.attention_with_features(q, k, v, scale=0.25, causal=True, **features)
+    j = attncheck.judge(q, k, v, out, lse=lse, causal=True, **features)
+    assert j.passed, str(j)
+    for name in features:  # the same outputs judged without one of the features it used
+        without = {n: f for n, f in features.items() if n != name}
+        assert attncheck.judge(q, k, v, out, lse=lse, causal=True, explain=False, **without).verdict == "fail", name
+    for same in (features["attn_mask"].astype(bool), np.where(features["attn_mask"], 0.0, -np.inf)):  # bool, additive
+        assert attncheck.judge(q, k, v, out, lse=lse, causal=True, **dict(features, attn_mask=same)).passed
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(alibi_slopes=np.ones(3)), r"alibi_slopes: has 3 values; one per query head: Hq = 4"),
+    (dict(sinks=np.ones((2, 2))), r"sinks has shape \(2, 2\); expected one value per query head"),
+    (dict(attn_mask=np.ones((2, 4, 9), bool)), r"attn_mask has shape \(2, 4, 9\)"),
+    (dict(attn_mask=np.ones((3, 4, 9, 13), bool)), r"attn_mask: is \[3, 4, …\]"),
+    (dict(window=5), r"window is \(left, right\), not 5"),
+    (dict(window=(-3, 0)), r"window: a window is \(left, right\)"),
+    (dict(softcap=-1.0), r"softcap: softcap is a finite cap"),
+])
+def test_a_feature_argument_that_does_not_fit_is_one_value_error_line(change, message):
+    q, k, v = problem("f32")
+    out, lse = forward(q, k, v)
+    with pytest.raises(ValueError, match=message) as e:
+        attncheck.judge(q, k, v, out, lse=lse, **change)
+    assert "\n" not in str(e.value)

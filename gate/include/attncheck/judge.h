@@ -12,6 +12,7 @@
 //   return gate::judge_exit_code(j, /*strict=*/false);
 #pragma once
 
+#include "attncheck/features.h"
 #include "attncheck/given.h"
 #include "attncheck/results.h"
 #include "attncheck/tensor.h"
@@ -28,12 +29,16 @@ struct JudgeRequest {
   GivenOutputs given;         ///< out, lse, dq, dk, dv as the kernel returned them
   std::optional<double> scale;  ///< the kernel's scale; 1/√D when not given
   bool causal = false;          ///< the kernel was called with the causal mask (aligned as the contract says)
+  /// The features the kernel was called with (SPEC.md §2.7), on the logical tensors: a window, softcap, ALiBi slopes
+  /// and sinks [Hq], a mask [B|1, Hq|1, Lq, Lk]. The others change the tensors' layout: not judged here.
+  Features features;
   std::string contract;         ///< what the kernel declares (contract.h text; "" for the defaults)
   bool explain = true;          ///< name the declarations a failure passes under (Judgment::explained_by)
 };
 
 /// Judges `rq`'s outputs. Throws RunError (run.h: exit code kExitUsage, `input` the argument it concerns) for a shape,
-/// dtype or contract that does not fit, a missing dout or lse a given gradient needs, non-finite inputs or scale.
+/// dtype or contract that does not fit, a missing dout or lse a given gradient needs, non-finite inputs or scale, a
+/// feature argument of the wrong size, or a feature judge does not take.
 Judgment judge(const JudgeRequest &rq);
 
 /// The judge's exit code (gate.h): 1 for a failure (a warning too under `strict`), 3 when it could not decide, 0

@@ -198,6 +198,7 @@ struct Judgment {
   KernelContract contract;  ///< judged under
   double scale = 0;
   Mask mask = Mask::none;   ///< as judged: a causal mask aligned as the contract declares
+  Features features;        ///< the features the kernel was called with
   Outcome forward;                  ///< accuracy's ladder on O (and LSE)
   std::optional<Outcome> backward;  ///< gradient_accuracy's on dQ, dK, dV, when given and the contract asks for it
   Tier backward_tier = Tier::required;  ///< the gradients' tier under the contract (advisory: a failure warns)

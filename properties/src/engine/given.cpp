@@ -79,8 +79,9 @@ TensorJudgment judge_tensor(std::string_view name, const Tensor &got_t, const st
 Judgment ladders(Problem p, const GivenOutputs &given, const KernelContract &contract, bool record) {
   const Shape &s = p.shape;
   const Dtype dt = p.dtype();
-  if (p.params.mask != Mask::none)
-    p.params.mask = contract.causal == CausalAlign::top_left ? Mask::causal_top_left : Mask::causal;
+  const bool top_left = contract.causal == CausalAlign::top_left;
+  if (p.params.mask != Mask::none) p.params.mask = top_left ? Mask::causal_top_left : Mask::causal;
+  p.features.top_left = top_left;  // a window aligns as the causal mask does (SPEC.md §2.7)
   auto fr = std::make_shared<ForwardRun>();
   fr->call.status = ATTNCHECK_OK;
   fr->out = *given.out;
@@ -97,6 +98,7 @@ Judgment ladders(Problem p, const GivenOutputs &given, const KernelContract &con
   const PrecisionProfile precision = contract.precision(dt);
   Judgment j;
   j.shape = s, j.dtype = dt, j.contract = contract, j.scale = p.params.scale, j.mask = p.params.mask;
+  j.features = p.features;
   j.forward = forward_ladder(precision, contract, p, fr, look);
   if (given.dq) {
     j.backward_tier = property_tier(kGradientProperty, contract, dt);
