@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -79,6 +80,26 @@ Tensor tensor_of(const npy::Array &a, const std::string &where, int rank, bool b
   return t;
 }
 
+/// The narrower storage dtypes every value of the float32 `tensors` belongs to ("f16 or bf16", "bf16", …; "" for none):
+/// a kernel's bfloat16 results saved through float32 (torch's .float().numpy()) judged as a float32 kernel's fail.
+std::string narrower_dtypes(std::initializer_list<const Tensor *> tensors) {
+  std::string fit;
+  for (Dtype dt : {Dtype::f16, Dtype::bf16}) {
+    bool all = true;
+    for (const Tensor *t : tensors) {
+      if (t->dtype() != Dtype::f32) return "";
+      for (double x : t->to_vector())
+        if (round_to(dt, x) != x && !std::isnan(x)) {
+          all = false;
+          break;
+        }
+      if (!all) break;
+    }
+    if (all) fit += (fit.empty() ? "" : " or ") + std::string(dtype_name(dt));
+  }
+  return fit;
+}
+
 int run_judge(const JudgeArgs &a) {
   gate::JudgeRequest rq;
   try {
@@ -117,6 +138,11 @@ int run_judge(const JudgeArgs &a) {
   try {
     const Judgment j = gate::judge(rq);
     if (!a.quiet) fmt::print("{}", reporting::judgment_text(j));
+    if (j.verdict() == Verdict::fail && a.dtype.empty())
+      if (const std::string fit = narrower_dtypes({&rq.q, &rq.k, &rq.v, &*rq.given.out}); !fit.empty())
+        fmt::print(stderr, "attncheck: every value of q, k, v and out is a {0} value: if the kernel stored {0}, give "
+                           "--dtype {0}\n",
+                   fit);
     return gate::judge_exit_code(j, a.strict);
   } catch (const gate::RunError &e) {
     return run_error(e);

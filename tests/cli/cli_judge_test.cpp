@@ -128,6 +128,30 @@ TEST_CASE("attncheck judge fails a planted bug's saved outputs, naming the worst
   CHECK(r.out.find("first failing check (dQ, dK, dV)") != std::string::npos);
 }
 
+TEST_CASE("bfloat16 results saved through float32 fail as a float32 kernel's, with a hint, and pass under --dtype bf16") {
+  const TempDir dir;
+  std::map<std::string, npy::Array> a = saved(builtin("flash"), Dtype::bf16);
+  for (const char *name : {"q", "k", "v", "out", "dout", "dq", "dk", "dv"}) {  // as torch's .float().numpy() saves them
+    npy::Array &x = a.at(name);
+    Tensor wide = Tensor::contiguous(Dtype::f32, x.shape);
+    std::vector<double> values(static_cast<std::size_t>(x.numel()));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      std::uint16_t bits;
+      std::memcpy(&bits, x.data.data() + 2 * i, 2);
+      values[i] = bf16_bits_to_float(bits);
+    }
+    wide.assign(values);
+    x = array_of(wide);
+  }
+  write_npz(dir / "wide.npz", a);
+  const Run wide = run(cli_test::attncheck("judge --inputs " + dir / "wide.npz" + " --causal"));
+  INFO(wide.out << wide.err);
+  CHECK(wide.status == kExitCounterexample);
+  CHECK(wide.err.find("every value of q, k, v and out is a f16 or bf16 value: if the kernel stored f16 or bf16, give "
+                      "--dtype f16 or bf16") != std::string::npos);
+  CHECK(run(cli_test::attncheck("judge --inputs " + dir / "wide.npz" + " --causal --dtype bf16")).status == kExitPass);
+}
+
 TEST_CASE("what attncheck judge cannot take is one line and exit 2") {
   const TempDir dir;
   std::map<std::string, npy::Array> a = saved(builtin("flash"), Dtype::f32);
