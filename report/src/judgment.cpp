@@ -9,19 +9,14 @@ using namespace detail;
 
 namespace {
 
-std::string index_text(std::string_view tensor, const std::vector<std::int64_t> &index) {
-  std::string s = fmt::format("{}[", tensor);
-  for (std::size_t d = 0; d < index.size(); ++d) s += fmt::format("{}{}", d ? "," : "", index[d]);
-  return s + "]";
-}
-
 std::string tensor_line(const TensorJudgment &t) {
   std::string line = fmt::format("  {:<4} ", t.tensor);
   if (t.worst_index.empty()) {
     line += "no element decided";
   } else {
-    line += fmt::format("worst {}: got {}, exact {}, bound {} — error ÷ bound {}", index_text(t.tensor, t.worst_index),
-                        hex_dec(t.got), hex_dec(t.exact), decimal(t.bound), ratio_text(t.ratio));
+    line += fmt::format("worst {}: got {}, exact {}, bound {} — error ÷ bound {}",
+                        element_name(t.tensor, t.worst_index), hex_dec(t.got), hex_dec(t.exact), decimal(t.bound),
+                        ratio_text(t.ratio));
     line += t.exceeding ? fmt::format("; {} of {} elements exceed their bound", t.exceeding, t.elements)
                         : fmt::format("; all {} elements within their bound", t.elements - t.undecided);
   }

@@ -105,5 +105,9 @@ struct Outcome {
 
 /// "name[0,1,2,3]": the multi-index of row-major element `index` of a tensor of `shape`.
 std::string element_name(std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t index);
+/// "name[0,1,2,3]": element `index` (a multi-index) of `name`.
+std::string element_name(std::string_view name, const std::vector<std::int64_t> &index);
+/// The multi-index of row-major element `flat` of a tensor of `shape`.
+std::vector<std::int64_t> element_index(const std::vector<std::int64_t> &shape, std::int64_t flat);
 
 }  // namespace attncheck

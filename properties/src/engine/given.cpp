@@ -65,12 +65,7 @@ TensorJudgment judge_tensor(std::string_view name, const Tensor &got_t, const st
   }
   if (worst < 0) return j;
   const auto w = static_cast<std::size_t>(worst);
-  j.worst_index.assign(j.shape.size(), 0);
-  for (std::size_t d = j.shape.size(), rest = w; d-- > 0;) {
-    const auto n = static_cast<std::size_t>(j.shape[d]);
-    j.worst_index[d] = static_cast<std::int64_t>(rest % n);
-    rest /= n;
-  }
+  j.worst_index = element_index(j.shape, worst);
   j.got = got[w], j.exact = exact[w], j.bound = bound[w], j.ratio = worst_ratio;
   return j;
 }
@@ -94,7 +89,9 @@ Judgment ladders(Problem p, const GivenOutputs &given, const KernelContract &con
   SeenTensor look;
   if (record)
     look = [seen](std::string_view name, const Tensor &got, const std::vector<double> &exact,
-                  const std::vector<double> &bound) { (*seen)[std::string(name)] = judge_tensor(name, got, exact, bound); };
+                  const std::vector<double> &bound) {
+      (*seen)[std::string(name)] = judge_tensor(name, got, exact, bound);
+    };
   const PrecisionProfile precision = contract.precision(dt);
   Judgment j;
   j.shape = s, j.dtype = dt, j.contract = contract, j.scale = p.params.scale, j.mask = p.params.mask;

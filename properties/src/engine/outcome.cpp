@@ -46,19 +46,27 @@ std::string_view step_id(Step s) {
   return "?";
 }
 
-std::string element_name(std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t index) {
+std::vector<std::int64_t> element_index(const std::vector<std::int64_t> &shape, std::int64_t flat) {
   std::vector<std::int64_t> idx(shape.size());
   for (std::size_t d = shape.size(); d-- > 0;) {
-    idx[d] = index % shape[d];
-    index /= shape[d];
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
   }
+  return idx;
+}
+
+std::string element_name(std::string_view name, const std::vector<std::int64_t> &index) {
   std::string out(name);
   out += "[";
-  for (std::size_t d = 0; d < idx.size(); ++d) {
+  for (std::size_t d = 0; d < index.size(); ++d) {
     if (d) out += ",";
-    out += std::to_string(idx[d]);
+    out += std::to_string(index[d]);
   }
   return out + "]";
+}
+
+std::string element_name(std::string_view name, const std::vector<std::int64_t> &shape, std::int64_t index) {
+  return element_name(name, element_index(shape, index));
 }
 
 std::string_view finding_kind_id(Finding::Kind k) {
@@ -89,11 +97,7 @@ Finding element_finding(Finding::Kind kind, std::string_view name, const std::ve
   f.kind = kind;
   f.tensor = output_of(name);
   f.name = std::string(name);
-  f.index.resize(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    f.index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
+  f.index = element_index(shape, flat);
   f.got = got;
   f.exact = exact;
   f.bound = bound;
