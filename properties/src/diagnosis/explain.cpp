@@ -75,6 +75,21 @@ constexpr std::array<Candidate, 14> kCandidates{{
 /// case that it failed the defaults with.
 constexpr double kMinFit = 1.0 / 64;
 
+/// Whether candidate `cand` is tried on failure `o` of a run of storage dtype `dt`: it can account for that failure
+/// (Candidate::applies) and is offered to that dtype (Candidate::dtypes).
+bool tried(const Candidate &cand, const Outcome &o, Dtype dt) {
+  return (!cand.applies || cand.applies(o)) && (cand.dtypes & dtype_bit(dt)) != 0;
+}
+
+/// Whether a failing case judged again under a declaration, with outcome `again`, is explained by it: it passes (or,
+/// with `undecided_explains`, is undecided by design), and under a declaration that loosens the precision (`looser`)
+/// its error uses at least kMinFit of the bound granted — one loose enough to pass anything excuses, it does not
+/// explain.
+bool explained(const Outcome &again, bool undecided_explains, bool looser) {
+  if (again.verdict != Verdict::pass) return again.verdict == Verdict::undecided && undecided_explains;
+  return !looser || !(exact_if_at_least(again, kMinFit).worst_ratio < kMinFit);
+}
+
 /// A declaration that explains the minimal case must also leave these fresh cases of the property without a failure
 /// (drawn from the property's seed under the declared contract): a minimal case is small enough to be ambiguous —
 /// a causal mask off by one and a top-left one agree on 2 × 1 — and a practice holds on every case, a bug does not.
@@ -137,14 +152,9 @@ Fit fits(const PropertyDef &def, const Env &env, const CaseOptions &co, std::uin
     // A case the declaration takes out of the plan (rows that see no key under empty-rows=unspecified) is
     // explained by it; any other must pass under it, and a looser precision must fit.
     const bool excluded = changed.empty_rows != env.contract.empty_rows && !under.admits(received->spec);
-    if (!excluded) {
-      const Outcome again = def.run(judged, *received);
-      if (again.verdict != Verdict::pass && !(again.verdict == Verdict::undecided && undecided_explains))
-        return Fit::none;
-      if (again.verdict == Verdict::pass && judged.precision != env.precision &&
-          exact_if_at_least(again, kMinFit).worst_ratio < kMinFit)
-        return Fit::none;
-    }
+    if (!excluded &&
+        !explained(def.run(judged, *received), undecided_explains, judged.precision != env.precision))
+      return Fit::none;
     return holds_on_fresh_cases(def, judged, under, seed, stop) ? Fit::whole : Fit::minimal_only;
   } catch (const std::exception &) {
     return Fit::none;  // the engine's trouble, not evidence for the declaration
@@ -164,11 +174,10 @@ Diagnosis diagnose(const PropertyDef &def, const Env &env, const CaseOptions &co
   if (o.finding && (o.finding->kind == Finding::Kind::call || o.finding->kind == Finding::Kind::wrote_input ||
                     o.finding->kind == Finding::Kind::wrote_padding))
     return d;
-  const auto tried_on = [&](const Candidate &x) { return (x.dtypes & dtype_bit(env.precision.storage)) != 0; };
   std::vector<const Candidate *> partial;  // explain the minimal case, but not every fresh case
   for (const Candidate &cand : kCandidates) {
     if (stop && stop()) break;
-    if ((cand.applies && !cand.applies(o)) || !tried_on(cand)) continue;
+    if (!tried(cand, o, env.precision.storage)) continue;
     const KernelContract changed = parse_contract(cand.declaration, env.contract);
     if (changed == env.contract) continue;  // declared already
     const Fit f = fits(def, env, co, seed, c, changed, cand.undecided_explains, stop);
@@ -189,7 +198,7 @@ Diagnosis diagnose(const PropertyDef &def, const Env &env, const CaseOptions &co
     const bool first_loosens = loosens(*first);
     for (const Candidate &second : kCandidates) {
       if (stop && stop()) return d;
-      if (&second == first || (second.applies && !second.applies(o)) || !tried_on(second) ||
+      if (&second == first || !tried(second, o, env.precision.storage) ||
           (first_loosens && loosens(second)))
         continue;
       const bool ordered = first < &second;
@@ -215,18 +224,13 @@ std::vector<Explanation> explain_given(const Outcome &o, const KernelContract &c
                                        const std::function<Outcome(const KernelContract &)> &rejudge) {
   std::vector<Explanation> out;
   if (o.verdict != Verdict::fail || !o.step) return out;
-  const PrecisionProfile precision = contract.precision(dt);
   for (const Candidate &cand : kCandidates) {
-    if ((cand.applies && !cand.applies(o)) || (cand.dtypes & dtype_bit(dt)) == 0) continue;
+    if (!tried(cand, o, dt)) continue;
     const KernelContract changed = parse_contract(cand.declaration, contract);
     if (changed == contract) continue;  // declared already
     try {
-      const Outcome again = rejudge(changed);
-      if (again.verdict != Verdict::pass && !(again.verdict == Verdict::undecided && cand.undecided_explains)) continue;
-      if (again.verdict == Verdict::pass && changed.precision(dt) != precision &&
-          exact_if_at_least(again, kMinFit).worst_ratio < kMinFit)
-        continue;  // loose enough to pass anything: it would excuse the error, not explain it
-      out.push_back({std::string(cand.declaration), std::string(cand.meaning)});
+      if (explained(rejudge(changed), cand.undecided_explains, changed.precision(dt) != contract.precision(dt)))
+        out.push_back({std::string(cand.declaration), std::string(cand.meaning)});
     } catch (const std::exception &) {
       // the engine's trouble, not evidence for the declaration
     }
