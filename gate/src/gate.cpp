@@ -2,7 +2,6 @@
 
 #include "progress.h"
 
-
 #include <fmt/core.h>
 
 namespace attncheck::gate {

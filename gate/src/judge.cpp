@@ -47,12 +47,7 @@ void check_features(const Features &f, const Shape &s) {
 }  // namespace
 
 Judgment judge(const JudgeRequest &rq) {
-  KernelContract contract;
-  try {
-    contract = resolve_contract(rq.contract);
-  } catch (const ContractError &e) {
-    throw usage("contract", std::string(e.what()) + " (spec/SPEC.md §3.1)");
-  }
+  const KernelContract contract = contract_of(rq.contract);
   Problem p;
   try {
     p.shape = shape_of(rq.q, rq.k, rq.v, rq.dout ? &*rq.dout : nullptr);

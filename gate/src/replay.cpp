@@ -29,7 +29,8 @@ ReplayTarget replay_target(const reporting::Document &doc, std::size_t failure) 
 ReplayResult replay_plan(const ReplayTarget &target, const std::optional<KernelContract> &contract) {
   ReplayResult result;
   result.contract = contract.value_or(target.run->report.contract);
-  result.tier = contract ? property_tier(target.property->id, *contract, target.run->report.dtype) : target.property->tier;
+  result.tier =
+      contract ? property_tier(target.property->id, *contract, target.run->report.dtype) : target.property->tier;
   if (result.tier == Tier::off) {
     result.outcome.verdict = Verdict::undecided;
     result.outcome.detail = "the contract given leaves " + target.property->id +

@@ -23,6 +23,14 @@ PropertyReport not_started(const std::string &id, const CheckOptions &opt) {
 
 }  // namespace
 
+KernelContract contract_of(std::string_view declared, std::string_view overrides) {
+  try {
+    return resolve_contract(declared, overrides);
+  } catch (const ContractError &e) {
+    throw usage("contract", std::string(e.what()) + " (spec/SPEC.md §3.1)");
+  }
+}
+
 std::vector<Dtype> dtypes_of(const std::vector<std::string> &names) {
   std::vector<Dtype> dtypes;
   for (const std::string &d : names.empty() ? std::vector<std::string>{"f32", "f16", "bf16"} : names) {
@@ -53,13 +61,7 @@ Check::Check(const CheckRequest &request, const Kernels &kernels, const Outputs 
   shard_ids_ = request.plan.properties;
   if (shard_ids_.empty())
     for (const PropertyInfo &p : property_catalog()) shard_ids_.push_back(std::string(p.id));
-  for (const std::string &declared : kernels.declared) {
-    try {
-      contracts_.push_back(resolve_contract(declared, request.contract));
-    } catch (const ContractError &e) {
-      throw usage("contract", std::string(e.what()) + " (spec/SPEC.md §3.1)");
-    }
-  }
+  for (const std::string &declared : kernels.declared) contracts_.push_back(contract_of(declared, request.contract));
   // Where reports go is checked before any case runs: a typo should not cost the whole check.
   try {
     if (!outputs.report_dir.empty() && !part) reporting::prepare_report_dir(outputs.report_dir);

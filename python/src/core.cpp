@@ -379,19 +379,20 @@ struct Kernels {
   }
 };
 
-KernelContract contract_of(const std::string &declared, const std::string &overrides) {
-  try {
-    return resolve_contract(declared, overrides);
-  } catch (const ContractError &e) {
-    throw nb::value_error((std::string("contract: ") + e.what() + " (spec/SPEC.md §3.1)").c_str());
-  }
-}
-
 /// The gate's error as Python's: ValueError for what the caller gave ("corpus: …"), RuntimeError for attncheck's own.
 [[noreturn]] void raise(const gate::RunError &e) {
   const std::string what = (e.input.empty() ? "" : e.input + ": ") + e.what();
   if (e.exit_code == gate::kExitUsage) throw nb::value_error(what.c_str());
   throw std::runtime_error(what);
+}
+
+/// gate::contract_of, its error a ValueError ("contract: …").
+KernelContract contract_of(const std::string &declared, const std::string &overrides) {
+  try {
+    return gate::contract_of(declared, overrides);
+  } catch (const gate::RunError &e) {
+    raise(e);
+  }
 }
 
 /// A check's arguments (the kernel's contract comes with it: PyKernelSpec).
@@ -810,7 +811,8 @@ NB_MODULE(_core, m) {
         nb::arg("timeout"), nb::arg("contract").none());
   m.def("judge", &run_judge, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
         nb::arg("dout").none(), nb::arg("dq").none(), nb::arg("dk").none(), nb::arg("dv").none(),
-        nb::arg("scale").none(), nb::arg("causal"), nb::arg("contract"), nb::arg("strict"), nb::arg("explain"), nb::arg("features"),
+        nb::arg("scale").none(), nb::arg("causal"), nb::arg("contract"), nb::arg("strict"), nb::arg("explain"),
+        nb::arg("features"),
         "Judges given tensors (gate::judge): (verdict, exit code, text, tensors, explained_by, contract).");
   m.def("corpus_list", &corpus_list, nb::arg("dir"));
   m.def("corpus_prune", &corpus_prune, nb::arg("dir"), nb::arg("kernels"), nb::arg("exec_command"), nb::arg("timeout"),

@@ -131,6 +131,10 @@ class Check {
 CheckResult run(const CheckRequest &request, const Kernels &kernels, const Outputs &outputs,
                 const std::atomic<bool> *cancel, const Hooks &hooks = {});
 
+/// resolve_contract(declared, overrides) (contract.h); a contract that does not parse is a RunError of kExitUsage
+/// for the input "contract".
+KernelContract contract_of(std::string_view declared, std::string_view overrides = {});
+
 /// Storage dtypes by name (f32, f16, bf16); every one for none. RunError naming an unknown one.
 std::vector<Dtype> dtypes_of(const std::vector<std::string> &names);
 /// RunError naming an id no property has, with the ids there are.
