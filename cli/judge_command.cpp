@@ -27,57 +27,36 @@ struct JudgeArgs {
 constexpr std::pair<const char *, int> kArrays[] = {{"q", 4},  {"k", 4},  {"v", 4},  {"out", 4}, {"lse", 3},
                                                     {"dout", 4}, {"dq", 4}, {"dk", 4}, {"dv", 4}};
 
-/// The storage dtype of an array's descr (npz.h reads float32, float16 and bfloat16 bits), and its values.
-std::pair<Dtype, std::vector<double>> decode(const npy::Array &a, const std::string &where) {
-  std::vector<double> values(static_cast<std::size_t>(a.numel()));
-  const std::byte *p = a.data.data();
-  for (std::size_t x = 0; x < values.size(); ++x) {
-    if (a.descr == "<f4") {
-      float f;
-      std::memcpy(&f, p + 4 * x, 4);
-      values[x] = f;
-      continue;
-    }
-    std::uint16_t bits;
-    if (a.descr != "<f2" && a.descr != "<u2")
-      throw npy::NpyError(where + " has dtype descr '" + a.descr + "': judge reads float32, float16 or bfloat16");
-    std::memcpy(&bits, p + 2 * x, 2);
-    values[x] = a.descr == "<f2" ? f16_bits_to_float(bits) : bf16_bits_to_float(bits);
-  }
-  return {a.descr == "<f4" ? Dtype::f32 : a.descr == "<f2" ? Dtype::f16 : Dtype::bf16, std::move(values)};
+/// The storage dtype of an array's descr (npz.h reads float32, float16 and bfloat16 bits).
+Dtype dtype_of(const npy::Array &a, const std::string &where) {
+  for (Dtype dt : {Dtype::f32, Dtype::f16, Dtype::bf16})
+    if (a.descr == npy::descr_of(dt)) return dt;
+  throw npy::NpyError(where + " has dtype descr '" + a.descr + "': judge reads float32, float16 or bfloat16");
 }
 
-/// Array `name` as the judge's logical tensor: [B, H, L, D] (from [B, L, H, D] under layout blhd), in its own dtype
-/// or in `as` when its values are that dtype's (float32 files holding bfloat16 values, as torch saves them).
+/// Array `name` as the judge's logical tensor: [B, H, L, D] (from [B, L, H, D] under layout blhd: a tensor of that
+/// layout stores its elements in the file's order), in its own dtype or in `as` when its values are that dtype's
+/// (float32 files holding bfloat16 values, as torch saves them).
 Tensor tensor_of(const npy::Array &a, const std::string &where, int rank, bool blhd, std::optional<Dtype> as) {
   if (static_cast<int>(a.shape.size()) != rank)
     throw npy::NpyError(where + " has shape " + a.shape_text() + "; judge expects " + std::to_string(rank) +
                         " dimensions (" + (rank == 3 ? "[B, H, L]" : blhd ? "[B, L, H, D]" : "[B, H, L, D]") + ")");
-  auto [dt, values] = decode(a, where);
-  std::vector<std::int64_t> shape = a.shape;
-  if (rank == 4 && blhd) {
-    const std::int64_t B = shape[0], L = shape[1], H = shape[2], D = shape[3];
-    std::vector<double> moved(values.size());
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t l = 0; l < L; ++l)
-        for (std::int64_t h = 0; h < H; ++h)
-          for (std::int64_t d = 0; d < D; ++d)
-            moved[static_cast<std::size_t>(((b * H + h) * L + l) * D + d)] =
-                values[static_cast<std::size_t>(((b * L + l) * H + h) * D + d)];
-    values = std::move(moved);
-    shape = {B, H, L, D};
-  }
-  if (as && *as != dt) {
-    for (std::size_t x = 0; x < values.size(); ++x)
-      if (round_to(*as, values[x]) != values[x] && !std::isnan(values[x]))
-        throw npy::NpyError(fmt::format("{} holds {} at element {}, which is not a {} value: --dtype names the dtype "
-                                        "the kernel stored its tensors in",
-                                        where, values[x], x, dtype_name(*as)));
-    dt = *as;
-  }
-  Tensor t = Tensor::contiguous(dt, shape);
-  t.assign(values);
-  return t;
+  const Dtype dt = dtype_of(a, where);
+  const bool moved = rank == 4 && blhd;
+  const std::vector<std::int64_t> shape =
+      moved ? std::vector<std::int64_t>{a.shape[0], a.shape[2], a.shape[1], a.shape[3]} : a.shape;
+  Tensor t = moved ? Tensor::with_layout(dt, shape, Layout::blhd) : Tensor::contiguous(dt, shape);
+  if (!a.data.empty()) std::memcpy(t.bytes().data(), a.data.data(), a.data.size());
+  if (!as || *as == dt) return t;
+  const std::vector<double> values = t.to_vector();
+  for (std::size_t x = 0; x < values.size(); ++x)
+    if (round_to(*as, values[x]) != values[x] && !std::isnan(values[x]))
+      throw npy::NpyError(fmt::format("{} holds {} at element {}, which is not a {} value: --dtype names the dtype "
+                                      "the kernel stored its tensors in",
+                                      where, values[x], x, dtype_name(*as)));
+  Tensor narrowed = Tensor::contiguous(*as, shape);
+  narrowed.assign(values);
+  return narrowed;
 }
 
 /// The narrower storage dtypes every value of the float32 `tensors` belongs to ("f16 or bf16", "bf16", …; "" for none):
