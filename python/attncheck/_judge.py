@@ -87,19 +87,16 @@ def _host(x, name, rank, layout, allowed=tuple(_STORAGE.values())):
     if x is None:
         return None
     if framework_of(x) == "torch":
-        import torch
-        x = x.detach()
-        storage = _storage_name(x.dtype, name, allowed)
-        values = x.to(device="cpu", dtype=torch.float64).numpy()
+        label = x.dtype
     else:
         try:
-            a = np.asarray(x)
+            x = np.asarray(x)
         except Exception as e:  # an object NumPy cannot read
             raise ValueError(f"{name} is not an array ({type(x).__name__}): {e}") from None
         ml = _ml_dtypes()
-        label = "bfloat16" if ml is not None and a.dtype == ml.bfloat16 else str(a.dtype)
-        storage = _storage_name(label, name, allowed)
-        values = a.astype(np.float64)
+        label = "bfloat16" if ml is not None and x.dtype == ml.bfloat16 else str(x.dtype)
+    storage = _storage_name(label, name, allowed)
+    values = _values(x)
     if values.ndim != rank:
         dims = "[B, H, L]" if rank == 3 else ("[B, L, H, D]" if layout == "blhd" else "[B, H, L, D]")
         raise ValueError(f"{name} has shape {tuple(values.shape)}; expected {rank} dimensions {dims}")

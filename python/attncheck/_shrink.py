@@ -103,8 +103,14 @@ def shrink(fn, q, k, v, *, scale=None, causal=False, contract=None, layout="bhld
         vs = _slice(_slice(vs, al, *s["keys"]), ad, *s["value_dim"])
         return _contiguous(qs), _contiguous(ks), _contiguous(vs)
 
+    def judge_result(qs, ks, vs, used, result, explain):
+        lse = result[1] if isinstance(result, (tuple, list)) and len(result) > 1 else None
+        return judge(qs, ks, vs, first(result), lse=lse, scale=used, causal=causal, contract=contract, layout=layout,
+                     explain=explain)
+
     def judged(s):
-        """(the judgment of fn on the slices `s`, the inputs) — None when fn raises there (another failure)."""
+        """(the judgment of fn on the slices `s`, (the inputs, the scale, fn's result)) — None when fn raises there
+        (another failure). Unexplained: a failing judgment's explanation judges again up to 14 times."""
         nonlocal calls
         qs, ks, vs = cut(s)
         used = scale if scale is not None else 1 / math.sqrt(int(qs.shape[ad]))
@@ -113,12 +119,10 @@ def shrink(fn, q, k, v, *, scale=None, causal=False, contract=None, layout="bhld
             result = fn(qs, ks, vs, scale=used, causal=causal)
         except Exception as e:  # the kernel's own trouble on this slice (a shape it declines): not this failure
             history.append((dict(s), f"raised {type(e).__name__}"))
-            return None, (qs, ks, vs, used)
-        lse = result[1] if isinstance(result, (tuple, list)) and len(result) > 1 else None
-        j = judge(qs, ks, vs, first(result), lse=lse, scale=used, causal=causal, contract=contract, layout=layout,
-                  explain=False)
+            return None, None
+        j = judge_result(qs, ks, vs, used, result, explain=False)
         history.append((dict(s), j.verdict))
-        return j, (qs, ks, vs, used)
+        return j, (qs, ks, vs, used, result)
 
     best = dict(full)
     j, inputs = judged(best)
@@ -142,8 +146,6 @@ def shrink(fn, q, k, v, *, scale=None, causal=False, contract=None, layout="bhld
                         break
                 else:
                     break  # neither half fails: this dimension is as small as halving makes it
-    qs, ks, vs, used = inputs
-    result = fn(qs, ks, vs, scale=used, causal=causal)  # the smallest slice's judgment, explained
-    lse = result[1] if isinstance(result, (tuple, list)) and len(result) > 1 else None
-    j = judge(qs, ks, vs, first(result), lse=lse, scale=used, causal=causal, contract=contract, layout=layout)
+    qs, ks, vs, used, result = inputs
+    j = judge_result(qs, ks, vs, used, result, explain=True)  # the smallest slice's judgment, explained
     return Shrunk(qs, ks, vs, j, best, (_numel(q, k, v), _numel(qs, ks, vs)), calls, used, bool(causal), history)

@@ -157,8 +157,8 @@ def test_the_example_test_file_of_a_kernel_repository_passes_on_torch_sdpa():
     import subprocess
     import sys
     from conftest import EXAMPLES
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.join(EXAMPLES, EXAMPLE)],
-                       capture_output=True, text=True, cwd=EXAMPLES)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(EXAMPLES, EXAMPLE)], capture_output=True, text=True, cwd=EXAMPLES)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "30 passed" in r.stdout
 
@@ -166,8 +166,9 @@ def test_the_example_test_file_of_a_kernel_repository_passes_on_torch_sdpa():
 def test_the_example_test_file_fails_a_kernel_with_the_wrong_scale(monkeypatch):
     torch = pytest.importorskip("torch")
     import test_my_attention as example
-    monkeypatch.setattr(example, "my_attention", lambda q, k, v, causal: torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, is_causal=causal, scale=1.0, enable_gqa=q.shape[1] != k.shape[1]))
+    unscaled = lambda q, k, v, causal: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+        q, k, v, is_causal=causal, scale=1.0, enable_gqa=q.shape[1] != k.shape[1])
+    monkeypatch.setattr(example, "my_attention", unscaled)
     with pytest.raises(AssertionError, match="FAIL"):
         example.test_forward(example.SHAPES[1], True, torch.float16)
 

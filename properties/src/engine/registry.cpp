@@ -82,8 +82,8 @@ void insert_line(RunReport &r, PropertyReport line) {
     return std::find_if(all.begin(), all.end(), [&](const PropertyDef *d) { return d->id == id; }) - all.begin();
   };
   auto &lines = r.properties;
-  lines.insert(std::find_if(lines.begin(), lines.end(), [&](const PropertyReport &x) { return rank(x.id) > rank(line.id); }),
-               std::move(line));
+  const auto after = [&](const PropertyReport &x) { return rank(x.id) > rank(line.id); };
+  lines.insert(std::find_if(lines.begin(), lines.end(), after), std::move(line));
 }
 
 Outcome evaluate(std::string_view id, const attncheck_kernel &kernel, const Case &c, const KernelContract &contract,
