@@ -93,6 +93,26 @@ struct CorpusCase {
 
 /// What a check asks for (the plan, the guard — `end` included, a value fixed per call —, the contract, what to
 /// gather), then the pointers to what it shares with its caller (cancel, shared).
+/// A production shape a check runs its properties on besides its search (CheckOptions::shapes): a model's heads,
+/// lengths and head dims, causal or not, with the features its layers use (a sliding window, a softcap). Values —
+/// and the other settings (layout, value family, the features the property draws) — are drawn as for any case.
+///
+/// Example (Llama-3-8B's prefill of 1,024 tokens):
+///   attncheck::DeclaredShape s{.name = "llama-3-8b prefill",
+///                              .shape = {.B = 1, .Hq = 32, .Hkv = 8, .Lq = 1024, .Lk = 1024, .D = 128, .Dv = 128},
+///                              .causal = true};
+struct DeclaredShape {
+  std::string name;  ///< what reports call it: a preset's "<model> <use>", else "shape N"
+  Shape shape;
+  bool causal = false;          ///< the causal mask, aligned as the kernel's contract declares
+  std::uint32_t features = 0;   ///< ATTNCHECK_FEATURE_WINDOW, _SOFTCAP: set as below, not drawn
+  std::int64_t window_left = -1, window_right = -1;  ///< with the window: −1 unbounded
+  double softcap = 0;                                ///< with the softcap: c
+  /// "llama-3-8b prefill: B=1 Hq=32 Hkv=8 Lq=1024 Lk=1024 D=128 Dv=128 causal"
+  std::string describe() const;
+  friend bool operator==(const DeclaredShape &, const DeclaredShape &) = default;
+};
+
 struct CheckOptions {
   Dtype dtype = Dtype::f32;                ///< storage dtype of every case
   std::vector<std::string> properties;     ///< property ids, in this order; empty = every registered property
@@ -153,6 +173,12 @@ struct CheckOptions {
   std::optional<int> targeted_cases;
   static constexpr int kTargetedDivisor = 4;
   int targeted_plan() const { return targeted_cases.value_or(cases / kTargetedDivisor); }
+  /// Production shapes every property that can take them runs on too (the declared-shapes phase, after a search that
+  /// found nothing): one case per shape and property, drawn from the property's seed and the shape's index. A
+  /// property takes a shape when the fast reference judges it (PropertyDef::screened; MPFR alone would take hours at
+  /// these sizes) and its own constraints allow it (a fixed mask, Dv = Lk, stretched problems do not); a feature the
+  /// shape uses must be declared by the kernel. PropertyReport::shapes says how each went; a failure is shrunk.
+  std::vector<DeclaredShape> shapes;
   /// The corpus cases of this kernel and dtype, in the order they are replayed (the gate sorts them by hash): before
   /// each property's search, its cases are judged like any other case under this check's contract. The first that
   /// fails is the property's counterexample (Counterexample::corpus_entry names it; the search does not run); when

@@ -112,6 +112,17 @@ struct TargetedSearch {
   friend bool operator==(const TargetedSearch &, const TargetedSearch &) = default;
 };
 
+/// One declared production shape (CheckOptions::shapes) as a property ran it.
+struct ShapeRun {
+  std::string shape;  ///< DeclaredShape::describe()
+  /// pass, fail, undecided, error; unsupported: the kernel declined the case, or the property cannot take the shape
+  Verdict verdict = Verdict::unsupported;
+  double ratio = 0;   ///< the case's worst error ÷ bound (pass, fail)
+  std::string spec;   ///< the case's spec line (layout, values, features drawn); empty when none was drawn
+  std::string note;   ///< why it was not taken, declined or undecided
+  friend bool operator==(const ShapeRun &, const ShapeRun &) = default;
+};
+
 /// The corpus cases a property replayed before its search (CheckOptions::corpus).
 struct CorpusReplay {
   int replayed = 0;  ///< corpus cases judged (the one that failed included)
@@ -144,6 +155,7 @@ struct PropertyReport {
   /// The corners (coverage.h) the search's cases reached: decided and declined, per corner.
   Coverage coverage;
   TargetedSearch targeted;  ///< the targeted phase (not run: ran() false)
+  std::vector<ShapeRun> shapes;  ///< the declared shapes, in CheckOptions::shapes' order (none declared: empty)
   /// Where the property's exact values came from: elements the fast reference decided, elements MPFR judged,
   /// screened passes confirmed under MPFR for the report's worst values. Deterministic, like the cases.
   ReferenceCounts reference;

@@ -5,10 +5,13 @@
 // moves through phases the body tracks itself (RunState, run_state.h), each in its file:
 //   search    — cases until one fails, or the planned count (search.cpp, which judges every phase's case);
 //   shrink    — RapidCheck walks the failure's shrink tree, keeping only the same failure (shrink.cpp);
-//   target    — after a search that found nothing, mutants of its passed cases of highest error ÷ bound climb
-//               toward a failure (targeted.cpp);
+//   declared  — after a search that found nothing, one case on each production shape the check declares
+//               (CheckOptions::shapes) that the property can take (declared.cpp);
+//   target    — after that, mutants of the search's passed cases of highest error ÷ bound climb toward a failure
+//               (targeted.cpp);
 //   reproduce — one replayed case from a reproduce string (a targeted one: the search and the phase run again up
-//               to its mutant, deterministic as they are, then the path is followed).
+//               to its mutant, deterministic as they are, then the path is followed; a declared shape's: its case
+//               drawn again, then the path).
 // Around them, guard.cpp stops a run and says what it may claim, and shape_pool.cpp draws the compile-friendly
 // pool the properties take their shapes from.
 //
@@ -79,6 +82,10 @@ std::string run_id(std::string_view id, Dtype dt) { return std::string(id) + "/"
 /// The reproduce map's key of a counterexample the targeted phase found: its Reproduce's size is the mutant's
 /// number, its shrink path a path in that mutant's shrinkable_case tree.
 std::string target_id(std::string_view id, Dtype dt) { return run_id(id, dt) + "@target"; }
+
+/// The reproduce map's key of a counterexample the declared-shapes phase found: its Reproduce's size is the shape's
+/// index in CheckOptions::shapes, its shrink path a path in that shape's case's shrinkable_case tree.
+std::string shape_id(std::string_view id, Dtype dt) { return run_id(id, dt) + "@shape"; }
 
 /// Bytes of memory available to this process: MemAvailable of /proc/meminfo, else the free pages.
 std::uint64_t available_memory() {
@@ -244,14 +251,24 @@ struct Searched {
   std::string key, failure_key;
 };
 
-/// The search of `st.def` (then, unless replaying or cut short, its targeted phase) on cases of `gen`: RapidCheck
-/// drives body(), which judges, counts and shrinks (search.cpp, shrink.cpp). `replaying`: the reproduce map's case
-/// alone; `target_replay`: a targeted counterexample to reach again.
+/// The search of `st.def` (then, unless replaying or cut short, its declared-shapes and targeted phases) on cases of
+/// `gen`: RapidCheck drives body(), which judges, counts and shrinks (search.cpp, shrink.cpp). `replaying`: the
+/// reproduce map's case alone; `target_replay`: a targeted counterexample to reach again; `shape_replay`: a declared
+/// shape's (its case drawn again, no search).
 Searched search(RunState &st, const rc::Gen<Case> &gen, const CaseOptions &co, std::uint64_t seed, bool replaying,
-                const rc::detail::Reproduce *target_replay) {
+                const rc::detail::Reproduce *target_replay, const rc::detail::Reproduce *shape_replay) {
   const CheckOptions &opt = st.run->opt;
   const PropertyDef &def = *st.def;
   const std::string key = run_id(def.id, opt.dtype);
+  if (shape_replay) {
+    Searched s{.result = rc::detail::SuccessResult{},
+               .failure = {},
+               .error = {},
+               .key = key,
+               .failure_key = shape_id(def.id, opt.dtype)};
+    s.failure.reproduce = *declared(st, co, seed, shape_replay);
+    return s;
+  }
   rc::detail::TestMetadata meta;
   meta.id = key;
   meta.description = std::string(def.formula);
@@ -270,6 +287,12 @@ Searched search(RunState &st, const rc::Gen<Case> &gen, const CaseOptions &co, s
              .failure_key = key};
   const bool searched =
       !s.result.match(s.failure) && !s.result.match(s.error) && !st.budget_exhausted && !st.interrupted;
+  if (!replaying && searched && !target_replay && !opt.shapes.empty())
+    if (const std::optional<rc::detail::Reproduce> found = declared(st, co, seed, nullptr)) {
+      s.failure.reproduce = *found;
+      s.failure_key = shape_id(def.id, opt.dtype);
+      return s;
+    }
   if (!replaying && searched && def.targeted)
     if (const std::optional<rc::detail::Reproduce> found = target(st, co, seed, target_replay)) {
       s.failure.reproduce = *found;
@@ -293,13 +316,15 @@ void record_search(PropertyReport &pr, RunState &st) {
   pr.skipped = st.counts.skipped;
   pr.coverage = st.counts.coverage;
   pr.targeted = st.target.counts;
+  pr.shapes = st.shapes;
 }
 
 /// A reproduce run's line: the replayed case (the last one evaluated) fails again, no longer fails, or was not
 /// reached.
 void settle_reproduction(PropertyReport &pr, RunState &st, const CaseOptions &co, Searched &s, bool replaying,
                          bool target_replay) {
-  const bool reached = replaying || s.failure_key != s.key;  // a targeted replay reached its mutant again
+  // A targeted replay reached its mutant again; a declared shape's is reached by construction.
+  const bool reached = replaying || s.failure_key != s.key;
   if (!reached) {
     pr.verdict = Verdict::undecided;
     pr.note = "could not reproduce: the search and the targeted phase took another course (the kernel's answers "
@@ -343,7 +368,10 @@ void settle_failure(PropertyReport &pr, RunState &st, const CaseOptions &co, Sea
                        .reproduce = reproduce_string(pr.seed, s.failure_key, s.failure.reproduce),
                        .corpus_entry = {}},
                       [&] { return must_stop(st); });
-  if (s.failure_key != s.key) {
+  if (s.failure_key == shape_id(st.def->id, st.run->opt.dtype)) {
+    add_note(pr, fmt::format("found on declared shape {} (error ÷ bound {:.3g}), shrunk from there",
+                             st.shapes.back().shape, f.first_outcome.worst_ratio));
+  } else if (s.failure_key != s.key) {
     pr.targeted.to = std::max(pr.targeted.to, f.first_outcome.worst_ratio);
     add_note(pr, fmt::format("found by the targeted phase: mutant {} of the search's worst cases (error ÷ bound "
                              "{:.3g} at most in the search)",
@@ -366,6 +394,16 @@ void settle_search(PropertyReport &pr, RunState &st, const CaseOptions &co,
   if (st.run->pool.shapes)
     add_note(pr, "shapes from a pool of " + std::to_string(st.run->pool.shapes->size()) +
                      " (compile-friendly generation)");
+  if (!st.shapes.empty()) {
+    const auto count = [&](Verdict v, bool taken) {
+      return std::count_if(st.shapes.begin(), st.shapes.end(), [&](const ShapeRun &r) {
+        return r.verdict == v && (r.verdict != Verdict::unsupported || taken == !r.spec.empty());
+      });
+    };
+    add_note(pr, fmt::format("declared shapes: {} passed, {} undecided, {} declined by the kernel, {} not taken",
+                             count(Verdict::pass, true), count(Verdict::undecided, true) + count(Verdict::error, true),
+                             count(Verdict::unsupported, true), count(Verdict::unsupported, false)));
+  }
   if (const TargetedSearch &t = st.target.counts; t.ran())
     add_note(pr, fmt::format("targeted phase: {} mutants of the search's worst cases took error ÷ bound from {:.3g} "
                              "to {:.3g}",
@@ -400,19 +438,23 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
                 .lse = env.contract.lse != LseOutput::none,
                 .declared_features = co.declared_features};
   st.reaches = corners_named(def.reaches);
-  // A targeted counterexample is reproduced by the search and the targeted phase again, up to its mutant.
-  const rc::detail::Reproduce *target_replay = nullptr;
-  if (run.reproduce)
-    if (const auto it = run.reproduce->find(target_id(def.id, opt.dtype)); it != run.reproduce->end())
-      target_replay = &it->second;
-  const bool replaying = run.reproduce && !target_replay;
+  // A targeted counterexample is reproduced by the search and the targeted phase again, up to its mutant; a declared
+  // shape's by its case alone.
+  const auto replay_of = [&](const std::string &key) -> const rc::detail::Reproduce * {
+    if (!run.reproduce) return nullptr;
+    const auto it = run.reproduce->find(key);
+    return it == run.reproduce->end() ? nullptr : &it->second;
+  };
+  const rc::detail::Reproduce *target_replay = replay_of(target_id(def.id, opt.dtype));
+  const rc::detail::Reproduce *shape_replay = replay_of(shape_id(def.id, opt.dtype));
+  const bool replaying = run.reproduce && !target_replay && !shape_replay;
   st.phase = replaying ? Phase::reproduce : Phase::search;
   st.started = Clock::now();
   st.counts.declined_shapes = run.pool.declined;  // the pool's, declined before it was drawn from
-  Searched s = search(st, gen, co, pr.seed, replaying, target_replay);
+  Searched s = search(st, gen, co, pr.seed, replaying, target_replay, shape_replay);
   record_search(pr, st);
-  if (replaying || target_replay) {
-    settle_reproduction(pr, st, co, s, replaying, target_replay != nullptr);
+  if (replaying || target_replay || shape_replay) {
+    settle_reproduction(pr, st, co, s, replaying, target_replay != nullptr || shape_replay != nullptr);
   } else if ((s.result.match(s.failure) || s.failure_key != s.key) && st.failure.found) {
     settle_failure(pr, st, co, s);  // else a failure is the time budget's stop
   } else if (s.result.match(s.error)) {
@@ -426,7 +468,8 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
 
 /// The reproduce string names a failure of property `id` in `dt`: the search's or the targeted phase's.
 bool names(const rc::detail::Configuration &replay, std::string_view id, Dtype dt) {
-  return replay.reproduce.count(run_id(id, dt)) || replay.reproduce.count(target_id(id, dt));
+  return replay.reproduce.count(run_id(id, dt)) || replay.reproduce.count(target_id(id, dt)) ||
+         replay.reproduce.count(shape_id(id, dt));
 }
 }  // namespace
 

@@ -27,7 +27,7 @@ using Clock = std::chrono::steady_clock;
 using rc::detail::CaseResult;
 
 /// Where a property's run is (check.cpp's overview): which rule judges its next case.
-enum class Phase { search, shrink, target, reproduce };
+enum class Phase { search, shrink, target, declared, reproduce };
 
 /// The compile-friendly pool a check draws its cases' shapes from (none: `shapes` null).
 struct ShapePool {
@@ -132,6 +132,8 @@ struct RunState {
   Outcome last_outcome;
   double last_rank = 0;  ///< exact_rank of last_outcome when it passed
   TargetState target;
+  std::vector<ShapeRun> shapes;  ///< the declared-shapes phase's, one per CheckOptions::shapes entry
+  int shape_failed = -1;         ///< the index of the declared shape whose case failed
 };
 
 // check.cpp
@@ -171,6 +173,13 @@ std::chrono::milliseconds hang_shrink_timeout(const RunState &st);
 /// Judges a shrink candidate: it fails only at the minimum's ladder step (and, for a hang, by hanging too), and
 /// then becomes the minimum; once max_shrinks candidates are tried, or the guard binds, the others pass untried.
 CaseResult judge_candidate(RunState &st, const Case &c);
+/// Shrinks a failure found outside RapidCheck's search (the targeted or the declared-shapes phase, st.failure.best)
+/// as RapidCheck shrinks a search's: the first child in its shrinkable_case tree (under `co`) that fails the same way
+/// becomes the minimum, until none does or the shrink budget is spent. Returns the path taken.
+std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co);
+/// The case at the end of `path` from `c` in its shrinkable_case tree under `co` (a reproduce string's path); throws
+/// std::invalid_argument when the path leaves the tree.
+Case follow_path(const Case &c, const CaseOptions &co, const std::vector<std::size_t> &path);
 /// The hang was shrunk under a shorter timeout (hang_shrink_timeout): the minimal case must hang at the full one
 /// too (one call timeout, within the budget's promise); else the case that hung first is the counterexample again,
 /// its `shrink_path` cleared and pr's note saying so.
@@ -193,6 +202,19 @@ CaseResult judge_mutant(RunState &st, const Case &c, const Outcome &o, double ra
 /// Reproduce of the failure it found and shrank, or reached again; nullopt when none.
 std::optional<rc::detail::Reproduce> target(RunState &st, const CaseOptions &co, std::uint64_t seed,
                                             const rc::detail::Reproduce *replay);
+
+// declared.cpp
+
+/// The declared-shapes phase after a search that found nothing: one case per CheckOptions::shapes entry that the
+/// property can take (its options `co`), drawn from `seed` and the shape's index, judged in Phase::declared and
+/// recorded in st.shapes. Stops at the first failure, which it shrinks (shrink_walk): the Reproduce's size is the
+/// shape's index. Replaying `replay`, it draws that shape's case again, follows the path and judges its end in
+/// Phase::reproduce. The Reproduce of the failure it found, or reached again; nullopt when none.
+/// The declared-shapes phase's record of shape `c` (st.shapes' last entry), judged `o`: its verdict and error ÷ bound
+/// (exact), counted apart from the search's cases but in the corners; a failure begins the shrink.
+CaseResult judge_declared(RunState &st, const Case &c, const Outcome &o, bool timed_out, const std::string &slow);
+std::optional<rc::detail::Reproduce> declared(RunState &st, const CaseOptions &co, std::uint64_t seed,
+                                              const rc::detail::Reproduce *replay);
 
 // guard.cpp
 

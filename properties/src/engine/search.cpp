@@ -136,6 +136,7 @@ std::string_view phase_name(Phase p) {
     case Phase::search: return "search";
     case Phase::shrink: return "shrink";
     case Phase::target: return "targeted";
+    case Phase::declared: return "declared";
     case Phase::reproduce: return "reproduce";
   }
   return "?";
@@ -186,11 +187,17 @@ void count_corners(RunState &st, const Case &c, bool was_decided) {
 CaseResult judge_case(RunState &st, const Case &c) {
   using T = CaseResult::Type;
   if (st.phase == Phase::shrink) return judge_candidate(st, c);
-  const bool searching = st.phase == Phase::search || st.phase == Phase::target;
+  const bool searching = st.phase == Phase::search || st.phase == Phase::target || st.phase == Phase::declared;
   const auto at_or_above_hung = [&](const Shape &h) { return at_or_above(c.spec.problem_shape(), h); };
   if (searching && std::any_of(st.run->shared.hung.begin(), st.run->shared.hung.end(), at_or_above_hung)) {
-    ++st.counts.skipped;
-    return {T::Discard, "not run: at or above a shape that hung, was too slow or hit the memory limit"};
+    constexpr const char *kSkipped = "not run: at or above a shape that hung, was too slow or hit the memory limit";
+    if (st.phase == Phase::declared) {
+      st.shapes.back().verdict = Verdict::undecided;
+      st.shapes.back().note = kSkipped;
+    } else {
+      ++st.counts.skipped;
+    }
+    return {T::Discard, kSkipped};
   }
   bool timed_out = false;
   std::string slow;
@@ -201,10 +208,12 @@ CaseResult judge_case(RunState &st, const Case &c) {
   const Record &record = st.phase == Phase::target ? st.target.highest : st.counts.worst;
   const double floor =
       std::min(record.held ? record.rank : -std::numeric_limits<double>::infinity(), parents_floor(st));
-  const double rank = o.verdict == Verdict::pass && searching ? exact_rank(o, floor) : 0;
+  const bool ranked = st.phase == Phase::search || st.phase == Phase::target;
+  const double rank = o.verdict == Verdict::pass && ranked ? exact_rank(o, floor) : 0;
   switch (st.phase) {
     case Phase::search: return judge_searched(st, c, o, rank, timed_out, slow);
     case Phase::target: return judge_mutant(st, c, o, rank, timed_out, slow);
+    case Phase::declared: return judge_declared(st, c, o, timed_out, slow);
     case Phase::reproduce:
       st.last = c;
       st.last_outcome = exact_if_at_least(o, -std::numeric_limits<double>::infinity());

@@ -1,13 +1,16 @@
-// The shrink: RapidCheck walks the failure's shrink tree (a targeted phase's failure is walked in targeted.cpp). A
-// candidate counts as failing only when it fails at the same ladder step, so shrinking keeps the failure and does not
-// slide into another one; after max_shrinks candidates every candidate but the current minimum is rejected. A hang (a
-// call stopped at its timeout where the kernel's measured speed says it should have returned: KernelSpeed) is shrunk
-// with a shorter call timeout (a candidate fails only by hanging too) and its minimal case confirmed once at the full
-// timeout; later cases at or above its shape are skipped (counted), since each would wait a timeout again. A call too
-// slow for its timeout is an undecided case instead.
+// The shrink: RapidCheck walks the failure's shrink tree (a failure of the targeted or the declared-shapes phase is
+// walked by shrink_walk, as RapidCheck would). A candidate counts as failing only when it fails at the same ladder
+// step, so shrinking keeps the failure and does not slide into another one; after max_shrinks candidates every
+// candidate but the current minimum is rejected. A hang (a call stopped at its timeout where the kernel's measured
+// speed says it should have returned: KernelSpeed) is shrunk with a shorter call timeout (a candidate fails only by
+// hanging too) and its minimal case confirmed once at the full timeout; later cases at or above its shape are skipped
+// (counted), since each would wait a timeout again. A call too slow for its timeout is an undecided case instead.
 #include "run_state.h"
 
+#include "attncheck/gen.h"
+
 #include <algorithm>
+#include <stdexcept>
 
 namespace attncheck::engine {
 
@@ -44,6 +47,39 @@ CaseResult judge_candidate(RunState &st, const Case &c) {
     return {T::Failure, o.detail};
   }
   return {T::Success, "not the same failure"};
+}
+
+std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co) {
+  std::vector<std::size_t> path;
+  rc::Shrinkable<Case> at = shrinkable_case(st.failure.best, co);
+  for (bool descended = true; descended;) {
+    descended = false;
+    auto shrinks = at.shrinks();
+    for (std::size_t i = 0; !descended && st.failure.shrinks_tried < st.run->opt.max_shrinks && !must_stop(st); ++i) {
+      auto child = shrinks.next();
+      if (!child) break;
+      const CaseResult r = judge_case(st, child->value());
+      report_progress(st);
+      if (r.type == CaseResult::Type::Failure) {
+        at = std::move(*child);
+        path.push_back(i);
+        descended = true;
+      }
+    }
+  }
+  return path;
+}
+
+Case follow_path(const Case &c, const CaseOptions &co, const std::vector<std::size_t> &path) {
+  rc::Shrinkable<Case> s = shrinkable_case(c, co);
+  for (const std::size_t index : path) {
+    auto shrinks = s.shrinks();
+    for (std::size_t i = 0; i < index; ++i) shrinks.next();
+    auto child = shrinks.next();
+    if (!child) throw std::invalid_argument("check: the reproduce string's shrink path leaves the case's tree");
+    s = std::move(*child);
+  }
+  return s.value();
 }
 
 void confirm_hang(RunState &st, std::vector<std::size_t> &shrink_path, PropertyReport &pr) {

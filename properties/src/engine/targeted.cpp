@@ -22,42 +22,6 @@ namespace {
 constexpr std::size_t kTargetParents = 4;
 constexpr std::uint64_t kTargetExploreEvery = 4;
 
-/// The child of `s` at each index of `path` in turn (a shrink path, as RapidCheck records one).
-rc::Shrinkable<Case> follow_path(rc::Shrinkable<Case> s, const std::vector<std::size_t> &path) {
-  for (const std::size_t index : path) {
-    auto shrinks = s.shrinks();
-    for (std::size_t i = 0; i < index; ++i) shrinks.next();
-    auto child = shrinks.next();
-    if (!child) throw std::invalid_argument("check: the reproduce string's shrink path leaves the case's tree");
-    s = std::move(*child);
-  }
-  return s;
-}
-
-/// Shrinks the targeted phase's failure (st.failure.best) as RapidCheck shrinks a search's: the first child of the
-/// current minimum that fails the same way becomes the minimum, until none does or the shrink budget is spent.
-/// Returns the path taken.
-std::vector<std::size_t> shrink_walk(RunState &st, const CaseOptions &co) {
-  std::vector<std::size_t> path;
-  rc::Shrinkable<Case> at = shrinkable_case(st.failure.best, co);
-  for (bool descended = true; descended;) {
-    descended = false;
-    auto shrinks = at.shrinks();
-    for (std::size_t i = 0; !descended && st.failure.shrinks_tried < st.run->opt.max_shrinks && !must_stop(st); ++i) {
-      auto child = shrinks.next();
-      if (!child) break;
-      const CaseResult r = judge_case(st, child->value());
-      report_progress(st);
-      if (r.type == CaseResult::Type::Failure) {
-        at = std::move(*child);
-        path.push_back(i);
-        descended = true;
-      }
-    }
-  }
-  return path;
-}
-
 /// Record::where of TargetState::highest once a mutant holds it.
 constexpr const char *kByMutant = "a mutant";
 
@@ -158,7 +122,7 @@ std::optional<rc::detail::Reproduce> target(RunState &st, const CaseOptions &co,
   if (replay) {
     if (st.target.failed != replay->size) return std::nullopt;  // the phase took another course
     // Follows the recorded path from the same mutant, and judges where it ends.
-    const Case end = follow_path(shrinkable_case(st.failure.best, co), replay->shrinkPath).value();
+    const Case end = follow_path(st.failure.best, co, replay->shrinkPath);
     st.phase = Phase::reproduce;
     st.failure.found = false;
     judge_case(st, end);
