@@ -8,6 +8,7 @@
 #include "attncheck/containment.h"
 #include "attncheck/report_io.h"
 #include "attncheck/run.h"
+#include "attncheck/shapes.h"
 
 #include <fmt/core.h>
 
@@ -79,6 +80,7 @@ struct CheckArgs {
   bool worker = false;  // internal: a worker process of --jobs
   std::string shape_pool = "auto";
   std::optional<std::string> shard;
+  std::optional<std::string> shapes;
 };
 
 std::string absolute_path(const std::string &path) {
@@ -120,6 +122,7 @@ gate::CheckRequest request_of(const CheckArgs &a, std::optional<ShardChoice> sha
   rq.plan.shape_pool = a.shape_pool;
   rq.plan.memory_limit_mib = a.memory_limit_mib;
   rq.plan.evidence = true;  // every report shows it, the terminal's captions too (the hints it verified)
+  if (a.shapes) rq.plan.shapes = gate::declared_shapes(*a.shapes);
   rq.dtypes = a.dtypes;
   // Each kernel's contract: what it declares (plugin symbol or exec hello), then --accumulate, then --contract.
   rq.contract = (a.accumulate ? "accumulate=" + *a.accumulate + " " : "") + a.contract.value_or("");
@@ -332,6 +335,13 @@ void register_check_command(CLI::App &app, Action &action) {
                   "a repeat: a probe of three calls before the first property), 0 (off) or N")
       ->check(CLI::IsMember({"auto"}) | CLI::Range(0, 1000))
       ->capture_default_str();
+  cmd->add_option("--shapes", args->shapes,
+                  "Production shapes every property that can take them runs on too, after its search: a preset ("
+                  "llama-3-8b, llama-3-70b, qwen3-14b, qwen3-235b-a22b, gemma-3-1b, gemma-3-27b, mistral-7b, "
+                  "deepseek-v3; `attncheck list --shapes`) or a JSON file of presets and shapes ({\"B\", \"Hq\", "
+                  "\"Hkv\", \"Lq\", \"Lk\", \"D\", \"Dv\", \"causal\", \"window\", \"softcap\"}: "
+                  "gate/include/attncheck/shapes.h); a failure there is shrunk like any other")
+      ->type_name("PRESET|FILE");
   cmd->add_option("--shard", args->shard,
                   "Check the I-th of N slices of the campaign (I/N, 1-based; default: ATTNCHECK_SHARD, or the index and "
                   "count of a Bazel/GTest, Slurm array or Kubernetes Indexed Job run) and write its partial report to "

@@ -1,20 +1,33 @@
 // attncheck list: every property id with its one-line math, the ABI 1.2 features a kernel may declare, and how
-// kernel processes are contained here.
+// kernel processes are contained here; `attncheck list --shapes`: the model presets of `check --shapes`.
 #include "commands.h"
 
 #include "attncheck/containment.h"
 #include "attncheck/check.h"
+#include "attncheck/shapes.h"
 
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <memory>
 
 namespace attncheck::cli {
 
 void register_list_command(CLI::App &app, Action &action) {
   CLI::App *cmd = app.add_subcommand("list", "List every property id with its formula and what a failure means.");
-  cmd->callback([&action] {
-    action = [] {
+  auto shapes = std::make_shared<bool>(false);
+  cmd->add_flag("--shapes", *shapes,
+                "List the model presets of `attncheck check --shapes` instead: each shape, and where its numbers "
+                "come from");
+  cmd->callback([&action, shapes] {
+    action = [shapes] {
+      if (*shapes) {
+        for (const gate::ModelPreset &m : gate::model_presets()) {
+          fmt::print("{}\n  source: {}\n", m.name, m.source);
+          for (const DeclaredShape &d : m.shapes) fmt::print("  {}\n", d.describe());
+        }
+        return gate::kExitPass;
+      }
       std::size_t width = 0;
       for (const PropertyInfo &p : property_catalog()) width = std::max(width, p.id.size());
       for (const PropertyInfo &p : property_catalog())

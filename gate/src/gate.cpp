@@ -28,6 +28,7 @@ CheckOptions run_options(const Request &request, Dtype dt, const KernelContract 
   opt.huge_cases = prof.name == "thorough";
   opt.memory_limit_mib = request.memory_limit_mib;
   opt.evidence = request.evidence;
+  opt.shapes = request.shapes;
   if (request.shape_pool == "auto") {
     opt.detect_compile = true;
   } else {

@@ -61,6 +61,10 @@ std::int64_t shown_row(const Evidence &e);
 bool cut_short(const PropertyReport &p, int planned);
 /// Whether the kernel declined every property of `r` (a run of a dtype its contract declares, with at least one).
 bool declined_entirely(const RunReport &r);
+/// One line per declared shape of `r` (CheckOptions::shapes; none declared: empty), over its properties:
+/// "llama-3-8b decode: B=2 …: 21 passed (worst err/bound 0.42); failed: lse (1.7); undecided: …; declined by the
+/// kernel: 0; not taken: 9".
+std::vector<std::string> shape_lines(const RunReport &r);
 /// N of `attncheck replay --failure N` for `member`, one of `failures` (Document::failures()).
 std::size_t failure_number(const std::vector<std::pair<std::size_t, std::size_t>> &failures,
                            std::pair<std::size_t, std::size_t> member);

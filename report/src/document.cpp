@@ -1,6 +1,8 @@
 // The Document model (failure numbering, worst element) and the helpers every writer shares.
 #include "common.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -219,6 +221,39 @@ bool declined_entirely(const RunReport &r) {
   const auto declined = [](const PropertyReport &p) { return p.verdict == Verdict::unsupported; };
   return !r.properties.empty() && r.contract.implements(r.dtype) &&
          std::all_of(r.properties.begin(), r.properties.end(), declined);
+}
+
+std::vector<std::string> shape_lines(const RunReport &r) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0;; ++i) {
+    std::string shape, failed, undecided;
+    int passed = 0, declined = 0, not_taken = 0;
+    double worst = 0;
+    for (const PropertyReport &p : r.properties) {
+      if (i >= p.shapes.size()) continue;
+      const ShapeRun &s = p.shapes[i];
+      shape = s.shape;
+      const std::string named = p.id + " (" + ratio_text(s.ratio) + ")";
+      switch (s.verdict) {
+        case Verdict::pass:
+          ++passed;
+          worst = std::max(worst, s.ratio);
+          break;
+        case Verdict::fail:
+        case Verdict::warn: failed += (failed.empty() ? "" : ", ") + named; break;
+        case Verdict::unsupported: ++(s.spec.empty() ? not_taken : declined); break;
+        default: undecided += (undecided.empty() ? "" : ", ") + p.id; break;
+      }
+    }
+    if (shape.empty()) return lines;
+    std::string line = fmt::format("{}: {} passed", shape, passed);
+    if (passed) line += " (worst err/bound " + ratio_text(worst) + ")";
+    if (!failed.empty()) line += "; failed: " + failed;
+    if (!undecided.empty()) line += "; undecided: " + undecided;
+    if (declined) line += fmt::format("; declined by the kernel: {}", declined);
+    if (not_taken) line += fmt::format("; not taken: {}", not_taken);
+    lines.push_back(std::move(line));
+  }
 }
 
 std::size_t failure_number(const std::vector<std::pair<std::size_t, std::size_t>> &failures,

@@ -631,7 +631,13 @@ std::string to_html(const Document &doc) {
            "</td><td class=\"n\">" + std::to_string(p.undecided) + "</td><td class=\"n\">" +
            ratio_text(p.worst_ratio_overall()) + "</td><td class=\"note\">" + note + "</td></tr>\n";
     }
-    s += "</table>\n" + coverage_section(r.coverage()) + "</section>\n";
+    s += "</table>\n" + coverage_section(r.coverage());
+    if (const std::vector<std::string> shapes = shape_lines(r); !shapes.empty()) {  // check --shapes
+      s += "<p>Declared shapes:</p><ul>";
+      for (const std::string &line : shapes) s += "<li>" + esc(line) + "</li>";
+      s += "</ul>\n";
+    }
+    s += "</section>\n";
   }
 
   // Counterexamples by root cause: failures first, then warnings; each group's headline, then its members.

@@ -141,6 +141,17 @@ ojson property_json(const PropertyReport &p) {
           {"summary", p.summary}};
   // Only when the check replayed a corpus: reports of runs without one stay as they were.
   if (p.corpus.replayed > 0) j["corpus"] = ojson{{"replayed", p.corpus.replayed}, {"passed", p.corpus.passed}};
+  // Only when the check declared shapes (check --shapes): the same.
+  if (!p.shapes.empty()) {
+    ojson shapes = ojson::array();
+    for (const ShapeRun &s : p.shapes)
+      shapes.push_back(ojson{{"shape", s.shape},
+                             {"verdict", verdict_id(s.verdict)},
+                             {"ratio", ratio_json(s.ratio)},
+                             {"spec", s.spec},
+                             {"note", s.note}});
+    j["shapes"] = std::move(shapes);
+  }
   return j;
 }
 
@@ -175,6 +186,15 @@ PropertyReport read_property(const Obj &p, std::int64_t version, std::size_t *fa
     const Obj c = p.obj("corpus");
     pr.corpus = {.replayed = c.count("replayed"), .passed = c.count("passed")};
     if (pr.corpus.passed > pr.corpus.replayed) fail(c.where() + "\"passed\" is more than \"replayed\"");
+  }
+  const json &shapes = p.array("shapes");  // a check that declared shapes (check --shapes)
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Obj s(shapes[i], p.path() + ".shapes[" + std::to_string(i) + "]");
+    pr.shapes.push_back(ShapeRun{.shape = s.str("shape"),
+                                 .verdict = s.name<Verdict, kVerdicts>("verdict", verdict_id),
+                                 .ratio = s.ratio("ratio"),
+                                 .spec = s.str("spec"),
+                                 .note = s.str("note")});
   }
   pr.seed = p.seed("seed");
   pr.note = p.str("note");

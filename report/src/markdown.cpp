@@ -185,6 +185,13 @@ std::string to_markdown(const Document &doc) {
                   md_escape(rc.describe()) + "\n";
   }
   if (!coverage.empty()) out += "\n**Coverage**\n\n" + coverage;
+  // The production shapes the check declared (check --shapes), each over the properties that took it.
+  std::string shapes;
+  for (const Run &run : doc.runs)
+    for (const std::string &line : shape_lines(run.report))
+      shapes += "- " + md_escape(run.report.kernel) + " " + std::string(dtype_name(run.report.dtype)) + " — " +
+                md_escape(line) + "\n";
+  if (!shapes.empty()) out += "\n**Declared shapes**\n\n" + shapes;
   // What was cut: each property that decided fewer cases than planned, or none it could decide on, and why.
   std::string cut;
   for (const Run &run : doc.runs)

@@ -88,6 +88,9 @@ std::string runs_section(const Document &doc) {
     if (rc.count(CornerStatus::reached) > 0)
       out += fmt::format("coverage of {} {}: {}\n", run.report.kernel, dtype_name(run.report.dtype), rc.describe());
   }
+  for (const Run &run : doc.runs)  // the production shapes the check declared (check --shapes)
+    for (const std::string &line : shape_lines(run.report))
+      out += fmt::format("declared shape of {} {}: {}\n", run.report.kernel, dtype_name(run.report.dtype), line);
   for (const Run &run : doc.runs) {  // a run that replayed a corpus (check --corpus): its recorded cases, passed or not
     int replayed = 0, passed = 0, failed = 0;
     for (const PropertyReport &p : run.report.properties) {

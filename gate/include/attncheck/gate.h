@@ -58,6 +58,8 @@ struct Request {
   /// Gather each counterexample's evidence (the report files show it; not after an interruption, which wants the
   /// reports now).
   bool evidence = false;
+  /// Production shapes every property that can take them runs on too (CheckOptions::shapes; shapes.h reads them).
+  std::vector<DeclaredShape> shapes;
 };
 
 /// The CheckOptions of one (kernel, dtype) run, sharing `state` with the kernel's other runs (its dtypes, a
