@@ -18,9 +18,9 @@ from ._infer import Inferred, infer
 from ._judge import Judgment, TensorJudgment, judge
 from ._shrink import Shrunk, shrink
 from ._kernel import Unsupported
-from ._report import Counterexample, PropertyResult, Replay, Report
+from ._report import Counterexample, PropertyResult, Replay, Report, ShapeResult
 from . import testing  # attncheck.testing.assert_attention after a plain `import attncheck`
 
 __all__ = ["check", "corpus_entries", "prune_corpus", "infer", "Inferred", "judge", "Judgment", "TensorJudgment",
-           "shrink", "Shrunk", "properties", "Report", "PropertyResult", "Counterexample", "Replay", "Unsupported",
+           "shrink", "Shrunk", "properties", "Report", "PropertyResult", "ShapeResult", "Counterexample", "Replay", "Unsupported",
            "testing", "__version__"]

@@ -3,6 +3,7 @@ isolated (a fresh Python process speaking the exec protocol, attncheck._serve, r
 or hang there is a failing call, not the end of the caller's process)."""
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shlex
@@ -124,7 +125,7 @@ def _kernels_and_command(kernel):
 def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default", seed=1, contract=None,
           report_dir=None, junit=None, time_budget=None, framework=None, device="cpu", isolate=False,
           cases=None, strict=False, timeout=10.0, first_call_timeout=60.0, name=None, quiet=None,
-          shape_pool=None, corpus=None) -> Report:
+          shape_pool=None, corpus=None, shapes=None) -> Report:
     """Checks the attention function `fn(q, k, v, *, scale, causal)` — returning `out` or `(out, lse)` — against
     attncheck's arbitrary-precision reference on generated cases, shrinking each failure to a minimal counterexample.
 
@@ -157,6 +158,15 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     check is added to it, one file per case named by its content hash (spec/REPORT_SCHEMA.md). `attncheck corpus DIR`
     lists and prunes it.
 
+    `shapes` adds your production shapes to the plan: every property the fast reference judges runs one case on each
+    (values, layout and the other settings drawn as for any case), after its search; a failure there is shrunk like
+    any other. Give a preset's name ("llama-3-8b", "llama-3-70b", "qwen3-14b", "qwen3-235b-a22b", "gemma-3-1b",
+    "gemma-3-27b", "mistral-7b", "deepseek-v3": `attncheck list --shapes` shows them with their sources), a JSON
+    file's path, or a list of preset names and dicts with keys B, Hq, Hkv, Lq, Lk, D, Dv, causal and optionally
+    window=(left, right), softcap and name — e.g. [{"B": 1, "Hq": 32, "Hkv": 8, "Lq": 1, "Lk": 32768, "D": 128}].
+    Report.properties' lines say how each shape went (`shapes`); summary.md lists them. ValueError for a shape it
+    cannot read.
+
     Returns a Report; writes report.json, summary.md and report.html to `report_dir` and JUnit XML to `junit` when
     given. The same seed gives the same cases, verdicts and report.
     """
@@ -184,6 +194,7 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
         shape_pool = _core.AUTO_SHAPE_POOL if framework_used == "jax" else "auto"
     rq.shape_pool = str(shape_pool)
     rq.corpus = os.fspath(corpus) if corpus is not None else ""
+    rq.shapes = _shapes_argument(shapes)
     specs, command = _kernels_and_command(kernel)
     try:
         text, exit_code, interrupted = _core.check(specs, command, rq)
@@ -195,6 +206,28 @@ def check(fn, *, backward=None, dtypes=DTYPES, properties=None, profile="default
     if interrupted:
         raise KeyboardInterrupt("attncheck: interrupted; the report holds what was decided")
     return report
+
+
+def _shapes_argument(shapes):
+    """check()'s `shapes` as the gate reads them (gate/include/attncheck/shapes.h): a preset's name or a file's path
+    as given, a list as JSON text ("" for none)."""
+    if shapes is None:
+        return ""
+    if isinstance(shapes, (str, os.PathLike)):
+        return os.fspath(shapes)
+    if isinstance(shapes, dict):
+        shapes = [shapes]
+    try:
+        return json.dumps(list(shapes), default=_json_number)
+    except TypeError as e:
+        raise ValueError(f"shapes: {e}") from None
+
+
+def _json_number(x):
+    """NumPy and torch scalars in a shape dict (Hq=np.int64(32)) as JSON numbers."""
+    if hasattr(x, "item"):
+        return x.item()
+    raise TypeError(f"a shape's values are numbers, booleans and [left, right] lists, not {type(x).__name__}")
 
 
 def replay(document, failure, kernel, timeout=10.0, contract=None, strict=False) -> Replay:

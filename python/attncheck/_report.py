@@ -86,6 +86,19 @@ class PropertyResult:
     #: corpus cases replayed before the search (check(corpus=...)) and how many of them passed
     corpus_replayed: int = 0
     corpus_passed: int = 0
+    #: the declared shapes (check(shapes=...)), in order: how this property ran each
+    shapes: list = field(default_factory=list)
+
+
+@dataclass
+class ShapeResult:
+    """One declared shape as a property ran it: `verdict` pass, fail, undecided, error, or unsupported (the kernel
+    declined its case, or the property does not take the shape: `note` says why)."""
+    shape: str    #: its name and dimensions: "llama-3-8b prefill: B=1 Hq=32 … causal"
+    verdict: str
+    ratio: float  #: the case's worst error ÷ bound
+    spec: str     #: the drawn case's spec line ("" when none was drawn)
+    note: str
 
 
 class Report:
@@ -115,7 +128,9 @@ class Report:
                 self.properties.append(PropertyResult(
                     run["kernel"], run["dtype"], p["id"], p["verdict"], p.get("tier", "required"), p["cases"],
                     p["unsupported"], p["undecided"], _ratio(p["worst_ratio"]), p.get("note", ""), p["formula"], cx,
-                    p.get("corpus", {}).get("replayed", 0), p.get("corpus", {}).get("passed", 0)))
+                    p.get("corpus", {}).get("replayed", 0), p.get("corpus", {}).get("passed", 0),
+                    [ShapeResult(x["shape"], x["verdict"], _ratio(x["ratio"]), x["spec"], x["note"])
+                     for x in p.get("shapes", [])]))
         self.counterexamples.sort(key=lambda c: c.number)
 
     @property

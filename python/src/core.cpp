@@ -10,6 +10,7 @@
 #include "attncheck/judge.h"
 #include "attncheck/replay.h"
 #include "attncheck/run.h"
+#include "attncheck/shapes.h"
 
 #include "attncheck/bound_kernel.h"
 #include "attncheck/check.h"
@@ -409,6 +410,7 @@ struct CheckRequest {
   std::uint64_t memory_limit_mib = 4096;
   std::string shape_pool = "auto";
   std::string corpus;  ///< a counterexample corpus directory (gate/include/attncheck/corpus.h); empty: none
+  std::string shapes;  ///< declared shapes as gate::declared_shapes reads them (a preset, a file, JSON); empty: none
 };
 
 /// The report names the call the guard abandoned: on the first property it cut short (else the last one run); the
@@ -443,6 +445,7 @@ std::pair<gate::CheckRequest, std::vector<Dtype>> request_of(const CheckRequest 
   request.strict = rq.strict;
   request.quiet = rq.quiet;
   try {
+    if (!rq.shapes.empty()) plan.shapes = gate::declared_shapes(rq.shapes);
     gate::check_property_ids(plan.properties);
     return {std::move(request), gate::dtypes_of(rq.dtypes)};
   } catch (const gate::RunError &e) {
@@ -763,6 +766,7 @@ NB_MODULE(_core, m) {
       .def_rw("first_call_timeout", &CheckRequest::first_call_timeout)
       .def_rw("memory_limit_mib", &CheckRequest::memory_limit_mib)
       .def_rw("shape_pool", &CheckRequest::shape_pool)
+      .def_rw("shapes", &CheckRequest::shapes)
       .def_rw("corpus", &CheckRequest::corpus);
 
   m.def("check", &run_check, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"),
