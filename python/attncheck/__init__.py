@@ -22,5 +22,5 @@ from ._report import Counterexample, PropertyResult, Replay, Report, ShapeResult
 from . import testing  # attncheck.testing.assert_attention after a plain `import attncheck`
 
 __all__ = ["check", "corpus_entries", "prune_corpus", "infer", "Inferred", "judge", "Judgment", "TensorJudgment",
-           "shrink", "Shrunk", "properties", "Report", "PropertyResult", "ShapeResult", "Counterexample", "Replay", "Unsupported",
-           "testing", "__version__"]
+           "shrink", "Shrunk", "properties", "Report", "PropertyResult", "ShapeResult", "Counterexample", "Replay",
+           "Unsupported", "testing", "__version__"]
