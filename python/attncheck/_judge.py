@@ -44,15 +44,18 @@ class Judgment:
     """What attncheck.judge found. `passed`: no required check failed and none was left undecided (a warning — an
     advisory gradient check under the contract — passes unless strict=True); `verdict` is "pass", "warn", "fail" or
     "undecided"; `tensors` each given tensor's TensorJudgment; `explained_by` the (declaration, meaning) pairs under
-    which the tensors would pass; str(j) the whole judgment for people."""
+    which the tensors would pass; `hints` what a failing O shows of its defect when no declaration explains it ("O is
+    the exact attention at scale 1, not 1/√D = 0.125", a shifted causal diagonal, dropped keys, a lost rescale, exp
+    overflow), each verified on these outputs; str(j) the whole judgment for people."""
 
-    def __init__(self, verdict, exit_code, text, tensors, explained_by, contract):
+    def __init__(self, verdict, exit_code, text, tensors, explained_by, contract, hints=()):
         self.verdict = verdict
         self.exit_code = exit_code
         self.text = text
         self.tensors = [TensorJudgment(t[0], tuple(t[1]), t[2], t[3], t[4], tuple(t[5]), *t[6:]) for t in tensors]
         self.explained_by = [tuple(e) for e in explained_by]
         self.contract = contract
+        self.hints = list(hints)
 
     @property
     def passed(self):

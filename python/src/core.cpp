@@ -568,9 +568,9 @@ using TensorLine = std::tuple<std::string, std::vector<std::int64_t>, std::int64
                               std::vector<std::int64_t>, double, double, double, double>;
 
 /// gate::judge on the arrays; returns (verdict, exit code, text, tensors, [(declaration, meaning)], contract judged
-/// under). ValueError for what does not fit.
+/// under, [hint]). ValueError for what does not fit.
 std::tuple<std::string, int, std::string, std::vector<TensorLine>, std::vector<std::pair<std::string, std::string>>,
-           std::string>
+           std::string, std::vector<std::string>>
 run_judge(const Given &q, const Given &k, const Given &v, const Given &out, const std::optional<Given> &lse,
           const std::optional<Given> &dout, const std::optional<Given> &dq, const std::optional<Given> &dk,
           const std::optional<Given> &dv, std::optional<double> scale, bool causal, const std::string &contract,
@@ -605,8 +605,10 @@ run_judge(const Given &q, const Given &k, const Given &v, const Given &out, cons
                          t.bound, t.ratio);
   std::vector<std::pair<std::string, std::string>> explained;
   for (const Explanation &e : j->explained_by) explained.emplace_back(e.declaration, e.meaning);
+  std::vector<std::string> hints;
+  for (const Hint &h : j->hints) hints.push_back(h.text);
   return {std::string(verdict_id(j->verdict())), gate::judge_exit_code(*j, strict), reporting::judgment_text(*j),
-          tensors, explained, j->contract.describe_changes()};
+          tensors, explained, j->contract.describe_changes(), hints};
 }
 
 reporting::Document parse(const std::string &json) {
@@ -817,7 +819,7 @@ NB_MODULE(_core, m) {
         nb::arg("dout").none(), nb::arg("dq").none(), nb::arg("dk").none(), nb::arg("dv").none(),
         nb::arg("scale").none(), nb::arg("causal"), nb::arg("contract"), nb::arg("strict"), nb::arg("explain"),
         nb::arg("features"),
-        "Judges given tensors (gate::judge): (verdict, exit code, text, tensors, explained_by, contract).");
+        "Judges given tensors (gate::judge): (verdict, exit code, text, tensors, explained_by, contract, hints).");
   m.def("corpus_list", &corpus_list, nb::arg("dir"));
   m.def("corpus_prune", &corpus_prune, nb::arg("dir"), nb::arg("kernels"), nb::arg("exec_command"), nb::arg("timeout"),
         nb::arg("kernel"));

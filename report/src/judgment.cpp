@@ -48,6 +48,7 @@ std::string judgment_text(const Judgment &j) {
       out += "  the gradients are advisory under this contract: a warning, not a failure\n";
   }
   for (const std::string &note : j.notes) out += fmt::format("  {}\n", note);
+  for (const Hint &h : j.hints) out += fmt::format("  hint: {}\n", h.text);
   for (const Explanation &e : j.explained_by)
     out += fmt::format("  would pass under {}: {}\n", e.declaration, e.meaning);
   if (!j.explained_by.empty())

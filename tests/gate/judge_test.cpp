@@ -98,6 +98,25 @@ TEST_CASE("every planted bug the forward shows fails judge at its shape, and the
   }
 }
 
+TEST_CASE("a forward bug's outputs carry the hint that explains them, a correct kernel's none") {
+  // Each bug's defect is one a hint reproduces (hints.h): another scale, the causal diagonal moved, the rescale lost.
+  const std::pair<support::Bug, Hint::Kind> bugs[] = {{support::Bug::missing_scale, Hint::Kind::scale},
+                                                      {support::Bug::causal_off_by_one, Hint::Kind::mask_shift},
+                                                      {support::Bug::no_rescale, Hint::Kind::lost_rescale}};
+  for (const auto &[b, kind] : bugs) {
+    std::mt19937_64 rng(11);
+    const Problem p = plain(rng, Dtype::f32, Mask::causal);
+    const Judgment j = gate::judge(ran(support::variant_kernel(support::bug_variant(b)), p, {}));
+    INFO(support::bug_variant(b).name() << "\n" << reporting::judgment_text(j));
+    REQUIRE(j.hints.size() == 1);
+    CHECK(j.hints[0].kind == kind);
+    CHECK(reporting::judgment_text(j).find("  hint: " + j.hints[0].text) != std::string::npos);
+  }
+  std::mt19937_64 rng(11);
+  const Problem p = plain(rng, Dtype::f32, Mask::causal);
+  CHECK(gate::judge(ran(support::variant_kernel({}), p, {})).hints.empty());
+}
+
 TEST_CASE("a kernel aligned top-left fails the default contract, passes its own, and judge names the declaration") {
   std::mt19937_64 rng(3);
   const Problem p = plain(rng, Dtype::f16, Mask::causal, {1, 2, 2, 5, 12, 8, 8});

@@ -63,6 +63,20 @@ def test_an_unscaled_kernel_fails_with_its_worst_element_counted():
     assert o.exceeding > 0 and o.ratio > 1 and len(o.worst_index) == 4
     assert abs(o.got - o.exact) > o.bound
     assert "first failing check" in str(j) and "O[" in str(j)
+    assert j.hints == ["O and LSE are the exact attention at scale 1, not 1/√D = 0.25"]
+    assert "hint: O and LSE are the exact attention at scale 1" in str(j)
+
+
+def test_a_kernel_that_drops_its_tail_keys_is_told_so_and_a_correct_one_gets_no_hint():
+    q, k, v = problem("f32", Lk=13)
+    out, lse = attention(q, k[:, :, :8], v[:, :, :8], scale=0.25, causal=False)
+    j = attncheck.judge(q, k, v, out, lse=lse)
+    assert j.verdict == "fail" and len(j.hints) == 1
+    assert "is the exact output without keys 8…12" in j.hints[0]
+    with pytest.raises(AssertionError, match="a dropped tail tile"):
+        assert_attention_close(out, q, k, v, lse=lse)
+    right, right_lse = attention(q, k, v, scale=0.25, causal=False)
+    assert attncheck.judge(q, k, v, right, lse=right_lse).hints == []
 
 
 def test_a_top_left_causal_kernel_fails_the_default_and_names_the_declaration_that_explains_it():

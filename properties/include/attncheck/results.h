@@ -218,6 +218,10 @@ struct Judgment {
   /// On a failure: the declarations under which these outputs pass (the candidates a check's diagnosis tries, SPEC.md
   /// §3.1), narrowest first; empty when none does. Evidence for a practice, not proof: no fresh case confirms it.
   std::vector<Explanation> explained_by;
+  /// On a forward failure no declaration explains: what O shows of its defect (a hint from evidence, SPEC.md §3.1:
+  /// another scale, a shifted diagonal, dropped keys, a lost rescale, exp overflow), verified on these outputs; empty
+  /// when none reproduces them, or the problem is too large for the hypotheses' reference calls.
+  std::vector<Hint> hints;
   std::vector<std::string> notes;  ///< what was not judged, and why
   /// fail when a required ladder failed, else warn when an advisory one did, else undecided when one could not
   /// decide, else pass.

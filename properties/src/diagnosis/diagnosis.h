@@ -54,6 +54,13 @@ Diagnosis diagnose(const PropertyDef &def, const Env &env, const CaseOptions &co
 std::vector<Explanation> explain_given(const Outcome &o, const KernelContract &contract, Dtype dt,
                                        const std::function<Outcome(const KernelContract &)> &rejudge);
 
+/// What outputs a kernel already returned (given.h: judge_given) show of their defect: add_evidence's hints
+/// (SPEC.md §3.1, "Hints from evidence") on `out` and `lse` (nullptr, or ignored under lse=none) of problem `p` under
+/// `precision` — but the two that re-run the kernel (the NaN source, the scale probe). Empty for problems with
+/// features, too large for the hypotheses' reference calls, or where no hypothesis reproduces the outputs.
+std::vector<Hint> given_hints(const Problem &p, const PrecisionProfile &precision, const KernelContract &contract,
+                              const Tensor &out, const Tensor *lse);
+
 /// Re-runs each counterexample of `r` on `kernel` (forward, and backward for gradient properties) under the
 /// report's contract and keeps in Counterexample::evidence the failing tensor's values, the exact values, the bounds
 /// (error model, the report's profile) and the exact probabilities. The case re-run is the problem that failed: the

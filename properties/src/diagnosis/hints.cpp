@@ -2,6 +2,8 @@
 // compared with what the kernel returned on the failing problem; a hint only where one reproduces it.
 #include "hints.h"
 
+#include "diagnosis.h"
+
 #include "../effective_scale.h"
 #include "attncheck/error_model.h"
 #include "attncheck/property.h"
@@ -27,6 +29,10 @@ constexpr double kReproduced = 1;
 /// may spend on a counterexample — about 3 s of MPFR: a family that needs more (a long minimal case) is not tried, no
 /// hint rather than minutes per failure.
 constexpr std::int64_t kHintWork = std::int64_t{1} << 26;
+
+/// Reference calls on the whole problem that given_hints may need at most (its hypotheses, before each family's own
+/// affordable() check): outputs given at production size get no hint rather than minutes of MPFR.
+constexpr std::int64_t kGivenHintCalls = 4;
 
 /// Whether `calls` reference calls on `p` fit kHintWork.
 bool affordable(const Problem &p, std::int64_t calls) { return calls * p.shape.work() <= kHintWork; }
@@ -299,8 +305,8 @@ std::optional<Hint> nan_source(const Observed &k, const ExactForward &exact, con
 /// twice or undone; names of one value read together, "1/D = 1/√Dv", but 1 is just 1), then the scale the
 /// effective-scale probe fits on the kernel (properties/src/effective_scale.h) — the first whose exact result reproduces the
 /// kernel's.
-std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &baseline, const Case &c,
-                                const Env &env) {
+std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &baseline, const Case *c,
+                                const Env *env) {
   const Shape &s = k.p.shape;
   const double scale = k.p.params.scale, D = static_cast<double>(s.D), Dv = static_cast<double>(s.Dv);
   struct Candidate {
@@ -343,13 +349,14 @@ std::optional<Hint> other_scale(const Observed &k, const std::vector<double> &ba
   };
   for (const Candidate &cand : candidates)
     if (std::optional<Hint> h = hint(cand)) return h;
+  if (!c || !env) return std::nullopt;  // outputs given without their kernel: nothing to probe
   // The probe: one query against two keys whose logit gap is an integer g, v = identity (O = the weights); the
   // middle of the interval of scales its weights allow.
   try {
-    const props::probe::ScaleProbe pr = props::probe::scale_probe(c.spec);
+    const props::probe::ScaleProbe pr = props::probe::scale_probe(c->spec);
     Problem pp = pr.c.problem();
     pp.params.scale = scale;
-    const ForwardRun fr = run_forward(env, pp);
+    const ForwardRun fr = run_forward(*env, pp);
     if (!fr.call.ok()) return std::nullopt;
     const ExactForward e = reference_forward(pp);
     const ForwardBounds b = forward_bounds(pp, e, k.precision);
@@ -551,6 +558,34 @@ std::optional<Hint> dropped_keys(const Observed &k, const std::vector<double> &b
   return h;
 }
 
+/// The first verified hypothesis on the kernel's outputs `k`, in evidence_hints' order; the two that re-run the kernel
+/// (the NaN source, the scale probe) only with `c` and `env`.
+std::vector<Hint> hints_on(Observed &k, const Case *c, const Env *env) {
+  const Shape &s = k.p.shape;
+  k.rows = s.B * s.Hq * s.Lq;
+  k.dv = s.Dv;
+  if (k.rows == 0 || s.Lk == 0) return {};
+  for (std::int64_t row = 0; row < k.rows; ++row) {
+    k.logits.push_back(logits(k.p, row));
+    const std::vector<double> &l = k.logits.back();
+    k.seen.push_back(std::count_if(l.begin(), l.end(), [](double x) { return x != -INFINITY; }));
+    k.dot_reach.push_back(dot_reach(k.p, row));
+  }
+  const ExactForward exact = reference_forward(k.p);
+  const ForwardBounds bounds = forward_bounds(k.p, exact, k.precision);
+  const std::vector<double> baseline = row_ratios(k, exact.out, exact.lse, bounds);
+  if (reproduced(baseline)) return {};  // O and LSE are right here: the failure is elsewhere
+  std::optional<Hint> h = exp_overflow(k, exact);
+  // A non-finite input's trace first: the hypotheses below judge finite elements only.
+  if (!h && c && env) h = nan_source(k, exact, *c, *env);
+  if (!h) h = other_scale(k, baseline, c, env);
+  if (!h) h = mask_shift(k, baseline);
+  if (!h) h = lost_rescale(k, exact, bounds, baseline);
+  if (!h) h = dropped_keys(k, baseline);
+  if (h) return {*h};
+  return {};
+}
+
 }  // namespace
 
 std::vector<Hint> diagnosis::evidence_hints(const Counterexample &cx, const attncheck_kernel &kernel,
@@ -564,37 +599,31 @@ std::vector<Hint> diagnosis::evidence_hints(const Counterexample &cx, const attn
     const Env env{kernel, report.precision(), report.contract};
     const ForwardRun fr = run_forward(env, p);
     if (!fr.call.ok()) return {};
-    const Shape &s = p.shape;
     Observed k;
     k.p = p;
     k.precision = report.precision();
     k.out = fr.out.to_vector();
-    k.rows = s.B * s.Hq * s.Lq;
-    k.dv = s.Dv;
     if (fr.has_lse && report.contract.lse != LseOutput::none) k.lse = fr.lse.to_vector();
-    if (k.rows == 0 || s.Lk == 0) return {};
-    for (std::int64_t row = 0; row < k.rows; ++row) {
-      k.logits.push_back(logits(p, row));
-      const std::vector<double> &l = k.logits.back();
-      k.seen.push_back(std::count_if(l.begin(), l.end(), [](double x) { return x != -INFINITY; }));
-      k.dot_reach.push_back(dot_reach(p, row));
-    }
-    const ExactForward exact = reference_forward(p);
-    const ForwardBounds bounds = forward_bounds(p, exact, k.precision);
-    const std::vector<double> baseline = row_ratios(k, exact.out, exact.lse, bounds);
-    if (reproduced(baseline)) return {};  // O and LSE are right here: the failure is elsewhere
-    std::optional<Hint> h = exp_overflow(k, exact);
-    // A non-finite input's trace first: the hypotheses below judge finite elements only.
-    if (!h) h = nan_source(k, exact, c, env);
-    if (!h) h = other_scale(k, baseline, c, env);
-    if (!h) h = mask_shift(k, baseline);
-    if (!h) h = lost_rescale(k, exact, bounds, baseline);
-    if (!h) h = dropped_keys(k, baseline);
-    if (h) return {*h};
+    return hints_on(k, &c, &env);
   } catch (const std::exception &) {
     // A problem the reference or the error model declines: no hint.
   }
   return {};
+}
+
+std::vector<Hint> diagnosis::given_hints(const Problem &p, const PrecisionProfile &precision,
+                                         const KernelContract &contract, const Tensor &out, const Tensor *lse) {
+  if (p.features.any() || !affordable(p, kGivenHintCalls)) return {};
+  try {
+    Observed k;
+    k.p = p;
+    k.precision = precision;
+    k.out = out.to_vector();
+    if (lse && contract.lse != LseOutput::none) k.lse = lse->to_vector();
+    return hints_on(k, nullptr, nullptr);
+  } catch (const std::exception &) {
+    return {};  // a problem the reference or the error model declines: no hint
+  }
 }
 
 }  // namespace attncheck

@@ -24,4 +24,5 @@ namespace attncheck::diagnosis {
 /// hypothesis reproduces the output. Deterministic: it depends on the kernel's outputs and the case only.
 std::vector<Hint> evidence_hints(const Counterexample &cx, const attncheck_kernel &kernel, const RunReport &report);
 
+
 }  // namespace attncheck::diagnosis
