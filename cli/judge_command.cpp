@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 namespace attncheck::cli {
@@ -18,7 +19,7 @@ namespace attncheck::cli {
 namespace {
 
 struct JudgeArgs {
-  std::string inputs, contract, layout = "bhld", dtype;
+  std::string inputs, contract, layout = "bhld", dtype, report_dir;
   std::optional<double> scale;
   bool causal = false, strict = false, quiet = false;
 };
@@ -117,6 +118,15 @@ int run_judge(const JudgeArgs &a) {
   try {
     const Judgment j = gate::judge(rq);
     if (!a.quiet) fmt::print("{}", reporting::judgment_text(j));
+    if (!a.report_dir.empty()) {
+      const std::string inputs = std::filesystem::absolute(a.inputs).lexically_normal().string();
+      try {
+        reporting::write_judgment(j, {inputs, gate::judge_replay(j, inputs, a.layout)}, a.report_dir);
+      } catch (const std::runtime_error &e) {
+        return usage_error(std::string("--report-dir: ") + e.what());
+      }
+      if (!a.quiet) fmt::print(stderr, "reports written to {}/ (report.json, summary.md, report.html)\n", a.report_dir);
+    }
     if (j.verdict() == Verdict::fail && a.dtype.empty())
       if (const std::string fit = narrower_dtypes({&rq.q, &rq.k, &rq.v, &*rq.given.out}); !fit.empty())
         fmt::print(stderr, "attncheck: every value of q, k, v and out is a {0} value: if the kernel stored {0}, give "
@@ -149,6 +159,9 @@ void register_judge_command(CLI::App &app, Action &action) {
       ->check(CLI::IsMember({"bhld", "blhd"}));
   cmd->add_option("--dtype", args->dtype,
                   "The kernel's storage dtype when the file holds its values in a wider one (f32, f16, bf16)");
+  cmd->add_option("--report-dir", args->report_dir,
+                  "Write the judgment to report.json, summary.md and report.html there, with the command that judges "
+                  "these inputs again");
   cmd->add_flag("--strict", args->strict, "A warning (an advisory gradient check) fails too");
   cmd->add_flag("--quiet", args->quiet, "Print nothing but errors");
   cmd->callback([args, &action] { action = [args] { return run_judge(*args); }; });

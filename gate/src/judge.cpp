@@ -4,6 +4,8 @@
 #include "attncheck/gate.h"
 #include "attncheck/run.h"
 
+#include <fmt/core.h>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -77,6 +79,21 @@ int judge_exit_code(const Judgment &j, bool strict) {
     case Verdict::undecided: return kExitInconclusive;
     default: return kExitPass;
   }
+}
+
+std::string judge_replay(const Judgment &j, std::string_view inputs, std::string_view layout) {
+  if (j.features.any()) return "";  // the command takes no features
+  const auto quoted = [](std::string_view x) {
+    std::string q = "'";
+    for (const char ch : x) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
+  std::string cmd = fmt::format("attncheck judge --inputs {} --dtype {} --scale {:.17g}", quoted(inputs),
+                                dtype_name(j.dtype), j.scale);
+  if (layout != "bhld") cmd += " --layout " + std::string(layout);
+  if (j.mask != Mask::none) cmd += " --causal";
+  if (const std::string c = j.contract.describe_changes(); c != "defaults") cmd += " --contract " + quoted(c);
+  return cmd;
 }
 
 }  // namespace attncheck::gate

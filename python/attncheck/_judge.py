@@ -9,6 +9,7 @@ the kernel declares; no kernel is called. Arrays on a GPU are copied to the host
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -48,7 +49,7 @@ class Judgment:
     the exact attention at scale 1, not 1/√D = 0.125", a shifted causal diagonal, dropped keys, a lost rescale, exp
     overflow), each verified on these outputs; str(j) the whole judgment for people."""
 
-    def __init__(self, verdict, exit_code, text, tensors, explained_by, contract, hints=()):
+    def __init__(self, verdict, exit_code, text, tensors, explained_by, contract, hints=(), data=None, inputs=None):
         self.verdict = verdict
         self.exit_code = exit_code
         self.text = text
@@ -56,6 +57,26 @@ class Judgment:
         self.explained_by = [tuple(e) for e in explained_by]
         self.contract = contract
         self.hints = list(hints)
+        self._data = data       # the core's judgment, for save()
+        self._inputs = inputs   # the host arrays it judged ([B, H, L, D], float64), for save()
+
+    def save(self, directory):
+        """Writes report.json ("format": "attncheck-judgment", spec/REPORT_SCHEMA.md), summary.md and report.html
+        into `directory` (created if needed), with the inputs kept beside them as inputs.npz (q, k, v, the outputs
+        and dout in [B, H, L, D], float32: exactly the storage dtype's values) and the command that judges them
+        again (`attncheck judge --inputs inputs.npz …`; a judgment with features is judged again in Python). Returns
+        the directory. ValueError when it cannot be written."""
+        if self._data is None:
+            raise ValueError("save: this Judgment was not made by attncheck.judge")
+        directory = os.fspath(directory)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            np.savez(os.path.join(directory, "inputs.npz"),
+                     **{n: a.astype(np.float32) for n, a in self._inputs.items() if a is not None})
+        except OSError as e:
+            raise ValueError(f"save: {directory}: {e.strerror or e}") from None
+        _core.write_judgment(self._data, directory, "inputs.npz")
+        return directory
 
     @property
     def passed(self):
@@ -176,6 +197,7 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
         scale = float(scale)
     features = (_window(window), None if softcap is None else float(softcap), _vector(alibi_slopes, "alibi_slopes"),
                 _vector(sinks, "sinks"), _mask(attn_mask))
-    return Judgment(*_core.judge(arrays["q"], arrays["k"], arrays["v"], arrays["out"], arrays["lse"], arrays["dout"],
-                                 arrays["dq"], arrays["dk"], arrays["dv"], scale, bool(causal),
-                                 contract_text(contract), bool(strict), bool(explain), features))
+    result = _core.judge(arrays["q"], arrays["k"], arrays["v"], arrays["out"], arrays["lse"], arrays["dout"],
+                         arrays["dq"], arrays["dk"], arrays["dv"], scale, bool(causal), contract_text(contract),
+                         bool(strict), bool(explain), features)
+    return Judgment(*result, inputs={n: None if a is None else a[1] for n, a in arrays.items()})

@@ -568,9 +568,9 @@ using TensorLine = std::tuple<std::string, std::vector<std::int64_t>, std::int64
                               std::vector<std::int64_t>, double, double, double, double>;
 
 /// gate::judge on the arrays; returns (verdict, exit code, text, tensors, [(declaration, meaning)], contract judged
-/// under, [hint]). ValueError for what does not fit.
+/// under, [hint], the Judgment itself for Judgment.save). ValueError for what does not fit.
 std::tuple<std::string, int, std::string, std::vector<TensorLine>, std::vector<std::pair<std::string, std::string>>,
-           std::string, std::vector<std::string>>
+           std::string, std::vector<std::string>, Judgment>
 run_judge(const Given &q, const Given &k, const Given &v, const Given &out, const std::optional<Given> &lse,
           const std::optional<Given> &dout, const std::optional<Given> &dq, const std::optional<Given> &dk,
           const std::optional<Given> &dv, std::optional<double> scale, bool causal, const std::string &contract,
@@ -608,7 +608,7 @@ run_judge(const Given &q, const Given &k, const Given &v, const Given &out, cons
   std::vector<std::string> hints;
   for (const Hint &h : j->hints) hints.push_back(h.text);
   return {std::string(verdict_id(j->verdict())), gate::judge_exit_code(*j, strict), reporting::judgment_text(*j),
-          tensors, explained, j->contract.describe_changes(), hints};
+          tensors, explained, j->contract.describe_changes(), hints, std::move(*j)};
 }
 
 reporting::Document parse(const std::string &json) {
@@ -776,6 +776,7 @@ NB_MODULE(_core, m) {
   m.def("infer", &run_infer, nb::arg("kernels"), nb::arg("exec_command"), nb::arg("request"), nb::arg("start_reason"),
         "The contract the kernel satisfies (gate infer); returns (JSON text, human text, exit code, interrupted).");
   // report.json read once (reporting::from_json): what a Report renders, replays and reads inputs from.
+  nb::class_<Judgment>(m, "JudgmentData");  // opaque: what Judgment.save writes
   nb::class_<reporting::Document>(m, "Document")
       .def("failures", &reporting::Document::failures)
       // The terminal text (reporting::to_text): the gate's table, or with these options Report.summary().
@@ -819,7 +820,20 @@ NB_MODULE(_core, m) {
         nb::arg("dout").none(), nb::arg("dq").none(), nb::arg("dk").none(), nb::arg("dv").none(),
         nb::arg("scale").none(), nb::arg("causal"), nb::arg("contract"), nb::arg("strict"), nb::arg("explain"),
         nb::arg("features"),
-        "Judges given tensors (gate::judge): (verdict, exit code, text, tensors, explained_by, contract, hints).");
+        "Judges given tensors (gate::judge): (verdict, exit code, text, tensors, explained_by, contract, hints, "
+        "JudgmentData).");
+  // A judgment's documents (reporting::write_judgment) in `dir`, its inputs kept at `inputs` there; ValueError
+  // when the directory cannot be written.
+  m.def(
+      "write_judgment",
+      [](const Judgment &j, const std::string &dir, const std::string &inputs) {
+        try {
+          reporting::write_judgment(j, {inputs, gate::judge_replay(j, inputs)}, dir);
+        } catch (const std::runtime_error &e) {
+          throw nb::value_error(e.what());
+        }
+      },
+      nb::arg("judgment"), nb::arg("dir"), nb::arg("inputs"));
   m.def("corpus_list", &corpus_list, nb::arg("dir"));
   m.def("corpus_prune", &corpus_prune, nb::arg("dir"), nb::arg("kernels"), nb::arg("exec_command"), nb::arg("timeout"),
         nb::arg("kernel"));

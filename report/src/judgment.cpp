@@ -1,11 +1,14 @@
-// A judgment of given tensors for people (report_io.h: judgment_text).
+// A judgment of given tensors (report_io.h): for people (judgment_text), and as the documents Judgment.save and
+// `attncheck judge --report-dir` write — report.json (REPORT_SCHEMA.md, Judgment documents), summary.md, report.html.
 #include "common.h"
+#include "json_io.h"
 
 #include <fmt/core.h>
 
 namespace attncheck::reporting {
 
 using namespace detail;
+using namespace json_detail;
 
 namespace {
 
@@ -55,6 +58,101 @@ std::string judgment_text(const Judgment &j) {
     out += "  (one input is evidence, not proof: attncheck.check(fn, contract=…) confirms a declaration on fresh "
            "cases)\n";
   return out;
+}
+
+namespace {
+/// The judgment's markdown: the verdict, the problem, a table of the tensors, what failed, and how to replay.
+std::string judgment_markdown(const Judgment &j, const JudgmentFiles &files) {
+  const Shape &s = j.shape;
+  std::string out = fmt::format("## attncheck judge: {}\n\n`{} B={} Hq={} Hkv={} Lq={} Lk={} D={} Dv={}{}{}`, scale {}, "
+                                "contract `{}`\n\n",
+                                verdict_name(j.verdict()), dtype_name(j.dtype), s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.Dv,
+                                j.mask == Mask::none ? "" : fmt::format(" {}", mask_name(j.mask)),
+                                j.features.any() ? " " + j.features.describe() : "", decimal(j.scale),
+                                j.contract.describe_changes());
+  out += "| tensor | elements | beyond their bound | undecided | worst element | got | exact | bound | err/bound |\n";
+  out += "|---|---:|---:|---:|---|---|---|---|---:|\n";
+  for (const TensorJudgment &t : j.tensors)
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", t.tensor, t.elements, t.exceeding,
+                       t.undecided, t.worst_index.empty() ? "—" : "`" + element_name(t.tensor, t.worst_index) + "`",
+                       decimal(t.got), decimal(t.exact), decimal(t.bound), ratio_text(t.ratio));
+  std::string said = outcome_line("O, LSE", j.forward);
+  if (j.backward) said += outcome_line("dQ, dK, dV", *j.backward);
+  for (const Hint &h : j.hints) said += fmt::format("  hint: {}\n", h.text);
+  for (const Explanation &e : j.explained_by) said += fmt::format("  would pass under {}: {}\n", e.declaration, e.meaning);
+  for (const std::string &note : j.notes) said += fmt::format("  {}\n", note);
+  if (!said.empty()) out += "\n```\n" + said + "```\n";
+  out += "\nInputs: `" + md_escape(files.inputs) + "`";
+  out += files.replay.empty() ? "\n" : "; replay: `" + files.replay + "`\n";
+  return out;
+}
+
+std::string judgment_html(const Judgment &j, const JudgmentFiles &files) {
+  std::string rows;
+  for (const TensorJudgment &t : j.tensors)
+    rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                        "<td>{}</td></tr>\n",
+                        t.tensor, t.elements, t.exceeding, t.undecided,
+                        t.worst_index.empty() ? "—" : xml_escape(element_name(t.tensor, t.worst_index)),
+                        xml_escape(hex_dec(t.got)), xml_escape(hex_dec(t.exact)), decimal(t.bound),
+                        ratio_text(t.ratio));
+  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>attncheck judge</title>\n<style>"
+         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+         "padding:2px 6px}pre{background:#f6f6f6;padding:8px;white-space:pre-wrap}</style></head><body>\n"
+         "<h1>attncheck judge: " + std::string(verdict_name(j.verdict())) + "</h1>\n"
+         "<table><tr><th>tensor</th><th>elements</th><th>beyond their bound</th><th>undecided</th><th>worst element"
+         "</th><th>got</th><th>exact</th><th>bound</th><th>err/bound</th></tr>\n" + rows + "</table>\n<pre>" +
+         xml_escape(judgment_text(j)) + "</pre>\n<p>Inputs: <code>" + xml_escape(files.inputs) + "</code>" +
+         (files.replay.empty() ? "" : "; replay: <code>" + xml_escape(files.replay) + "</code>") +
+         "</p>\n</body></html>\n";
+}
+}  // namespace
+
+std::string judgment_json(const Judgment &j, const JudgmentFiles &files) {
+  const Shape &s = j.shape;
+  ojson tensors = ojson::array();
+  for (const TensorJudgment &t : j.tensors)
+    tensors.push_back(ojson{{"tensor", t.tensor},
+                            {"shape", t.shape},
+                            {"elements", t.elements},
+                            {"exceeding", t.exceeding},
+                            {"undecided", t.undecided},
+                            {"worst_index", t.worst_index},
+                            {"got", hex(t.got)},
+                            {"exact", hex(t.exact)},
+                            {"bound", hex(t.bound)},
+                            {"ratio", ratio_json(t.ratio)}});
+  ojson explained = ojson::array(), hints = ojson::array();
+  for (const Explanation &e : j.explained_by)
+    explained.push_back(ojson{{"declaration", e.declaration}, {"meaning", e.meaning}});
+  for (const Hint &h : j.hints) hints.push_back(ojson{{"kind", hint_kind_name(h.kind)}, {"text", h.text}});
+  const ojson doc{{"format", "attncheck-judgment"},
+                  {"version", 1},
+                  {"verdict", verdict_id(j.verdict())},
+                  {"dtype", dtype_name(j.dtype)},
+                  {"shape", ojson{{"B", s.B}, {"Hq", s.Hq}, {"Hkv", s.Hkv}, {"Lq", s.Lq}, {"Lk", s.Lk}, {"D", s.D},
+                                  {"Dv", s.Dv}}},
+                  {"mask", mask_name(j.mask)},
+                  {"features", j.features.describe()},
+                  {"scale", hex(j.scale)},
+                  {"contract", j.contract.describe()},
+                  {"tensors", std::move(tensors)},
+                  {"forward", outcome_json(j.forward)},
+                  {"backward", j.backward ? outcome_json(*j.backward) : ojson(nullptr)},
+                  {"backward_tier", tier_name(j.backward_tier)},
+                  {"explained_by", std::move(explained)},
+                  {"hints", std::move(hints)},
+                  {"notes", j.notes},
+                  {"inputs", files.inputs},
+                  {"replay", files.replay}};
+  return doc.dump(2) + "\n";
+}
+
+void write_judgment(const Judgment &j, const JudgmentFiles &files, const std::filesystem::path &dir) {
+  prepare_report_dir(dir);
+  write_file(dir / "report.json", judgment_json(j, files));
+  write_file(dir / "summary.md", judgment_markdown(j, files));
+  write_file(dir / "report.html", judgment_html(j, files));
 }
 
 }  // namespace attncheck::reporting

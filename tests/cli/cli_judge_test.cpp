@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -126,6 +127,38 @@ TEST_CASE("attncheck judge fails a planted bug's saved outputs, naming the worst
   CHECK(r.out.find("attncheck judge: FAIL") != std::string::npos);
   CHECK(r.out.find("elements exceed their bound") != std::string::npos);
   CHECK(r.out.find("first failing check (dQ, dK, dV)") != std::string::npos);
+}
+
+TEST_CASE("attncheck judge --report-dir writes the judgment's report.json, summary.md and report.html, whose replay "
+          "line judges the inputs again") {
+  const TempDir dir;
+  write_npz(dir / "bug.npz", saved(support::variant_kernel(support::bug_variant(support::Bug::missing_scale)),
+                                   Dtype::f16, /*blhd=*/true));
+  const Run r = run(cli_test::attncheck("judge --inputs " + dir / "bug.npz" + " --causal --layout blhd --report-dir " +
+                                        dir / "out"));
+  INFO(r.out << r.err);
+  REQUIRE(r.status == kExitCounterexample);
+  const std::string json = slurp(dir / "out/report.json");
+  CHECK(json.find("\"format\": \"attncheck-judgment\"") != std::string::npos);
+  CHECK(json.find("\"kind\": \"scale\"") != std::string::npos);  // the hint
+  const std::string md = slurp(dir / "out/summary.md");
+  CHECK(md.find("## attncheck judge: FAIL") != std::string::npos);
+  CHECK(slurp(dir / "out/report.html").find("attncheck judge: FAIL") != std::string::npos);
+  const std::string key = "\"replay\": \"attncheck judge --inputs '";
+  const std::size_t at = json.find(key);
+  REQUIRE(at != std::string::npos);
+  std::string replay = json.substr(at + key.size() - std::string("attncheck judge --inputs '").size());
+  replay = replay.substr(0, replay.find("\"\n"));
+  CHECK(replay.find(" --layout blhd --causal") != std::string::npos);
+  const Run again = run(std::string(ATTNCHECK_EXE) + replay.substr(std::string("attncheck").size()));
+  INFO(again.err);
+  CHECK(again.status == kExitCounterexample);
+  CHECK(again.out == r.out);
+  // A report directory it cannot write is one line and exit 2, after the judgment.
+  std::ofstream(dir / "file") << "";
+  const Run blocked = run(cli_test::attncheck("judge --quiet --inputs " + dir / "bug.npz" +
+                                              " --causal --layout blhd --report-dir " + dir / "file"));
+  require_usage_error(blocked, "--report-dir: ");
 }
 
 TEST_CASE("bfloat16 results saved through float32 fail as a float32 kernel's, with a hint, and pass under --dtype bf16") {

@@ -1,7 +1,10 @@
 """attncheck.judge and attncheck.testing.assert_attention_close: tensors a kernel already returned, judged element by
 element — correct kernels' outputs pass in every dtype, planted bugs fail naming the worst element and the
 declaration that would explain them, and what does not fit is one ValueError line."""
+import json
 import math
+import os
+import subprocess
 import warnings
 
 import numpy as np
@@ -262,3 +265,36 @@ def test_a_feature_argument_that_does_not_fit_is_one_value_error_line(change, me
     with pytest.raises(ValueError, match=message) as e:
         attncheck.judge(q, k, v, out, lse=lse, **change)
     assert "\n" not in str(e.value)
+
+
+def test_save_writes_the_judgment_and_its_inputs_and_the_cli_judges_them_again(tmp_path):
+    cli = os.environ.get("ATTNCHECK_CLI")
+    if not cli:
+        pytest.skip("ATTNCHECK_CLI (the attncheck executable) is not set: run through ctest")
+    q, k, v = problem("bf16", Lq=5, Lk=12)
+    out, lse = forward(q, k, v, causal=True, scale=1.0)  # the wrong scale
+    j = attncheck.judge(q, k, v, out, lse=lse, causal=True)
+    assert j.save(tmp_path / "judged") == os.fspath(tmp_path / "judged")
+    saved = {p.name for p in (tmp_path / "judged").iterdir()}
+    assert saved == {"report.json", "summary.md", "report.html", "inputs.npz"}
+    doc = json.loads((tmp_path / "judged" / "report.json").read_text())
+    assert doc["format"] == "attncheck-judgment" and doc["verdict"] == "fail" and doc["dtype"] == "bf16"
+    assert [t["tensor"] for t in doc["tensors"]] == ["O", "LSE"] and doc["hints"][0]["kind"] == "scale"
+    assert doc["replay"].startswith("attncheck judge --inputs 'inputs.npz' --dtype bf16 --scale ")
+    assert "hint: O and LSE are the exact attention at scale 1" in (tmp_path / "judged" / "summary.md").read_text()
+    # The replay line judges the kept inputs again: the same verdict, the same worst elements.
+    again = subprocess.run(cli + doc["replay"][len("attncheck"):], shell=True, cwd=tmp_path / "judged",
+                           capture_output=True, text=True)
+    assert again.returncode == 1, again.stderr
+    assert again.stdout.splitlines()[:3] == str(j).splitlines()[:3]
+
+
+def test_save_of_a_passing_judgment_and_to_a_place_it_cannot_write(tmp_path):
+    q, k, v = problem("f32")
+    out, lse = forward(q, k, v)
+    j = attncheck.judge(q, k, v, out, lse=lse)
+    j.save(tmp_path)
+    assert json.loads((tmp_path / "report.json").read_text())["verdict"] == "pass"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="save: "):
+        j.save(tmp_path / "file")

@@ -45,4 +45,9 @@ Judgment judge(const JudgeRequest &rq);
 /// otherwise.
 int judge_exit_code(const Judgment &j, bool strict);
 
+/// The command line that judges `j`'s tensors again from `inputs` (an .npz of q, k, v, the outputs and dout in
+/// `layout`): `attncheck judge --inputs … --dtype … --scale … [--causal] [--contract …]`; "" when the judgment used
+/// features, which the command does not take.
+std::string judge_replay(const Judgment &j, std::string_view inputs, std::string_view layout = "bhld");
+
 }  // namespace attncheck::gate

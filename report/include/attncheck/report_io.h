@@ -210,6 +210,18 @@ std::string run_line(const RunReport &r, bool strict);
 ///   //   would pass under causal=top-left: the causal mask is aligned top-left (…)
 std::string judgment_text(const Judgment &j);
 
+/// Where a judgment's inputs were kept, and the command that judges them again (empty: none fits, e.g. features
+/// the CLI does not take).
+struct JudgmentFiles {
+  std::string inputs;  ///< the .npz of q, k, v, the outputs and dout, as `attncheck judge --inputs` reads it
+  std::string replay;  ///< "attncheck judge --inputs inputs.npz --dtype f16 --scale … --causal --contract '…'"
+};
+/// The judgment as report.json (spec/REPORT_SCHEMA.md, Judgment documents: "format": "attncheck-judgment").
+std::string judgment_json(const Judgment &j, const JudgmentFiles &files);
+/// Writes report.json, summary.md and report.html of judgment `j` into `dir` (created if needed; as write_reports).
+/// Throws std::runtime_error with a one-line message.
+void write_judgment(const Judgment &j, const JudgmentFiles &files, const std::filesystem::path &dir);
+
 /// Creates `dir` if needed and checks that it can be written; throws std::runtime_error with a one-line message.
 void prepare_report_dir(const std::filesystem::path &dir);
 
