@@ -214,3 +214,14 @@ def attention_one_key_only(q, k, v, *, scale, causal):
     if k.shape[2] != 1 or q.shape[3] != 1 or v.shape[3] != 1 or q.shape[0] != 1 or q.shape[1] != 1:
         raise attncheck.Unsupported("one key of dimension 1 only")
     return attention(q, k, v, scale=scale, causal=causal)
+
+
+def split_kv_past(threshold):
+    """A split-KV kernel whose splits past `threshold` keys read the next kv head's values: right on short rows and
+    on one kv head (every row the generated cases reach), wrong on every row of a longer one with several kv heads."""
+    def fn(q, k, v, *, scale, causal):
+        if k.shape[2] > threshold:
+            v = v.copy()
+            v[:, :, threshold:] = np.roll(v, 1, axis=1)[:, :, threshold:]
+        return attention(q, k, v, scale=scale, causal=causal)
+    return fn

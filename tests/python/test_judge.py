@@ -12,6 +12,7 @@ import pytest
 
 import attncheck
 from attncheck.testing import assert_attention_close
+import kernels
 from kernels import attention, attention_backward
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -190,23 +191,12 @@ def test_the_example_test_file_fails_a_kernel_with_the_wrong_scale(monkeypatch):
         example.test_forward(example.SHAPES[1], True, torch.float16)
 
 
-def wrong_past(threshold):
-    """A split-KV kernel whose splits past `threshold` keys read the next kv head's values: right on short rows and
-    on one kv head, wrong on every row of a longer one."""
-    def fn(q, k, v, *, scale, causal):
-        if k.shape[2] > threshold:
-            v = v.copy()
-            v[:, :, threshold:] = np.roll(v, 1, axis=1)[:, :, threshold:]
-        return attention(q, k, v, scale=scale, causal=causal)
-    return fn
-
-
 def test_shrink_cuts_a_failure_past_4096_keys_with_gqa_4_to_a_sixteenth_of_its_input():
     rng = np.random.default_rng(3)
     q = rng.standard_normal((2, 8, 8, 8)).astype(np.float32)
     k = rng.standard_normal((2, 2, 4160, 8)).astype(np.float32)
     v = rng.standard_normal((2, 2, 4160, 8)).astype(np.float32)
-    fn = wrong_past(4096)
+    fn = kernels.split_kv_past(4096)
     assert not attncheck.judge(q, k, v, fn(q, k, v, scale=8 ** -0.5, causal=False)[0], explain=False).passed
     s = attncheck.shrink(fn, q, k, v)
     assert s.judgment.verdict == "fail"

@@ -15,19 +15,8 @@ LOCAL = {"name": "local prefill", "B": 1, "Hq": 4, "Hkv": np.int64(2), "Lq": 48,
 QUICK = dict(dtypes="f32", cases=15, quiet=True)
 
 
-def split_kv_past(threshold):
-    """A split-KV kernel whose splits past `threshold` keys read the next kv head's values: right on every row the
-    generated cases reach, wrong on a decode row of a longer one with more than one kv head."""
-    def fn(q, k, v, *, scale, causal):
-        if k.shape[2] > threshold:
-            v = v.copy()
-            v[:, :, threshold:] = np.roll(v, 1, axis=1)[:, :, threshold:]
-        return attention(q, k, v, scale=scale, causal=causal)
-    return fn
-
-
 def test_a_bug_past_4096_keys_is_missed_by_the_search_and_caught_on_a_declared_shape_then_shrunk():
-    fn = split_kv_past(4096)
+    fn = kernels.split_kv_past(4096)
     assert attncheck.check(fn, properties=["accuracy"], **QUICK).passed
     r = attncheck.check(fn, properties=["accuracy"], shapes=[DECODE], **QUICK)
     assert not r.passed
