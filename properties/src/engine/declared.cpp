@@ -150,7 +150,6 @@ std::optional<rc::detail::Reproduce> declared(RunState &st, const CaseOptions &c
       r.note = "not run: the check was interrupted, or the kernel became unavailable";
     }
     if (st.failure.found) {
-      st.shape_failed = static_cast<int>(i);
       rc::detail::Reproduce found;
       found.size = static_cast<int>(i);
       found.shrinkPath = shrink_walk(st, co);

@@ -158,7 +158,8 @@ Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelCo
                                                                                          : *again.backward;
                                               });
   if (explain && forward_failed && j.explained_by.empty())
-    j.hints = diagnosis::given_hints(p, contract.precision(dt), contract, *given.out, given.lse ? &*given.lse : nullptr);
+    j.hints =
+        diagnosis::given_hints(p, contract.precision(dt), contract, *given.out, given.lse ? &*given.lse : nullptr);
   return j;
 }
 

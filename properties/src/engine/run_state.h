@@ -133,7 +133,6 @@ struct RunState {
   double last_rank = 0;  ///< exact_rank of last_outcome when it passed
   TargetState target;
   std::vector<ShapeRun> shapes;  ///< the declared-shapes phase's, one per CheckOptions::shapes entry
-  int shape_failed = -1;         ///< the index of the declared shape whose case failed
 };
 
 // check.cpp
@@ -205,14 +204,14 @@ std::optional<rc::detail::Reproduce> target(RunState &st, const CaseOptions &co,
 
 // declared.cpp
 
+/// The declared-shapes phase's record of shape `c` (st.shapes' last entry), judged `o`: its verdict and error ÷ bound
+/// (exact), counted apart from the search's cases but in the corners; a failure begins the shrink.
+CaseResult judge_declared(RunState &st, const Case &c, const Outcome &o, bool timed_out, const std::string &slow);
 /// The declared-shapes phase after a search that found nothing: one case per CheckOptions::shapes entry that the
 /// property can take (its options `co`), drawn from `seed` and the shape's index, judged in Phase::declared and
 /// recorded in st.shapes. Stops at the first failure, which it shrinks (shrink_walk): the Reproduce's size is the
 /// shape's index. Replaying `replay`, it draws that shape's case again, follows the path and judges its end in
 /// Phase::reproduce. The Reproduce of the failure it found, or reached again; nullopt when none.
-/// The declared-shapes phase's record of shape `c` (st.shapes' last entry), judged `o`: its verdict and error ÷ bound
-/// (exact), counted apart from the search's cases but in the corners; a failure begins the shrink.
-CaseResult judge_declared(RunState &st, const Case &c, const Outcome &o, bool timed_out, const std::string &slow);
 std::optional<rc::detail::Reproduce> declared(RunState &st, const CaseOptions &co, std::uint64_t seed,
                                               const rc::detail::Reproduce *replay);
 
