@@ -27,9 +27,20 @@ void require_finite(const Tensor &t, const char *name) {
 
 /// The features of `f` fit a problem of shape `s`, else RunError naming the argument.
 void check_features(const Features &f, const Shape &s) {
-  if (f.storage != KvStorage::dense || f.dropout_p != 0 || f.fp8)
-    throw usage("", "judge takes the window, softcap, ALiBi, sinks and mask features; varlen, paged, dropout and FP8 "
+  if (f.storage == KvStorage::paged || f.dropout_p != 0 || f.fp8)
+    throw usage("", "judge takes the window, softcap, ALiBi, sinks, mask and varlen features; paged, dropout and FP8 "
                     "outputs are judged by check() on the kernel itself");
+  if (f.storage == KvStorage::varlen) {  // sequence b: its first seqlens_q[b] rows and seqlens_k[b] keys
+    if (f.mask_kind != MaskKind::none) throw usage("attn_mask", "a mask with a varlen batch is judged by check()");
+    for (const auto &[lengths, longest, name] :
+         {std::tuple{&f.seqlens_q, s.Lq, "cu_seqlens_q"}, std::tuple{&f.seqlens_k, s.Lk, "cu_seqlens_k"}}) {
+      if (static_cast<std::int64_t>(lengths->size()) != s.B)
+        throw usage(name, fmt::format("gives {} sequences; the batch has {}", lengths->size(), s.B));
+      for (std::size_t b = 0; b < lengths->size(); ++b)
+        if ((*lengths)[b] < 0 || (*lengths)[b] > longest)
+          throw usage(name, fmt::format("sequence {} has {} elements, outside [0, {}]", b, (*lengths)[b], longest));
+    }
+  }
   if (f.window_left < -1 || f.window_right < -1)
     throw usage("window", "a window is (left, right) keys, each ≥ 0 or −1 for unbounded");
   if (!std::isfinite(f.softcap) || f.softcap < 0) throw usage("softcap", "softcap is a finite cap > 0 (0: none)");

@@ -106,8 +106,9 @@ def _storage_name(dtype, name, allowed):
     return storage
 
 
-def _host(x, name, rank, layout, allowed=tuple(_STORAGE.values())):
-    """(storage dtype, float64 C-order values in [B, H, L, D] order) of a NumPy, torch or JAX array; None passes."""
+def _host(x, name, rank, layout, allowed=tuple(_STORAGE.values()), dims=None):
+    """(storage dtype, float64 C-order values in [B, H, L, D] order) of a NumPy, torch or JAX array; None passes.
+    `dims` names the expected dimensions in a wrong rank's message."""
     if x is None:
         return None
     if framework_of(x) == "torch":
@@ -122,11 +123,41 @@ def _host(x, name, rank, layout, allowed=tuple(_STORAGE.values())):
     storage = _storage_name(label, name, allowed)
     values = _values(x)
     if values.ndim != rank:
-        dims = "[B, H, L]" if rank == 3 else ("[B, L, H, D]" if layout == "blhd" else "[B, H, L, D]")
+        dims = dims or ("[B, H, L]" if rank == 3 else ("[B, L, H, D]" if layout == "blhd" else "[B, H, L, D]"))
         raise ValueError(f"{name} has shape {tuple(values.shape)}; expected {rank} dimensions {dims}")
     if rank == 4 and layout == "blhd":
         values = values.transpose(0, 2, 1, 3)
     return storage, np.ascontiguousarray(values, dtype=np.float64)
+
+
+def _offsets(cu, name):
+    """cu_seqlens as a list of ints: [0, L_0, L_0 + L_1, …], nondecreasing."""
+    cu = _values(cu)
+    if cu.ndim != 1 or len(cu) < 2 or cu[0] != 0 or np.any(np.diff(cu) < 0) or np.any(cu != np.round(cu)):
+        raise ValueError(f"{name} must be [0, L_0, L_0 + L_1, …]: one more offset than sequences, from 0, "
+                         f"nondecreasing integers")
+    return [int(x) for x in cu]
+
+
+def _unpacked(x, name, cu, longest, fill, allowed=tuple(_STORAGE.values())):
+    """A varlen batch's packed array — [total, H, X] as FlashAttention's varlen functions take them, or the LSE
+    [H, total] — as the logical [B, H, longest, X] ([B, H, longest]), `fill` past each sequence's length (what a
+    kernel's outputs hold there in the logical frame: O and gradients 0, LSE −∞)."""
+    lse = name == "lse"
+    packed = _host(x, name, 2 if lse else 3, "bhld", allowed, dims="[H, total]" if lse else "[total, H, D]")
+    if packed is None:
+        return None
+    storage, values = packed
+    total = values.shape[1] if lse else values.shape[0]
+    if total != cu[-1]:
+        raise ValueError(f"{name} holds {total} {'columns' if lse else 'rows'}; the cu_seqlens it goes with end at "
+                         f"{cu[-1]}")
+    heads = values.shape[0] if lse else values.shape[1]
+    logical = np.full((len(cu) - 1, heads, longest) + (() if lse else (values.shape[2],)), fill, dtype=np.float64)
+    for b in range(len(cu) - 1):
+        part = values[:, cu[b]:cu[b + 1]] if lse else values[cu[b]:cu[b + 1]].transpose(1, 0, 2)
+        logical[b, :, :cu[b + 1] - cu[b]] = part
+    return storage, logical
 
 
 def _values(x):
@@ -169,7 +200,7 @@ def _mask(attn_mask):
 
 def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale=None, causal=False,
           contract=None, layout="bhld", strict=False, explain=True, window=None, softcap=None, alibi_slopes=None,
-          sinks=None, attn_mask=None) -> Judgment:
+          sinks=None, attn_mask=None, cu_seqlens_q=None, cu_seqlens_k=None) -> Judgment:
     """Judges `out` (and `lse`; and the gradients `dq`, `dk`, `dv` of `dout`) as a kernel's results on `q`, `k`, `v`.
 
     Arrays: NumPy, torch (any device: copied to the host) or JAX, float32, float16 or bfloat16 as the kernel stores
@@ -182,21 +213,37 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
 
     Features the kernel was called with, as check() hands them to a function (SPEC.md §2.7): `window=(left,
     right)` (None or −1: unbounded), `softcap=`, `alibi_slopes=` and `sinks=` ([Hq]), `attn_mask=` ([B or 1, Hq or 1,
-    Lq, Lk]: bool or uint8, nonzero visible; or float, added to the logits, −inf hides)."""
+    Lq, Lk]: bool or uint8, nonzero visible; or float, added to the logits, −inf hides).
+
+    A varlen batch, as flash_attn_varlen_func takes it: `cu_seqlens_q` and `cu_seqlens_k` ([B + 1] offsets), q, out,
+    dout, dq packed [total_q, Hq, D], k, v, dk, dv [total_k, Hkv, D], lse [Hq, total_q]; each sequence is aligned
+    causally on its own rows and keys. The judgment's indices are then [b, h, i, d] within sequence b."""
     __tracebackhide__ = True
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
-    arrays = {n: _host(a, n, 4, layout) for n, a in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout),
-                                                     ("dq", dq), ("dk", dk), ("dv", dv))}
-    for needed in ("q", "k", "v", "out"):
-        if arrays[needed] is None:
+    named = (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout), ("dq", dq), ("dk", dk), ("dv", dv))
+    for needed, given in named[:4]:
+        if given is None:
             raise ValueError(f"{needed} is None: judge needs q, k, v and the kernel's out")
-    storage = arrays["q"][0]
-    arrays["lse"] = _host(lse, "lse", 3, layout, allowed=("f32", storage))
+    seqlens = None
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        raise ValueError("give cu_seqlens_q and cu_seqlens_k together (a varlen batch), or neither")
+    if cu_seqlens_q is None:
+        arrays = {n: _host(a, n, 4, layout) for n, a in named}
+        arrays["lse"] = _host(lse, "lse", 3, layout, allowed=("f32", arrays["q"][0]))
+    else:
+        cu_q, cu_k = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
+        if len(cu_q) != len(cu_k):
+            raise ValueError(f"cu_seqlens_q has {len(cu_q) - 1} sequences and cu_seqlens_k {len(cu_k) - 1}")
+        seqlens = ([b - a for a, b in zip(cu_q, cu_q[1:])], [b - a for a, b in zip(cu_k, cu_k[1:])])
+        longest_q, longest_k = max(max(seqlens[0]), 1), max(max(seqlens[1]), 1)
+        arrays = {n: _unpacked(a, n, cu_k if n in ("k", "v", "dk", "dv") else cu_q,
+                               longest_k if n in ("k", "v", "dk", "dv") else longest_q, 0.0) for n, a in named}
+        arrays["lse"] = _unpacked(lse, "lse", cu_q, longest_q, -np.inf, allowed=("f32", arrays["q"][0]))
     if scale is not None:
         scale = float(scale)
     features = (_window(window), None if softcap is None else float(softcap), _vector(alibi_slopes, "alibi_slopes"),
-                _vector(sinks, "sinks"), _mask(attn_mask))
+                _vector(sinks, "sinks"), _mask(attn_mask), seqlens)
     result = _core.judge(arrays["q"], arrays["k"], arrays["v"], arrays["out"], arrays["lse"], arrays["dout"],
                          arrays["dq"], arrays["dk"], arrays["dv"], scale, bool(causal), contract_text(contract),
                          bool(strict), bool(explain), features)

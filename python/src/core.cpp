@@ -556,12 +556,13 @@ std::optional<Tensor> tensor_of(const std::optional<Given> &a) {
   return t;
 }
 
-/// judge()'s features as Python hands them over: window (left, right), softcap, ALiBi slopes, sinks, and the mask
-/// (boolean or additive, its float64 values [B|1, Hq|1, Lq, Lk]).
+/// judge()'s features as Python hands them over: window (left, right), softcap, ALiBi slopes, sinks, the mask
+/// (boolean or additive, its float64 values [B|1, Hq|1, Lq, Lk]), and a varlen batch's sequence lengths (rows, keys).
 using JudgeFeatures =
     std::tuple<std::optional<std::pair<std::int64_t, std::int64_t>>, std::optional<double>,
                std::optional<std::vector<double>>, std::optional<std::vector<double>>,
-               std::optional<std::pair<bool, nb::ndarray<const double, nb::c_contig, nb::device::cpu>>>>;
+               std::optional<std::pair<bool, nb::ndarray<const double, nb::c_contig, nb::device::cpu>>>,
+               std::optional<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>>;
 
 /// One tensor's judgment: (tensor, shape, elements, exceeding, undecided, worst index, got, exact, bound, ratio).
 using TensorLine = std::tuple<std::string, std::vector<std::int64_t>, std::int64_t, std::int64_t, std::int64_t,
@@ -579,7 +580,11 @@ run_judge(const Given &q, const Given &k, const Given &v, const Given &out, cons
   rq.q = *tensor_of(q), rq.k = *tensor_of(k), rq.v = *tensor_of(v), rq.dout = tensor_of(dout);
   rq.given = {tensor_of(out), tensor_of(lse), tensor_of(dq), tensor_of(dk), tensor_of(dv)};
   rq.scale = scale, rq.causal = causal, rq.contract = contract, rq.explain = explain;
-  const auto &[window, softcap, alibi, sinks, mask] = features;
+  const auto &[window, softcap, alibi, sinks, mask, seqlens] = features;
+  if (seqlens) {
+    rq.features.storage = KvStorage::varlen;
+    std::tie(rq.features.seqlens_q, rq.features.seqlens_k) = *seqlens;
+  }
   if (window) std::tie(rq.features.window_left, rq.features.window_right) = *window;
   rq.features.softcap = softcap.value_or(0);
   rq.features.alibi_slopes = alibi.value_or(std::vector<double>{});

@@ -205,7 +205,14 @@ TEST_CASE("what a judge cannot take is one RunError line naming it") {
   CHECK_THAT(message([](auto &rq) { rq.contract = "dtypes=f16"; }), Contains("the contract does not declare f32"));
   CHECK_THAT(message([](auto &rq) { rq.k = Tensor::contiguous(Dtype::f32, {1, 2, 65, 15}); }), Contains("D"));
   CHECK_THAT(message([](auto &rq) { rq.features.sinks = {1, 2}; }), Contains("sinks: has 2 values; one per query"));
-  CHECK_THAT(message([](auto &rq) { rq.features.storage = KvStorage::varlen; }), Contains("varlen, paged, dropout"));
+  CHECK_THAT(message([](auto &rq) { rq.features.storage = KvStorage::paged; }), Contains("paged, dropout and FP8"));
+  CHECK_THAT(message([](auto &rq) { rq.features.storage = KvStorage::varlen; }),
+             Contains("cu_seqlens_q: gives 0 sequences; the batch has 1"));
+  CHECK_THAT(message([](auto &rq) {
+               rq.features.storage = KvStorage::varlen;
+               rq.features.seqlens_q = {18}, rq.features.seqlens_k = {65};
+             }),
+             Contains("cu_seqlens_q: sequence 0 has 18 elements, outside [0, 17]"));
   CHECK_THAT(message([](auto &rq) { rq.features.mask_kind = MaskKind::boolean; }), Contains("attn_mask: is [1, 1"));
 }
 

@@ -288,3 +288,38 @@ def test_save_of_a_passing_judgment_and_to_a_place_it_cannot_write(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match="save: "):
         j.save(tmp_path / "file")
+
+
+def varlen_forward(q, k, v, cu_q, cu_k, *, causal, leak=0):
+    """flash_attn_varlen_func's results on packed q [total_q, Hq, D], k, v [total_k, Hkv, D]: each sequence on its
+    own, bottom-right causal; `leak` keys of the next sequence read too (a boundary bug)."""
+    outs, lses = [], []
+    for b in range(len(cu_q) - 1):
+        kb = slice(cu_k[b], min(cu_k[b + 1] + leak, cu_k[-1]))
+        o, l = forward(q[None, cu_q[b]:cu_q[b + 1]].transpose(0, 2, 1, 3), k[None, kb].transpose(0, 2, 1, 3),
+                       v[None, kb].transpose(0, 2, 1, 3), causal=causal)
+        outs.append(o[0].transpose(1, 0, 2))
+        lses.append(l[0])
+    return np.concatenate(outs), np.concatenate(lses, axis=1)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_a_varlen_batch_is_judged_per_sequence_and_a_kernel_reading_past_a_boundary_fails(dtype):
+    rng = np.random.default_rng(5)
+    cu_q, cu_k = np.array([0, 3, 3, 12], np.int32), np.array([0, 5, 9, 20], np.int32)  # an empty query sequence too
+    t = DTYPES[dtype]
+    q = rng.standard_normal((12, 4, 16)).astype(t)
+    k, v = (rng.standard_normal((20, 2, 16)).astype(t) for _ in range(2))
+    out, lse = varlen_forward(q, k, v, cu_q, cu_k, causal=True)
+    j = attncheck.judge(q, k, v, out, lse=lse, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    assert j.passed, str(j)
+    assert j.tensor("O").shape == (3, 4, 9, 16)  # logical [B, Hq, longest Lq, Dv]
+    leaky, leaky_lse = varlen_forward(q, k, v, cu_q, cu_k, causal=False, leak=1)
+    bad = attncheck.judge(q, k, v, leaky, lse=leaky_lse, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    assert bad.verdict == "fail"
+    with pytest.raises(ValueError, match="give cu_seqlens_q and cu_seqlens_k together"):
+        attncheck.judge(q, k, v, out, cu_seqlens_q=cu_q)
+    with pytest.raises(ValueError, match="the cu_seqlens it goes with end at 20"):
+        attncheck.judge(q, k[:19], v[:19], out, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    with pytest.raises(ValueError, match="cu_seqlens_k must be"):
+        attncheck.judge(q, k, v, out, cu_seqlens_q=cu_q, cu_seqlens_k=np.array([0, 9, 5, 20]))

@@ -30,7 +30,9 @@ struct JudgeRequest {
   std::optional<double> scale;  ///< the kernel's scale; 1/√D when not given
   bool causal = false;          ///< the kernel was called with the causal mask (aligned as the contract says)
   /// The features the kernel was called with (SPEC.md §2.7), on the logical tensors: a window, softcap, ALiBi slopes
-  /// and sinks [Hq], a mask [B|1, Hq|1, Lq, Lk]. The others change the tensors' layout: not judged here.
+  /// and sinks [Hq], a mask [B|1, Hq|1, Lq, Lk]; a varlen batch (storage varlen, seqlens_q and seqlens_k: sequence b's
+  /// rows and keys, its tensors unpacked into [B, H, longest, D] with O and the gradients 0 and the LSE −∞ past each
+  /// length). Paged caches, dropout and FP8 are judged by check() on the kernel itself.
   Features features;
   std::string contract;         ///< what the kernel declares (contract.h text; "" for the defaults)
   bool explain = true;          ///< name the declarations a failure passes under (Judgment::explained_by)
