@@ -114,7 +114,7 @@ int run_judge(const JudgeArgs &a) {
   } catch (const npy::NpyError &e) {
     return usage_error(e.what());
   }
-  rq.scale = a.scale, rq.causal = a.causal, rq.contract = a.contract;
+  rq.scale = a.scale, rq.causal = a.causal, rq.contract = a.contract, rq.progress = !a.quiet;
   try {
     const Judgment j = gate::judge(rq);
     if (!a.quiet) fmt::print("{}", reporting::judgment_text(j));

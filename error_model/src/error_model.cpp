@@ -667,6 +667,11 @@ double error_ratio(double got, double exact, double bound) {
   return std::fabs(got - exact) / bound;
 }
 
+std::function<void(std::int64_t rows)> &bounded_rows_hook() {
+  thread_local std::function<void(std::int64_t)> hook;
+  return hook;
+}
+
 ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &prof,
                              BoundsFrom from) {
   return forward_bounds(p, exact, prof, {}, from);
@@ -679,8 +684,9 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
   ForwardBounds out = zero_forward_bounds(sh);
   RowModel r;
   ColumnSums fb;
+  const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
   for (std::int64_t b = 0; b < sh.B; ++b)
-    for (std::int64_t h = 0; h < sh.Hq; ++h)
+    for (std::int64_t h = 0; h < sh.Hq; ++h) {
       for (std::int64_t i = 0; i < sh.Lq; ++i) {
         const std::size_t row = static_cast<std::size_t>(lse_offset(sh, b, h, i));
         const double lse = exact.lse[row];
@@ -689,6 +695,8 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         c.row(b, h, i, lse, r, f);
         forward_row_bounds(c, exact, b, h, i, lse, r, f, fb, out);
       }
+      if (bounded) bounded(sh.Lq);
+    }
   return out;
 }
 
@@ -846,6 +854,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           }
         }
       }
+      if (const std::function<void(std::int64_t)> &bounded = bounded_rows_hook()) bounded(sh.Lq);
     }
   // The G per-head parts of a GQA dK or dV (SPEC.md §4.4): part h computed in accumulation precision
   // (|x̂_h − x_h| ≤ err_h + g_head·mag_h, |x̂_h| ≤ (1 + g_head)·mag_h), rounded to storage, then the G parts summed in

@@ -3,10 +3,13 @@
 
 #include "attncheck/gate.h"
 #include "attncheck/run.h"
+#include "progress.h"
 
 #include <fmt/core.h>
 
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 
 namespace attncheck::gate {
@@ -77,7 +80,11 @@ Judgment judge(const JudgeRequest &rq) {
   p.features = rq.features;
   p.q = rq.q, p.k = rq.k, p.v = rq.v, p.dout = rq.dout;
   try {
-    return judge_given(p, rq.given, contract, rq.explain);
+    std::optional<JudgeBar> bar;
+    if (rq.progress) bar.emplace();
+    return judge_given(p, rq.given, contract, rq.explain,
+                       bar ? [&](const JudgeProgress &at) { bar->update(at); }
+                           : std::function<void(const JudgeProgress &)>{});
   } catch (const std::invalid_argument &e) {
     throw usage("", e.what());
   }

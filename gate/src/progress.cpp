@@ -73,4 +73,33 @@ void Progress::finish_run(const std::string &line) {
   fmt::print(stderr, "{}{}\n", tty_ ? "\r" : "  ", line);
 }
 
+JudgeBar::JudgeBar() : tty_(isatty(STDERR_FILENO) != 0), start_(Clock::now()) {}
+
+JudgeBar::~JudgeBar() {
+  if (drawn_) {
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+}
+
+void JudgeBar::update(const JudgeProgress &p) {
+  const Clock::time_point now = Clock::now();
+  if (!tty_ || now - last_draw_ < kRedrawInterval || p.total == 0) return;
+  last_draw_ = now;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  if (p.explaining) {
+    fmt::print(stderr, "\r\033[Kjudge: {} — the tensors fail; judging them under the declarations that could "
+                       "explain it",
+               clock_text(elapsed));
+  } else {
+    const double f = static_cast<double>(p.rows) / static_cast<double>(p.total);
+    std::string bar(static_cast<std::size_t>(f * kBarWidth), '#');
+    bar.resize(kBarWidth, '.');
+    fmt::print(stderr, "\r\033[Kjudge: [{}] {:3.0f}% ETA {}  {} of {} query rows bounded", bar, 100 * f,
+               f > 0.01 ? clock_text(elapsed * (1 - f) / f) : "?", p.rows, p.total);
+  }
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
 }  // namespace attncheck::gate

@@ -1,7 +1,8 @@
-// Progress of a check run: a bar with an ETA on a terminal, plain lines in CI (stderr).
+// Progress of a check run: a bar with an ETA on a terminal, plain lines in CI (stderr); and of a long judgment.
 #pragma once
 
 #include "attncheck/check.h"
+#include "attncheck/given.h"
 
 #include <chrono>
 #include <string>
@@ -30,6 +31,22 @@ class Progress {
   std::string label_;
   Clock::time_point start_, last_draw_;
   std::size_t last_property_ = static_cast<std::size_t>(-1);
+};
+
+/// A long judgment of given tensors (gate::judge): a bar of the rows bounded, with an ETA, on a terminal's stderr;
+/// nothing elsewhere (a log gains nothing from it).
+class JudgeBar {
+ public:
+  JudgeBar();
+  ~JudgeBar();
+  JudgeBar(const JudgeBar &) = delete;
+  JudgeBar &operator=(const JudgeBar &) = delete;
+  void update(const JudgeProgress &p);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool tty_ = false, drawn_ = false;
+  Clock::time_point start_, last_draw_;
 };
 
 }  // namespace attncheck::gate

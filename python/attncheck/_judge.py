@@ -200,7 +200,7 @@ def _mask(attn_mask):
 
 def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale=None, causal=False,
           contract=None, layout="bhld", strict=False, explain=True, window=None, softcap=None, alibi_slopes=None,
-          sinks=None, attn_mask=None, cu_seqlens_q=None, cu_seqlens_k=None) -> Judgment:
+          sinks=None, attn_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, progress=True) -> Judgment:
     """Judges `out` (and `lse`; and the gradients `dq`, `dk`, `dv` of `dout`) as a kernel's results on `q`, `k`, `v`.
 
     Arrays: NumPy, torch (any device: copied to the host) or JAX, float32, float16 or bfloat16 as the kernel stores
@@ -217,7 +217,10 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
 
     A varlen batch, as flash_attn_varlen_func takes it: `cu_seqlens_q` and `cu_seqlens_k` ([B + 1] offsets), q, out,
     dout, dq packed [total_q, Hq, D], k, v, dk, dv [total_k, Hkv, D], lse [Hq, total_q]; each sequence is aligned
-    causally on its own rows and keys. The judgment's indices are then [b, h, i, d] within sequence b."""
+    causally on its own rows and keys. The judgment's indices are then [b, h, i, d] within sequence b.
+
+    `progress`: while judging, a bar of the query rows bounded on stderr when it is a terminal (a model's shapes take
+    minutes)."""
     __tracebackhide__ = True
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
@@ -246,5 +249,5 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
                 _vector(sinks, "sinks"), _mask(attn_mask), seqlens)
     result = _core.judge(arrays["q"], arrays["k"], arrays["v"], arrays["out"], arrays["lse"], arrays["dout"],
                          arrays["dq"], arrays["dk"], arrays["dv"], scale, bool(causal), contract_text(contract),
-                         bool(strict), bool(explain), features)
+                         bool(strict), bool(explain), features, bool(progress))
     return Judgment(*result, inputs={n: None if a is None else a[1] for n, a in arrays.items()})

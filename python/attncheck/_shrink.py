@@ -106,7 +106,7 @@ def shrink(fn, q, k, v, *, scale=None, causal=False, contract=None, layout="bhld
     def judge_result(qs, ks, vs, used, result, explain):
         lse = result[1] if isinstance(result, (tuple, list)) and len(result) > 1 else None
         return judge(qs, ks, vs, first(result), lse=lse, scale=used, causal=causal, contract=contract, layout=layout,
-                     explain=explain)
+                     explain=explain, progress=False)  # one bar per slice would only flicker
 
     def judged(s):
         """(the judgment of fn on the slices `s`, (the inputs, the scale, fn's result)) — None when fn raises there

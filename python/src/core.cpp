@@ -575,11 +575,11 @@ std::tuple<std::string, int, std::string, std::vector<TensorLine>, std::vector<s
 run_judge(const Given &q, const Given &k, const Given &v, const Given &out, const std::optional<Given> &lse,
           const std::optional<Given> &dout, const std::optional<Given> &dq, const std::optional<Given> &dk,
           const std::optional<Given> &dv, std::optional<double> scale, bool causal, const std::string &contract,
-          bool strict, bool explain, const JudgeFeatures &features) {
+          bool strict, bool explain, const JudgeFeatures &features, bool progress) {
   gate::JudgeRequest rq;
   rq.q = *tensor_of(q), rq.k = *tensor_of(k), rq.v = *tensor_of(v), rq.dout = tensor_of(dout);
   rq.given = {tensor_of(out), tensor_of(lse), tensor_of(dq), tensor_of(dk), tensor_of(dv)};
-  rq.scale = scale, rq.causal = causal, rq.contract = contract, rq.explain = explain;
+  rq.scale = scale, rq.causal = causal, rq.contract = contract, rq.explain = explain, rq.progress = progress;
   const auto &[window, softcap, alibi, sinks, mask, seqlens] = features;
   if (seqlens) {
     rq.features.storage = KvStorage::varlen;
@@ -824,7 +824,7 @@ NB_MODULE(_core, m) {
   m.def("judge", &run_judge, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
         nb::arg("dout").none(), nb::arg("dq").none(), nb::arg("dk").none(), nb::arg("dv").none(),
         nb::arg("scale").none(), nb::arg("causal"), nb::arg("contract"), nb::arg("strict"), nb::arg("explain"),
-        nb::arg("features"),
+        nb::arg("features"), nb::arg("progress"),
         "Judges given tensors (gate::judge): (verdict, exit code, text, tensors, explained_by, contract, hints, "
         "JudgmentData).");
   // A judgment's documents (reporting::write_judgment) in `dir`, its inputs kept at `inputs` there; ValueError

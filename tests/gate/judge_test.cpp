@@ -2,6 +2,7 @@
 // — correct kernels of every style pass in every dtype, forward and backward; planted bugs fail at their tensor with
 // the worst element counted; a practice the contract can declare is named; what does not fit is one RunError line.
 #include "attncheck/gate.h"
+#include "attncheck/given.h"
 #include "attncheck/judge.h"
 #include "attncheck/kernel_call.h"
 #include "attncheck/report_io.h"
@@ -13,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 
 namespace attncheck {
@@ -115,6 +117,26 @@ TEST_CASE("a forward bug's outputs carry the hint that explains them, a correct 
   std::mt19937_64 rng(11);
   const Problem p = plain(rng, Dtype::f32, Mask::causal);
   CHECK(gate::judge(ran(support::variant_kernel({}), p, {})).hints.empty());
+}
+
+TEST_CASE("a judgment's progress counts the rows bounded up to all of them, then says when it explains a failure") {
+  std::mt19937_64 rng(3);
+  const Problem p = plain(rng, Dtype::f32, Mask::causal);
+  const std::int64_t rows = p.shape.B * p.shape.Hq * p.shape.Lq;
+  for (const support::Bug b : {support::Bug::none, support::Bug::missing_scale}) {
+    const gate::JudgeRequest rq = ran(support::variant_kernel(support::bug_variant(b)), p, {});
+    std::vector<JudgeProgress> heard;
+    const Judgment j = judge_given(p, rq.given, {}, /*explain=*/true, [&](const JudgeProgress &at) {
+      heard.push_back(at);
+    });
+    INFO(support::bug_variant(b).name());
+    REQUIRE_FALSE(heard.empty());
+    for (std::size_t n = 1; n < heard.size(); ++n) CHECK(heard[n].rows >= heard[n - 1].rows);
+    const auto first_explaining = std::find_if(heard.begin(), heard.end(), [](auto &at) { return at.explaining; });
+    CHECK(heard.front().total == 2 * rows);  // O and LSE, then the gradients
+    CHECK((first_explaining == heard.end() ? heard.back() : *(first_explaining - 1)).rows == 2 * rows);
+    CHECK((first_explaining != heard.end()) == (j.verdict() == Verdict::fail));
+  }
 }
 
 TEST_CASE("a kernel aligned top-left fails the default contract, passes its own, and judge names the declaration") {

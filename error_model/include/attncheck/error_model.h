@@ -29,6 +29,7 @@
 #include "attncheck/problem.h"
 #include "attncheck/reference.h"
 
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -91,6 +92,10 @@ enum class BoundsFrom {
 /// How much earlier (relative) the overflow thresholds fire for BoundsFrom::approximate: far above the fast values'
 /// relative error (≤ 2⁻²⁹ of a bound, SPEC.md §5.1), far below anything a kernel's verdict could hinge on.
 inline constexpr double kApproximateMargin = 0x1p-20;
+
+/// Called with the query rows forward_bounds and backward_bounds have just bounded on this thread (a head's rows at a
+/// time): a long judgment's progress (given.h). Set for the duration of a call and cleared after; empty: none.
+std::function<void(std::int64_t rows)> &bounded_rows_hook();
 
 /// Bounds for forward outputs. `exact` is reference_forward(p) (or, with BoundsFrom::approximate, fast values).
 ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const PrecisionProfile &profile,

@@ -36,6 +36,9 @@ struct JudgeRequest {
   Features features;
   std::string contract;         ///< what the kernel declares (contract.h text; "" for the defaults)
   bool explain = true;          ///< name the declarations a failure passes under (Judgment::explained_by)
+  /// A bar of the rows bounded on stderr while it judges, when stderr is a terminal (a long judgment: minutes at a
+  /// model's shapes).
+  bool progress = false;
 };
 
 /// Judges `rq`'s outputs. Throws RunError (run.h: exit code kExitUsage, `input` the argument it concerns) for a shape,

@@ -15,9 +15,19 @@
 #include "attncheck/problem.h"
 #include "attncheck/tensor.h"
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 
 namespace attncheck {
+
+/// How far judge_given is: the query rows whose bounds the error model computed, of `total` — each row once for O and
+/// LSE, once more for given gradients (a row may be bounded again: `rows` stays at most `total`) — then, on a failure,
+/// `explaining`: judging again under the candidate declarations. For a front's progress bar on a long judgment.
+struct JudgeProgress {
+  std::int64_t rows = 0, total = 0;
+  bool explaining = false;
+};
 
 /// What a kernel returned on a Problem, in the logical shapes of SPEC.md §2.1 (any strides): out [B, Hq, Lq, Dv] in
 /// the storage dtype; lse [B, Hq, Lq] in float32 or the storage dtype (none: O alone is judged); dq, dk, dv like
@@ -33,6 +43,9 @@ struct GivenOutputs {
 /// `p`, a dtype other than p's (LSE: float32 or p's), gradients without dout or without out and lse, or no out; and
 /// for a storage dtype the contract does not implement. `explain`: on a failure, judge again under each candidate
 /// declaration (Judgment::explained_by; up to 14 more judgments).
-Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelContract &contract, bool explain = true);
+///
+/// `on_progress` hears, from the calling thread, how far the judgment is: rows the error model has bounded.
+Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelContract &contract, bool explain = true,
+                     const std::function<void(const JudgeProgress &)> &on_progress = {});
 
 }  // namespace attncheck

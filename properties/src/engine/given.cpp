@@ -7,6 +7,7 @@
 #include "attncheck/property.h"
 #include "diagnosis/diagnosis.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -128,7 +129,37 @@ Verdict Judgment::verdict() const {
   return Verdict::pass;
 }
 
-Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelContract &contract, bool explain) {
+namespace {
+/// Tells `on_progress` of the rows the error model bounds on this thread while it lives (bounded_rows_hook).
+class BoundedRows {
+ public:
+  BoundedRows(const std::function<void(const JudgeProgress &)> &on_progress, std::int64_t total)
+      : on_progress_(on_progress), progress_{.rows = 0, .total = total, .explaining = false} {
+    if (!on_progress_) return;
+    bounded_rows_hook() = [this](std::int64_t rows) {
+      progress_.rows = std::min(progress_.total, progress_.rows + rows);
+      on_progress_(progress_);
+    };
+  }
+  ~BoundedRows() {
+    if (on_progress_) bounded_rows_hook() = nullptr;
+  }
+  BoundedRows(const BoundedRows &) = delete;
+  BoundedRows &operator=(const BoundedRows &) = delete;
+  /// The first pass is done; what is bounded next is an explanation's.
+  void explaining() {
+    progress_.explaining = true;
+    if (on_progress_) on_progress_(progress_);
+  }
+
+ private:
+  const std::function<void(const JudgeProgress &)> &on_progress_;
+  JudgeProgress progress_;
+};
+}  // namespace
+
+Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelContract &contract, bool explain,
+                     const std::function<void(const JudgeProgress &)> &on_progress) {
   const Shape &s = p.shape;
   const Dtype dt = p.dtype();
   if (!contract.implements(dt))
@@ -148,8 +179,10 @@ Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelCo
     require(*given.dk, "dk", {s.B, s.Hkv, s.Lk, s.D}, {dt});
     require(*given.dv, "dv", {s.B, s.Hkv, s.Lk, s.Dv}, {dt});
   }
+  BoundedRows meter(on_progress, s.B * s.Hq * s.Lq * (gradients ? 2 : 1));
   Judgment j = ladders(p, given, contract, /*record=*/true);
   const bool forward_failed = j.forward.verdict == Verdict::fail;
+  if (explain && (forward_failed || (j.backward && j.backward->verdict == Verdict::fail))) meter.explaining();
   if (explain && (forward_failed || (j.backward && j.backward->verdict == Verdict::fail)))
     j.explained_by = diagnosis::explain_given(forward_failed ? j.forward : *j.backward, contract, dt,
                                               [&](const KernelContract &changed) {
