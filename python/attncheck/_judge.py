@@ -160,6 +160,34 @@ def _unpacked(x, name, cu, longest, fill, allowed=tuple(_STORAGE.values())):
     return storage, logical
 
 
+def _cache(x, name, lengths, block_table, layout):
+    """A KV cache's k or v as the logical [B, Hkv, max(lengths), D], zero past each sequence's keys: dense [B,
+    Lk_cap, Hkv, D] (in `layout`), or paged [num_pages, page_size, Hkv, D] read through `block_table`."""
+    longest = max(max(lengths), 1)
+    if block_table is None:
+        storage, values = _host(x, name, 4, layout)
+        if values.shape[2] < max(lengths):
+            raise ValueError(f"{name} holds {values.shape[2]} keys per sequence; cache_seqlens asks for {max(lengths)}")
+        logical = np.zeros(values.shape[:2] + (longest, values.shape[3]))
+        for b, n in enumerate(lengths):
+            logical[b, :, :n] = values[b, :, :n]
+        return storage, logical
+    storage, pages = _host(x, name, 4, "blhd", dims="[num_pages, page_size, Hkv, D]")  # [num_pages, Hkv, page, D]
+    table = _values(block_table)
+    page = pages.shape[2]
+    if table.ndim != 2 or table.shape[0] != len(lengths) or np.any(table != np.round(table)):
+        raise ValueError(f"block_table must be [B, max_pages] page numbers, one row per sequence ({len(lengths)})")
+    logical = np.zeros((len(lengths), pages.shape[1], longest, pages.shape[3]))
+    for b, n in enumerate(lengths):
+        used = [int(t) for t in table[b, :-(-n // page)]]
+        if len(used) * page < n or any(not 0 <= t < pages.shape[0] for t in used):
+            raise ValueError(f"block_table row {b} does not hold the {n} keys of sequence {b} in pages of {page} "
+                             f"among the cache's {pages.shape[0]}")
+        if used:
+            logical[b, :, :n] = np.concatenate([pages[t] for t in used], axis=1)[:, :n]
+    return storage, logical
+
+
 def _values(x):
     """A feature argument's values on the host, float64 (torch tensors from any device)."""
     if framework_of(x) == "torch":
@@ -200,7 +228,8 @@ def _mask(attn_mask):
 
 def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale=None, causal=False,
           contract=None, layout="bhld", strict=False, explain=True, window=None, softcap=None, alibi_slopes=None,
-          sinks=None, attn_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, progress=True) -> Judgment:
+          sinks=None, attn_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, cache_seqlens=None, block_table=None,
+          progress=True) -> Judgment:
     """Judges `out` (and `lse`; and the gradients `dq`, `dk`, `dv` of `dout`) as a kernel's results on `q`, `k`, `v`.
 
     Arrays: NumPy, torch (any device: copied to the host) or JAX, float32, float16 or bfloat16 as the kernel stores
@@ -219,6 +248,11 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
     dout, dq packed [total_q, Hq, D], k, v, dk, dv [total_k, Hkv, D], lse [Hq, total_q]; each sequence is aligned
     causally on its own rows and keys. The judgment's indices are then [b, h, i, d] within sequence b.
 
+    A KV cache, as flash_attn_with_kvcache reads it: `cache_seqlens` ([B]) keys of each sequence in k and v — a dense
+    cache [B, Lk_max, Hkv, D] under layout="blhd" (or [B, Hkv, Lk_max, D]), or with `block_table` ([B, max_pages]
+    page numbers, as vLLM and FlashInfer keep them) a paged one [num_pages, page_size, Hkv, D]. q's Lq rows align
+    causally with the last keys of each sequence.
+
     `progress`: while judging, a bar of the query rows bounded on stderr when it is a terminal (a model's shapes take
     minutes)."""
     __tracebackhide__ = True
@@ -231,7 +265,26 @@ def judge(q, k, v, out, *, lse=None, dout=None, dq=None, dk=None, dv=None, scale
     seqlens = None
     if (cu_seqlens_q is None) != (cu_seqlens_k is None):
         raise ValueError("give cu_seqlens_q and cu_seqlens_k together (a varlen batch), or neither")
-    if cu_seqlens_q is None:
+    if cache_seqlens is None and block_table is not None:
+        raise ValueError("block_table needs cache_seqlens: the keys of each sequence in its pages")
+    if cache_seqlens is not None and cu_seqlens_q is not None:
+        raise ValueError("give cu_seqlens_q/k (a packed varlen batch) or cache_seqlens (a KV cache), not both")
+    if cache_seqlens is not None:
+        if any(g is not None for g in (dq, dk, dv)):
+            raise ValueError("gradients of a KV cache are not judged here: give the dense k and v instead")
+        arrays = {n: _host(a, n, 4, layout) for n, a in named if n not in ("k", "v")}
+        lengths = _values(cache_seqlens)
+        if lengths.ndim != 1 or np.any(lengths < 0) or np.any(lengths != np.round(lengths)):
+            raise ValueError("cache_seqlens must be [B] key counts: integers ≥ 0, one per sequence")
+        lengths = [int(n) for n in lengths]
+        batch, rows = arrays["q"][1].shape[0], arrays["q"][1].shape[2]
+        if len(lengths) != batch:
+            raise ValueError(f"cache_seqlens has {len(lengths)} sequences; q has a batch of {batch}")
+        arrays["k"] = _cache(k, "k", lengths, block_table, layout)
+        arrays["v"] = _cache(v, "v", lengths, block_table, layout)
+        seqlens = ([rows] * batch, lengths)
+        arrays["lse"] = _host(lse, "lse", 3, layout, allowed=("f32", arrays["q"][0]))
+    elif cu_seqlens_q is None:
         arrays = {n: _host(a, n, 4, layout) for n, a in named}
         arrays["lse"] = _host(lse, "lse", 3, layout, allowed=("f32", arrays["q"][0]))
     else:

@@ -323,3 +323,46 @@ def test_a_varlen_batch_is_judged_per_sequence_and_a_kernel_reading_past_a_bound
         attncheck.judge(q, k[:19], v[:19], out, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
     with pytest.raises(ValueError, match="cu_seqlens_k must be"):
         attncheck.judge(q, k, v, out, cu_seqlens_q=cu_q, cu_seqlens_k=np.array([0, 9, 5, 20]))
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_a_kv_cache_dense_or_paged_is_judged_on_each_sequences_keys_and_a_wrong_page_fails(paged):
+    rng = np.random.default_rng(9)
+    lengths, page = [37, 5, 64], 16
+    q = rng.standard_normal((3, 2, 4, 16)).astype(np.float16)  # [B, Lq, Hq, D]: two new rows per sequence
+    keys = [(rng.standard_normal((n, 2, 16)).astype(np.float16), rng.standard_normal((n, 2, 16)).astype(np.float16))
+            for n in lengths]
+    outs, lses = [], []
+    for b, (kb, vb) in enumerate(keys):
+        o, l = forward(q[b:b + 1].transpose(0, 2, 1, 3), kb[None].transpose(0, 2, 1, 3),
+                       vb[None].transpose(0, 2, 1, 3), causal=True)
+        outs.append(o.transpose(0, 2, 1, 3))
+        lses.append(l)
+    out, lse = np.concatenate(outs), np.concatenate(lses)
+    if paged:  # pages of 16 keys, shuffled, with one unused
+        table = np.full((3, 4), -1, np.int32)
+        k_cache, v_cache = (np.full((11, page, 2, 16), np.nan, np.float16) for _ in range(2))
+        order = iter(rng.permutation(11))
+        for b, (kb, vb) in enumerate(keys):
+            for n in range(-(-len(kb) // page)):
+                table[b, n] = next(order)
+                k_cache[table[b, n], :len(kb[n * page:(n + 1) * page])] = kb[n * page:(n + 1) * page]
+                v_cache[table[b, n], :len(vb[n * page:(n + 1) * page])] = vb[n * page:(n + 1) * page]
+        k_cache, v_cache = np.nan_to_num(k_cache), np.nan_to_num(v_cache)
+        cache = dict(block_table=table)
+    else:  # a dense cache of 64 keys per sequence
+        k_cache, v_cache = (np.zeros((3, 64, 2, 16), np.float16) for _ in range(2))
+        for b, (kb, vb) in enumerate(keys):
+            k_cache[b, :len(kb)], v_cache[b, :len(vb)] = kb, vb
+        cache = {}
+    judged = dict(lse=lse, causal=True, layout="blhd", cache_seqlens=np.array(lengths), **cache)
+    j = attncheck.judge(q, k_cache, v_cache, out, **judged)
+    assert j.passed, str(j)
+    # A kernel that read sequence 0's last page as sequence 2's: wrong on sequence 2 only.
+    wrong = out.copy()
+    wrong[2] = outs[0][0]
+    assert attncheck.judge(q, k_cache, v_cache, wrong, **judged).verdict == "fail"
+    with pytest.raises(ValueError, match="cache_seqlens has 2 sequences; q has a batch of 3"):
+        attncheck.judge(q, k_cache, v_cache, out, **{**judged, "cache_seqlens": np.array(lengths[:2])})
+    with pytest.raises(ValueError, match="block_table needs cache_seqlens"):
+        attncheck.judge(q, k_cache, v_cache, out, lse=lse, layout="blhd", block_table=np.zeros((3, 4)))
