@@ -73,18 +73,7 @@ ojson evidence_json(const Evidence &e) {
   j["probabilities"] = hex_array(e.probabilities);
   if (!e.hints.empty()) {  // only then: reports without hints stay as they were
     ojson hints = ojson::array();
-    for (const Hint &h : e.hints)
-      hints.push_back(ojson{{"kind", hint_kind_name(h.kind)},
-                            {"text", h.text},
-                            {"scale", hex(h.scale)},
-                            {"shift", h.shift},
-                            {"tile", h.tile},
-                            {"row", h.row},
-                            {"first_key", h.first_key},
-                            {"last_key", h.last_key},
-                            {"logit", hex(h.logit)},
-                            {"ratio", ratio_json(h.ratio)},
-                            {"baseline", ratio_json(h.baseline)}});
+    for (const Hint &h : e.hints) hints.push_back(hint_json(h));
     j["hints"] = std::move(hints);
   }
   if (e.original) {  // only then: reports of properties that judged the case itself stay as they were
@@ -167,6 +156,22 @@ Evidence read_evidence(const Obj &o) {
 
 // ---- outcome ----
 
+ojson hint_json(const Hint &h) {
+  return ojson{{"kind", hint_kind_name(h.kind)},
+               {"text", h.text},
+               {"scale", hex(h.scale)},
+               {"shift", h.shift},
+               {"tile", h.tile},
+               {"row", h.row},
+               {"first_key", h.first_key},
+               {"last_key", h.last_key},
+               {"logit", hex(h.logit)},
+               {"ratio", ratio_json(h.ratio)},
+               {"baseline", ratio_json(h.baseline)}};
+}
+
+ojson explanation_json(const Explanation &e) { return ojson{{"declaration", e.declaration}, {"meaning", e.meaning}}; }
+
 ojson outcome_json(const Outcome &o) {
   ojson j{{"verdict", verdict_id(o.verdict)},
           {"step", o.step ? ojson(step_id(*o.step)) : ojson(nullptr)},
@@ -211,7 +216,7 @@ ojson counterexample_json(const Counterexample &c, std::size_t number) {
   if (c.from_corpus()) j["corpus_entry"] = c.corpus_entry;  // only then: reports without a corpus stay as they were
   if (!c.explained_by.empty()) {  // only then: reports of failures no declaration explains stay as they were
     ojson ex = ojson::array();
-    for (const Explanation &e : c.explained_by) ex.push_back({{"declaration", e.declaration}, {"meaning", e.meaning}});
+    for (const Explanation &e : c.explained_by) ex.push_back(explanation_json(e));
     j["explained_by"] = std::move(ex);
   }
   if (!c.passes_under.empty()) j["passes_under"] = c.passes_under;  // only then, as explained_by

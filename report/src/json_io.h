@@ -191,6 +191,10 @@ Case read_case(const Obj &in, const std::string &failure);
 
 // json_counterexample.cpp: what a failure holds (finding, outcome, evidence) and the counterexample.
 
+/// A hint from evidence (REPORT_SCHEMA.md, Evidence's `hints`): kind, text and its numbers.
+ojson hint_json(const Hint &h);
+/// A declaration that explains a failure: declaration, meaning.
+ojson explanation_json(const Explanation &e);
 /// An outcome: verdict, step, detail, finding, worst ratio and element.
 ojson outcome_json(const Outcome &o);
 /// outcome_json read back (without the failing case).

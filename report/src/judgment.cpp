@@ -36,15 +36,21 @@ std::string outcome_line(std::string_view what, const Outcome &o) {
 
 }  // namespace
 
-std::string judgment_text(const Judgment &j) {
+namespace {
+/// "f16 B=1 Hq=8 Hkv=2 Lq=128 Lk=128 D=64 Dv=64 causal, scale 0.125, contract defaults": what was judged.
+std::string problem_text(const Judgment &j) {
   const Shape &s = j.shape;
-  std::string out = fmt::format(
-      "attncheck judge: {} — {} B={} Hq={} Hkv={} Lq={} Lk={} D={} Dv={}{}{}, scale {}, contract {}\n",
-      verdict_name(j.verdict()), dtype_name(j.dtype), s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.Dv,
-      j.mask == Mask::none ? "" : fmt::format(" {}", mask_name(j.mask)),
-      j.features.any() ? " " + j.features.describe() : "", decimal(j.scale), j.contract.describe_changes());
-  for (const TensorJudgment &t : j.tensors) out += tensor_line(t);
-  out += outcome_line("O, LSE", j.forward);
+  return fmt::format("{} B={} Hq={} Hkv={} Lq={} Lk={} D={} Dv={}{}{}, scale {}, contract {}", dtype_name(j.dtype), s.B,
+                     s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.Dv,
+                     j.mask == Mask::none ? "" : fmt::format(" {}", mask_name(j.mask)),
+                     j.features.any() ? fmt::format(" {}", j.features.describe()) : "", decimal(j.scale),
+                     j.contract.describe_changes());
+}
+
+/// What the judgment found beyond its tensors' lines: the ladders' first failing checks, the notes, the hints and
+/// the declarations under which the tensors would pass — indented lines, "" for a plain pass.
+std::string findings_text(const Judgment &j) {
+  std::string out = outcome_line("O, LSE", j.forward);
   if (j.backward) {
     out += outcome_line("dQ, dK, dV", *j.backward);
     if (j.backward_tier == Tier::advisory && j.backward->verdict == Verdict::fail)
@@ -59,29 +65,26 @@ std::string judgment_text(const Judgment &j) {
            "cases)\n";
   return out;
 }
+}  // namespace
+
+std::string judgment_text(const Judgment &j) {
+  std::string out = fmt::format("attncheck judge: {} — {}\n", verdict_name(j.verdict()), problem_text(j));
+  for (const TensorJudgment &t : j.tensors) out += tensor_line(t);
+  return out + findings_text(j);
+}
 
 namespace {
 /// The judgment's markdown: the verdict, the problem, a table of the tensors, what failed, and how to replay.
 std::string judgment_markdown(const Judgment &j, const JudgmentFiles &files) {
-  const Shape &s = j.shape;
-  std::string out = fmt::format("## attncheck judge: {}\n\n`{} B={} Hq={} Hkv={} Lq={} Lk={} D={} Dv={}{}{}`, scale {}, "
-                                "contract `{}`\n\n",
-                                verdict_name(j.verdict()), dtype_name(j.dtype), s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.Dv,
-                                j.mask == Mask::none ? "" : fmt::format(" {}", mask_name(j.mask)),
-                                j.features.any() ? " " + j.features.describe() : "", decimal(j.scale),
-                                j.contract.describe_changes());
+  std::string out =
+      fmt::format("## attncheck judge: {}\n\n`{}`\n\n", verdict_name(j.verdict()), md_escape(problem_text(j)));
   out += "| tensor | elements | beyond their bound | undecided | worst element | got | exact | bound | err/bound |\n";
   out += "|---|---:|---:|---:|---|---|---|---|---:|\n";
   for (const TensorJudgment &t : j.tensors)
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", t.tensor, t.elements, t.exceeding,
-                       t.undecided, t.worst_index.empty() ? "—" : "`" + element_name(t.tensor, t.worst_index) + "`",
+                       t.undecided, t.worst_index.empty() ? "—" : fmt::format("`{}`", element_name(t.tensor, t.worst_index)),
                        decimal(t.got), decimal(t.exact), decimal(t.bound), ratio_text(t.ratio));
-  std::string said = outcome_line("O, LSE", j.forward);
-  if (j.backward) said += outcome_line("dQ, dK, dV", *j.backward);
-  for (const Hint &h : j.hints) said += fmt::format("  hint: {}\n", h.text);
-  for (const Explanation &e : j.explained_by) said += fmt::format("  would pass under {}: {}\n", e.declaration, e.meaning);
-  for (const std::string &note : j.notes) said += fmt::format("  {}\n", note);
-  if (!said.empty()) out += "\n```\n" + said + "```\n";
+  if (const std::string said = findings_text(j); !said.empty()) out += "\n```\n" + said + "```\n";
   out += "\nInputs: `" + md_escape(files.inputs) + "`";
   out += files.replay.empty() ? "\n" : "; replay: `" + files.replay + "`\n";
   return out;
@@ -123,9 +126,8 @@ std::string judgment_json(const Judgment &j, const JudgmentFiles &files) {
                             {"bound", hex(t.bound)},
                             {"ratio", ratio_json(t.ratio)}});
   ojson explained = ojson::array(), hints = ojson::array();
-  for (const Explanation &e : j.explained_by)
-    explained.push_back(ojson{{"declaration", e.declaration}, {"meaning", e.meaning}});
-  for (const Hint &h : j.hints) hints.push_back(ojson{{"kind", hint_kind_name(h.kind)}, {"text", h.text}});
+  for (const Explanation &e : j.explained_by) explained.push_back(explanation_json(e));
+  for (const Hint &h : j.hints) hints.push_back(hint_json(h));
   const ojson doc{{"format", "attncheck-judgment"},
                   {"version", 1},
                   {"verdict", verdict_id(j.verdict())},
