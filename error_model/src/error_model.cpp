@@ -734,6 +734,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   // with an absolute error: τ_a per term (times the scale when it is applied after), not relative to anything.
   const double flush = c.tiny_a * std::max(1.0, scale);
   std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv, dp_dot, dp_abs;
+  const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
   for (std::int64_t b = 0; b < sh.B; ++b)
     for (std::int64_t h = 0; h < sh.Hq; ++h) {
       const std::int64_t hk = sh.kv_head(h);
@@ -854,7 +855,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           }
         }
       }
-      if (const std::function<void(std::int64_t)> &bounded = bounded_rows_hook()) bounded(sh.Lq);
+      if (bounded) bounded(sh.Lq);
     }
   // The G per-head parts of a GQA dK or dV (SPEC.md §4.4): part h computed in accumulation precision
   // (|x̂_h − x_h| ≤ err_h + g_head·mag_h, |x̂_h| ≤ (1 + g_head)·mag_h), rounded to storage, then the G parts summed in

@@ -17,6 +17,13 @@ std::string clock_text(double seconds) {
   const auto s = static_cast<long>(seconds + 0.5);
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
+
+/// "[######..................]  25% ETA 0:42": a share `f` done after `elapsed` seconds.
+std::string bar_text(double f, double elapsed) {
+  std::string bar(static_cast<std::size_t>(f * kBarWidth), '#');
+  bar.resize(kBarWidth, '.');
+  return fmt::format("[{}] {:3.0f}% ETA {}", bar, 100 * f, f > 0.01 ? clock_text(elapsed * (1 - f) / f) : "?");
+}
 }  // namespace
 
 Progress::Progress(int runs, bool quiet)
@@ -55,16 +62,11 @@ void Progress::update(const CheckProgress &p) {
   const Clock::time_point now = Clock::now();
   if (now - last_draw_ < kRedrawInterval) return;
   last_draw_ = now;
-  const double f = fraction(p);
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const std::string eta = f > 0.01 ? clock_text(elapsed * (1 - f) / f) : "?";
-  const int filled = static_cast<int>(f * kBarWidth);
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.resize(kBarWidth, '.');
   const std::string what = p.shrinking ? fmt::format("shrinking ({} tried)", p.shrinks_tried)
                                        : fmt::format("{}/{} cases", p.cases, p.target);
-  draw(fmt::format("[{}] {:3.0f}% ETA {}  {}  {} ({}/{}) {}", bar, 100 * f, eta, label_, p.property,
-                   p.property_index + 1, p.property_count, what));
+  draw(fmt::format("{}  {}  {} ({}/{}) {}", bar_text(fraction(p), elapsed), label_, p.property, p.property_index + 1,
+                   p.property_count, what));
 }
 
 void Progress::finish_run(const std::string &line) {
@@ -92,11 +94,8 @@ void JudgeBar::update(const JudgeProgress &p) {
                        "explain it",
                clock_text(elapsed));
   } else {
-    const double f = static_cast<double>(p.rows) / static_cast<double>(p.total);
-    std::string bar(static_cast<std::size_t>(f * kBarWidth), '#');
-    bar.resize(kBarWidth, '.');
-    fmt::print(stderr, "\r\033[Kjudge: [{}] {:3.0f}% ETA {}  {} of {} query rows bounded", bar, 100 * f,
-               f > 0.01 ? clock_text(elapsed * (1 - f) / f) : "?", p.rows, p.total);
+    fmt::print(stderr, "\r\033[Kjudge: {}  {} of {} query rows bounded",
+               bar_text(static_cast<double>(p.rows) / static_cast<double>(p.total), elapsed), p.rows, p.total);
   }
   std::fflush(stderr);
   drawn_ = true;

@@ -182,14 +182,15 @@ Judgment judge_given(const Problem &p, const GivenOutputs &given, const KernelCo
   BoundedRows meter(on_progress, s.B * s.Hq * s.Lq * (gradients ? 2 : 1));
   Judgment j = ladders(p, given, contract, /*record=*/true);
   const bool forward_failed = j.forward.verdict == Verdict::fail;
-  if (explain && (forward_failed || (j.backward && j.backward->verdict == Verdict::fail))) meter.explaining();
-  if (explain && (forward_failed || (j.backward && j.backward->verdict == Verdict::fail)))
+  if (explain && (forward_failed || (j.backward && j.backward->verdict == Verdict::fail))) {
+    meter.explaining();
     j.explained_by = diagnosis::explain_given(forward_failed ? j.forward : *j.backward, contract, dt,
                                               [&](const KernelContract &changed) {
                                                 const Judgment again = ladders(p, given, changed, false);
                                                 return forward_failed || !again.backward ? again.forward
                                                                                          : *again.backward;
                                               });
+  }
   if (explain && forward_failed && j.explained_by.empty())
     j.hints =
         diagnosis::given_hints(p, contract.precision(dt), contract, *given.out, given.lse ? &*given.lse : nullptr);
