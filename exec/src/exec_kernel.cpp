@@ -513,13 +513,4 @@ long ExecKernel::pid() const {
   return state_->child ? static_cast<long>(state_->child->pid()) : -1;
 }
 
-std::string shell_quote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out.push_back(c);
-  }
-  return out + "'";
-}
-
 }  // namespace attncheck

@@ -3,6 +3,7 @@
 
 #include "attncheck/gate.h"
 #include "attncheck/run.h"
+#include "attncheck/shell_quote.h"
 #include "progress.h"
 
 #include <fmt/core.h>
@@ -101,16 +102,11 @@ int judge_exit_code(const Judgment &j, bool strict) {
 
 std::string judge_replay(const Judgment &j, std::string_view inputs, std::string_view layout) {
   if (j.features.any()) return "";  // the command takes no features
-  const auto quoted = [](std::string_view x) {
-    std::string q = "'";
-    for (const char ch : x) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-    return q + "'";
-  };
-  std::string cmd = fmt::format("attncheck judge --inputs {} --dtype {} --scale {:.17g}", quoted(inputs),
+  std::string cmd = fmt::format("attncheck judge --inputs {} --dtype {} --scale {:.17g}", shell_quote(inputs),
                                 dtype_name(j.dtype), j.scale);
   if (layout != "bhld") cmd += " --layout " + std::string(layout);
   if (j.mask != Mask::none) cmd += " --causal";
-  if (const std::string c = j.contract.describe_changes(); c != "defaults") cmd += " --contract " + quoted(c);
+  if (const std::string c = j.contract.describe_changes(); c != "defaults") cmd += " --contract " + shell_quote(c);
   return cmd;
 }
 

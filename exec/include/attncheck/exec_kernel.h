@@ -13,6 +13,7 @@
 #pragma once
 
 #include "attncheck/kernel_abi.h"
+#include "attncheck/shell_quote.h"  // shell_quote, for COMMAND strings
 
 #include <chrono>
 #include <cstdint>
@@ -98,7 +99,5 @@ class ExecKernel {
   std::shared_ptr<State> state_;
 };
 
-/// `s` quoted for /bin/sh: 'it'\''s' — for building COMMAND strings from paths.
-std::string shell_quote(std::string_view s);
 
 }  // namespace attncheck
