@@ -466,7 +466,8 @@ PropertyReport run_property(const PropertyDef &def, std::size_t index, CheckRun 
   return pr;
 }
 
-/// The reproduce string names a failure of property `id` in `dt`: the search's or the targeted phase's.
+/// The reproduce string names a failure of property `id` in `dt`: the search's, the targeted phase's or a declared
+/// shape's.
 bool names(const rc::detail::Configuration &replay, std::string_view id, Dtype dt) {
   return replay.reproduce.count(run_id(id, dt)) || replay.reproduce.count(target_id(id, dt)) ||
          replay.reproduce.count(shape_id(id, dt));
