@@ -2,6 +2,7 @@
 // (fast_reference.h; SPEC.md §5.1).
 #include "attncheck/fast_reference.h"
 
+#include "attncheck/products.h"
 #include "attncheck/reference.hpp"  // detail::checked_shape: the same validation as reference_forward
 
 #include <Eigen/Dense>
@@ -94,6 +95,15 @@ bool factor_ok(double x) { return x == 0 || (std::fabs(x) >= kMinFactor && std::
 double finish(double e, double eps_scale, double value = 0) {
   const double r = e * kEpsInflation * eps_scale;
   return r >= 0 && r < kInf && std::isfinite(value) ? r : kInf;
+}
+
+/// C = op(A)·op(B) for Eigen row-major operands on the fast SIMD path (products.h): any summation order, as every
+/// bound here allows. C is resized.
+template <class A, class B>
+void product(RowMatrix &C, const A &a, bool ta, const B &b, bool tb) {
+  const std::int64_t m = ta ? a.cols() : a.rows(), k = ta ? a.rows() : a.cols(), n = tb ? b.rows() : b.cols();
+  C.resize(m, n);
+  gemm(fast_simd_path(), m, n, k, {a.data(), a.cols(), ta}, {b.data(), b.cols(), tb}, C.data(), n);
 }
 
 /// Row 2-norms of a row-major array of rows of `cols` values.
@@ -194,7 +204,7 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
   const ConstMap Q(in.q.data() + (b * s.Hq + h0) * s.Lq * s.D, R, s.D);
   const ConstMap K(in.k.data() + (b * s.Hkv + kv) * s.Lk * s.D, s.Lk, s.D);
   RowMatrix &S = blk.S, &E = blk.E;
-  S.noalias() = Q * K.transpose();  // t̂_rj, any order: |t̂ − t| ≤ γ_D Σ|q k| ≤ γ_D ‖q_r‖‖k_j‖
+  product(S, Q, false, K, true);  // t̂_rj, any order: |t̂ − t| ≤ γ_D Σ|q k| ≤ γ_D ‖q_r‖‖k_j‖
   const double *qn = in.qn.data() + (b * s.Hq + h0) * s.Lq, *kn = in.kn.data() + (b * s.Hkv + kv) * s.Lk;
 
   for (std::int64_t r = 0; r < R; ++r) {
@@ -378,8 +388,8 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
         E.row(row) += gamma(blk.nt[static_cast<std::size_t>(row)] + 1) * S.row(row);
       }
       const std::size_t vo = static_cast<std::size_t>((b * s.Hkv + kv) * s.Lk * s.Dv);
-      N.noalias() = S * ConstMap(in.v.data() + vo, s.Lk, s.Dv);  // Σ_j p̂_j v_jc
-      Bm.noalias() = E * ConstMap(va.data() + vo, s.Lk, s.Dv);   // Σ_j (γ p̂_j + Δp_j) |v_jc|
+      product(N, S, false, ConstMap(in.v.data() + vo, s.Lk, s.Dv), false);  // Σ_j p̂_j v_jc
+      product(Bm, E, false, ConstMap(va.data() + vo, s.Lk, s.Dv), false);  // Σ_j (γ p̂_j + Δp_j) |v_jc|
       // Products that underflow lose ≤ η/2 each in N and Bm: an absolute allowance per row.
       const double tiny = (4 * static_cast<double>(s.Lk) + 4) * eta;
       const std::size_t o0 = static_cast<std::size_t>(out_offset(s, b, kv * G, 0, 0));
@@ -462,7 +472,7 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
       const ConstMap dO(in.dout.data() + q0 * s.Dv, R, s.Dv), dOa(da.data() + q0 * s.Dv, R, s.Dv);
       const ConstMap K(in.k.data() + k0 * s.D, s.Lk, s.D), Ka(ka.data() + k0 * s.D, s.Lk, s.D);
       const ConstMap V(in.v.data() + k0 * s.Dv, s.Lk, s.Dv);
-      DP.noalias() = dO * V.transpose();  // dP̂_rj = Σ_c dO_rc v_jc (before dropout's factor)
+      product(DP, dO, false, V, true);  // dP̂_rj = Σ_c dO_rc v_jc (before dropout's factor)
       W.setZero(R, s.Lk);
       std::fill(seen.begin(), seen.end(), 0);
       for (std::int64_t row = 0; row < R; ++row) {
@@ -530,8 +540,8 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
         }
       }
       // dQ = scale·dS'·K [÷ (1 − p)], error scale·(W·|K| + tiny) + the product's rounding (put).
-      X.noalias() = DP * K;
-      BX.noalias() = W * Ka;
+      product(X, DP, false, K, false);
+      product(BX, W, false, Ka, false);
       for (std::int64_t row = 0; row < R; ++row) {
         if (!blk.live[static_cast<std::size_t>(row)]) continue;  // dQ = 0 exactly
         for (std::int64_t d = 0; d < s.D; ++d) {
@@ -540,8 +550,8 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
         }
       }
       // dK = scale·dS'ᵀ·Q (the group's rows: GQA's sum over heads), error scale·(Wᵀ·|Q| + tiny).
-      X.noalias() = DP.transpose() * Q;
-      BX.noalias() = W.transpose() * Qa;
+      product(X, DP, true, Q, false);
+      product(BX, W, true, Qa, false);
       for (std::int64_t j = 0; j < s.Lk; ++j) {
         if (!seen[static_cast<std::size_t>(j)]) continue;  // no row sees key j: dK = dV = 0 exactly
         for (std::int64_t d = 0; d < s.D; ++d) {
@@ -550,8 +560,8 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
         }
       }
       // dV = P̂ᵀ·dO over kept entries [÷ (1 − p)], error (ΔP + γ_R P̂)ᵀ·|dO| + tiny.
-      X.noalias() = S.transpose() * dO;
-      BX.noalias() = E.transpose() * dOa;
+      product(X, S, true, dO, false);
+      product(BX, E, true, dOa, false);
       for (std::int64_t j = 0; j < s.Lk; ++j) {
         if (!seen[static_cast<std::size_t>(j)]) continue;
         for (std::int64_t c = 0; c < s.Dv; ++c) {
