@@ -4,6 +4,8 @@
 // kDoubleSlack.
 #include "attncheck/error_model.h"
 
+#include "attncheck/products.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -91,6 +93,12 @@ void row_norms(const std::vector<double> &x, std::int64_t n, std::vector<double>
     }
 }
 
+std::vector<double> magnitudes(const std::vector<double> &x) {
+  std::vector<double> out(x.size());
+  std::transform(x.begin(), x.end(), out.begin(), [](double y) { return std::fabs(y); });
+  return out;
+}
+
 /// The per-row quantities shared by the forward and backward bounds.
 struct RowModel {
   std::vector<std::int64_t> keys;  ///< visible keys j
@@ -108,40 +116,26 @@ struct RowModel {
   bool overflow = false;           ///< a logit's magnitude may overflow the logits' (or the softmax's) dtype
   double max_abs_s = 0;            ///< M_i = max_j |s_ij|
   double log_A = 0;                ///< ln Σ_j P_ij e^{θ_ij}
-  std::vector<long double> dot, adot;  ///< scratch of Ctx::row: q_i·k_j and Σ_d |q_id k_jd| of the visible keys
+};
+
+/// Rows per tile of the logits' products (Tile): enough for the GEMMs' speed, O(rows × Lk) memory.
+constexpr std::int64_t kTileRows = 64;
+
+/// The products of query rows [i0, i0 + rows) of head (b, h) with every key of its kv head, row-major [rows, Lk],
+/// as double GEMMs in any summation order (products.h): dot = Q·Kᵀ, adot = |Q|·|K|ᵀ and, for a backward, dp = dO·Vᵀ,
+/// dpa = |dO|·|V|ᵀ. Ctx::cover fills it; Ctx::row reads it.
+struct Tile {
+  std::int64_t b = -1, h = -1, i0 = 0, rows = 0;
+  std::vector<double> dot, adot, dp, dpa;
+  bool holds(std::int64_t b_, std::int64_t h_, std::int64_t i) const {
+    return b_ == b && h_ == h && i >= i0 && i < i0 + rows;
+  }
 };
 
 /// RowModel::keys entry standing for a row's filler keys (FillerKeys).
 constexpr std::int64_t kFillerKey = -1;
 /// RowModel::keys entry standing for a row's attention sink: a logit in the denominator with no value.
 constexpr std::int64_t kSinkKey = -2;
-
-/// Σ_d q_d·k_d and Σ_d |q_d·k_d| in long double, in order (each product of two float values is exact), for the keys
-/// k[0..m) (m ≤ 2) at once: two keys' sums are independent chains of x87 adds, each with the bits it has alone.
-/// Not inlined: inside the row loop GCC spilled one x87 sum to the stack on every term.
-[[gnu::noinline]] void extended_dots(const double *q, const double *const k[2], int m, std::int64_t n,
-                                     long double dot[2], long double adot[2]) {
-  if (m == 2) {
-    const double *k0 = k[0], *k1 = k[1];
-    long double d0 = 0, a0 = 0, d1 = 0, a1 = 0;
-    for (std::int64_t d = 0; d < n; ++d) {
-      const long double x0 = static_cast<long double>(q[d]) * k0[d], x1 = static_cast<long double>(q[d]) * k1[d];
-      d0 += x0;
-      a0 += std::fabs(x0);
-      d1 += x1;
-      a1 += std::fabs(x1);
-    }
-    dot[0] = d0, adot[0] = a0, dot[1] = d1, adot[1] = a1;
-    return;
-  }
-  long double d0 = 0, a0 = 0;
-  for (std::int64_t d = 0; d < n; ++d) {
-    const long double x = static_cast<long double>(q[d]) * k[0][d];
-    d0 += x;
-    a0 += std::fabs(x);
-  }
-  dot[0] = d0, adot[0] = a0;
-}
 
 /// A forward row's per-column sums over its keys (forward_bounds): Σ P̂ρ|v − O|, max |v − O|, Σ P̂(1 + ρ)|v|,
 /// max |v|, and the weights' storage rounding against |v| and against |v − O|.
@@ -204,8 +198,11 @@ struct Ctx {
   double limit;                  // overflow thresholds as a fraction of the dtype's largest value (BoundsFrom)
   OperandRounding op_in;         // fp32-precision: q, k, v, dO as the products read them
   OperandRounding op_w;          // fp32-precision: P and dS as the products read them (after round_p's storage)
-  // q, k, v as dense row-major [B, H, L, X] doubles, read once: the rows below read each element many times.
-  std::vector<double> q, k, v;
+  SimdPath path;                 // the products' SIMD path: the baseline's bits for exact values (what reports print)
+  double gamma_qk_ref;           // γ_D(2⁻⁵³): the logits' own products in double, any order (Tile)
+  // q, k, v as dense row-major [B, H, L, X] doubles, read once: the rows below read each element many times; and
+  // their magnitudes, the operands of Tile's |Q|·|K|ᵀ and |dO|·|V|ᵀ.
+  std::vector<double> q, k, v, q_abs, k_abs, v_abs;
   // With op_in: Σ_d |x| and max |x| of each row of q, k, v (by q_index, k_index, v_index of element 0 over D or Dv).
   std::vector<double> q_l1, q_max, k_l1, k_max, v_l1, v_max;
 
@@ -225,7 +222,9 @@ struct Ctx {
         // FP8 operands (e4m3, e5m2) are held by every format; P and dS are in storage with round_p.
         op_in(p_.features.fp8 ? OperandRounding{} : operand_rounding(prof_.storage, prof_.fp32_precision)),
         op_w(operand_rounding(prof_.round_p ? prof_.storage : prof_.accumulate, prof_.fp32_precision)),
-        q(p_.q.to_vector()), k(p_.k.to_vector()), v(p_.v.to_vector()) {
+        path(from == BoundsFrom::exact ? SimdPath::baseline : fast_simd_path()),
+        gamma_qk_ref(gamma_n(static_cast<double>(p_.shape.D), 0x1p-53)), q(p_.q.to_vector()), k(p_.k.to_vector()),
+        v(p_.v.to_vector()), q_abs(magnitudes(q)), k_abs(magnitudes(k)), v_abs(magnitudes(v)) {
     if (op_in.active()) {
       row_norms(q, sh.D, q_l1, q_max);
       row_norms(k, sh.D, k_l1, k_max);
@@ -306,9 +305,32 @@ struct Ctx {
   /// Whether the products read P (and dS) other than as computed.
   bool weights_rounded() const { return prof.round_p || op_w.active(); }
 
+  /// Makes `t` hold row i of head (b, h): the next kTileRows rows' products from i on, unless it holds it already.
+  /// With `dout` (dense [B, Hq, Lq, Dv]) and its magnitudes, also dO·Vᵀ and |dO|·|V|ᵀ.
+  void cover(Tile &t, std::int64_t b, std::int64_t h, std::int64_t i, const std::vector<double> *dout = nullptr,
+             const std::vector<double> *dout_abs = nullptr) const {
+    if (t.holds(b, h, i)) return;
+    const std::int64_t hk = sh.kv_head(h), rows = std::min(kTileRows, sh.Lq - i), Lk = sh.Lk;
+    t.b = b, t.h = h, t.i0 = i, t.rows = rows;
+    const auto n = static_cast<std::size_t>(rows * Lk);
+    t.dot.resize(n);
+    t.adot.resize(n);
+    const std::size_t qo = q_index(b, h, i, 0), ko = k_index(b, hk, 0, 0);
+    gemm(path, rows, Lk, sh.D, {q.data() + qo, sh.D, false}, {k.data() + ko, sh.D, true}, t.dot.data(), Lk);
+    gemm(path, rows, Lk, sh.D, {q_abs.data() + qo, sh.D, false}, {k_abs.data() + ko, sh.D, true}, t.adot.data(),
+         Lk);
+    if (!dout) return;
+    t.dp.resize(n);
+    t.dpa.resize(n);
+    const std::size_t oo = static_cast<std::size_t>(out_offset(sh, b, h, i, 0)), vo = v_index(b, hk, 0, 0);
+    gemm(path, rows, Lk, sh.Dv, {dout->data() + oo, sh.Dv, false}, {v.data() + vo, sh.Dv, true}, t.dp.data(), Lk);
+    gemm(path, rows, Lk, sh.Dv, {dout_abs->data() + oo, sh.Dv, false}, {v_abs.data() + vo, sh.Dv, true},
+         t.dpa.data(), Lk);
+  }
+
   /// The row's visible keys; with `filler`, one more entry (key −1) standing for the filler class: weight
   /// P = count·exp(max_logit − LSE) (δ), θ of its largest |logit| and Σ|q k|, and M raised to its largest |logit|.
-  void row(std::int64_t b, std::int64_t h, std::int64_t i, double lse, RowModel &r,
+  void row(const Tile &tile, std::int64_t b, std::int64_t h, std::int64_t i, double lse, RowModel &r,
            const FillerKeys *filler = nullptr) const {
     const std::int64_t hk = sh.kv_head(h);
     const double scale = p.params.scale;
@@ -328,25 +350,22 @@ struct Ctx {
     r.e_t.clear();
     double M = 0;
     r.overflow = false;
-    const double *q_row = q.data() + q_index(b, h, i, 0);
     for (std::int64_t j = 0; j < sh.Lk; ++j)
       if (sees(f, p.params.mask, fr, sh.Lq, sh.Lk, b, h, i, j)) r.keys.push_back(j);
     const std::size_t visible = r.keys.size();
-    r.dot.resize(visible);
-    r.adot.resize(visible);
-    for (std::size_t t = 0; t < visible; t += 2) {
-      const int m = t + 1 < visible ? 2 : 1;
-      const double *krows[2] = {k.data() + k_index(b, hk, r.keys[t], 0),
-                                m == 2 ? k.data() + k_index(b, hk, r.keys[t + 1], 0) : nullptr};
-      extended_dots(q_row, krows, m, sh.D, &r.dot[t], &r.adot[t]);
-    }
+    const double *dots = tile.dot.data() + (i - tile.i0) * sh.Lk, *adots = tile.adot.data() + (i - tile.i0) * sh.Lk;
+    const double sq = std::fabs(scale * dqk);
     const std::size_t q_at = row_of(q_index(b, h, i, 0), sh.D);  // the row's entry in the operand tables
     for (std::size_t key = 0; key < visible; ++key) {
       const std::int64_t j = r.keys[key];
       const std::size_t k_at = row_of(k_index(b, hk, j, 0), sh.D);
-      const long double dot = r.dot[key], adot = r.adot[key];
-      const double x = static_cast<double>(scale * dqk * dot);
-      const double abs_dot = static_cast<double>(std::fabs(scale * dqk) * adot);
+      // The products' own rounding (Tile): Σ|q k| ≤ adot̂/(1 − γ), and the logit x̂ within e_ref of scale·dqk·q·k
+      // (its product with scale·dqk adds u|x̂|). P̂ = exp(ŝ − LSE) is then within e_ref in log space, and so are
+      // θ̄ and ln A: 2·e_ref joins the logit's error (SPEC.md §4.2).
+      const double adot = adots[j] / (1 - gamma_qk_ref);
+      const double x = scale * dqk * dots[j];
+      const double abs_dot = sq * adot;
+      const double e_ref = 2 * (gamma_qk_ref * abs_dot + 0x1p-52 * std::fabs(x));
       // Softcap c·tanh(x/c) is a contraction (derivative 1 − t² ≤ 1): the logit's error passes at most unchanged,
       // and the cap adds the division, tanh and the multiply (SPEC.md §4.2).
       const double t = cap > 0 ? std::tanh(x / cap) : 0;
@@ -364,16 +383,16 @@ struct Ctx {
       r.t.push_back(t);
       r.e_t.push_back(e_t);
       r.z.push_back(dropout_factor(f, sh.Hq, sh.Lq, sh.Lk, b, h, i, j));
-      r.e_x.push_back(op_in.active() ? product_error(gamma_dot, abs_dot, q_l1[q_at] + k_l1[k_at],
-                                                      static_cast<double>(sh.D), std::fabs(scale))
-                                     : gamma_dot * abs_dot);
+      r.e_x.push_back(e_ref + (op_in.active() ? product_error(gamma_dot, abs_dot, q_l1[q_at] + k_l1[k_at],
+                                                              static_cast<double>(sh.D), std::fabs(scale))
+                                             : gamma_dot * abs_dot));
       r.extra.push_back(extra);
       if (op_in.active())  // q, k or v may round to ±Inf as operands
         r.overflow |= operand_overflows(
             std::max({q_max[q_at], k_max[k_at], v_max[row_of(v_index(b, hk, j, 0), sh.Dv)]}));
       // Partial sums of q·k reach Σ|q k| before (or after) the scale is applied; the logit then enters the softmax
       // arithmetic.
-      r.overflow |= overflows_qk(static_cast<double>(std::max<long double>(adot, std::fabs(scale) * adot))) ||
+      r.overflow |= overflows_qk(std::max(adot, std::fabs(scale) * adot)) ||
                     overflows(abs_dot) || overflows(std::fabs(sv));
       M = std::max(M, std::fabs(sv));
     }
@@ -455,51 +474,28 @@ struct Ctx {
   }
 };
 
-/// err[d] += se·|y_d| + flush, mag[d] += sa·|y_d|, val[d] += sd·y_d for d < n: one key's share of a dQ row (y = k_j)
-/// or of a dK row (y = q_i) in backward_bounds, element by element in SIMD lanes (each sum in the same order).
-void add_scaled(std::int64_t n, const double *__restrict y, double se, double sa, double sd, double flush,
-                double *__restrict err, double *__restrict mag, double *__restrict val) {
-  for (std::int64_t d = 0; d < n; ++d) {
-    err[d] += se * std::fabs(y[d]) + flush;
-    mag[d] += sa * std::fabs(y[d]);
-    val[d] += sd * y[d];
-  }
-}
+/// Whether a problem is worth OpenMP's threads: below this many multiply-adds (B·Hq·Lq·Lk·(D + Dv)) waking them
+/// costs more than it saves.
+bool parallel_work(const Shape &sh) { return sh.work() >= (std::int64_t{1} << 22); }
 
-/// dot[t] = Σ_c g_c·y_c and abs[t] = Σ_c |g_c·y_c| over c < n, y = row(keys[t]), in column order (0 for a negative
-/// key: a sink or the filler). Four keys at a time: four independent sums instead of one chain of dependent adds,
-/// each with the same bits as alone.
-template <class Row>
-void value_dots(const double *g, std::int64_t n, const std::vector<std::int64_t> &keys, Row row,
-                std::vector<double> &dot, std::vector<double> &abs) {
-  const std::size_t m = keys.size();
-  dot.assign(m, 0.0);
-  abs.assign(m, 0.0);
-  std::size_t t = 0;
-  for (; t + 4 <= m; t += 4) {
-    if (keys[t] < 0 || keys[t + 1] < 0 || keys[t + 2] < 0 || keys[t + 3] < 0) break;
-    const double *y0 = row(keys[t]), *y1 = row(keys[t + 1]), *y2 = row(keys[t + 2]), *y3 = row(keys[t + 3]);
-    double d0 = 0, d1 = 0, d2 = 0, d3 = 0, a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (std::int64_t c = 0; c < n; ++c) {
-      const double x0 = g[c] * y0[c], x1 = g[c] * y1[c], x2 = g[c] * y2[c], x3 = g[c] * y3[c];
-      d0 += x0, d1 += x1, d2 += x2, d3 += x3;
-      a0 += std::fabs(x0), a1 += std::fabs(x1), a2 += std::fabs(x2), a3 += std::fabs(x3);
-    }
-    dot[t] = d0, dot[t + 1] = d1, dot[t + 2] = d2, dot[t + 3] = d3;
-    abs[t] = a0, abs[t + 1] = a1, abs[t + 2] = a2, abs[t + 3] = a3;
+/// The coefficients of a tile's gradient terms (backward_bounds), row-major [rows, Lk], 0 where a row does not see
+/// a key: dQ's and dK's error, magnitude and value (se, sa, sd; times |k|, |k|, k for dQ, |q|, |q|, q for dK), dV's
+/// (ve, va, vv; times |dO|, |dO|, dO); and the absolute allowances per row of dQ and per key of dK and dV.
+struct GradientTerms {
+  std::vector<double> se, sa, sd, ve, va, vv, flush_q, flush_k, flush_v;
+  std::int64_t Lk = 0;
+  void reset(std::int64_t rows, std::int64_t keys) {
+    Lk = keys;
+    for (std::vector<double> *x : {&se, &sa, &sd, &ve, &va, &vv}) x->assign(static_cast<std::size_t>(rows * keys), 0.0);
+    flush_q.assign(static_cast<std::size_t>(rows), 0.0);
+    flush_k.assign(static_cast<std::size_t>(keys), 0.0);
+    flush_v.assign(static_cast<std::size_t>(keys), 0.0);
   }
-  for (; t < m; ++t) {
-    if (keys[t] < 0) continue;
-    const double *y = row(keys[t]);
-    double d = 0, a = 0;
-    for (std::int64_t c = 0; c < n; ++c) {
-      const double x = g[c] * y[c];
-      d += x;
-      a += std::fabs(x);
-    }
-    dot[t] = d, abs[t] = a;
+  void set(std::int64_t row, std::int64_t j, double e, double a, double d, double v_e, double v_a, double v_v) {
+    const auto at = static_cast<std::size_t>(row * Lk + j);
+    se[at] = e, sa[at] = a, sd[at] = d, ve[at] = v_e, va[at] = v_a, vv[at] = v_v;
   }
-}
+};
 
 /// Bounds of shape sh's O and LSE, all 0 until forward_row_bounds fills their rows (a row that sees no key keeps 0).
 ForwardBounds zero_forward_bounds(const Shape &sh) {
@@ -684,6 +680,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
   ForwardBounds out = zero_forward_bounds(sh);
   RowModel r;
   ColumnSums fb;
+  Tile tile;
   const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
   for (std::int64_t b = 0; b < sh.B; ++b)
     for (std::int64_t h = 0; h < sh.Hq; ++h) {
@@ -692,7 +689,8 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
         const double lse = exact.lse[row];
         if (std::isinf(lse)) continue;  // sees no key: O = 0 and LSE = −∞ exactly
         const FillerKeys *f = row < filler.size() && filler[row].count > 0 ? &filler[row] : nullptr;
-        c.row(b, h, i, lse, r, f);
+        c.cover(tile, b, h, i);
+        c.row(tile, b, h, i, lse, r, f);
         forward_row_bounds(c, exact, b, h, i, lse, r, f, fb, out);
       }
       if (bounded) bounded(sh.Lq);
@@ -704,13 +702,12 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
                                BoundsFrom from) {
   if (!p.dout) throw std::invalid_argument("backward_bounds: the problem has no dout");
   const Shape &sh = p.shape;
-  const std::vector<double> dout = p.dout->to_vector();  // dO, dense [B, Hq, Lq, Dv]
+  const std::vector<double> dout = p.dout->to_vector(), dout_abs = magnitudes(dout);  // dO, dense [B, Hq, Lq, Dv]
   const Ctx c(p, prof, from);
   std::vector<double> do_l1, do_max;  // with fp32-precision: dO's rows as operands of dP = dO·v and dV = Pᵀ·dO
   if (c.op_in.active()) row_norms(dout, sh.Dv, do_l1, do_max);
   // The forward's bounds on O and LSE, row by row below from the same row model (forward_row_bounds).
   ForwardBounds fb = zero_forward_bounds(sh);
-  ColumnSums sums;
   const double scale = std::fabs(p.params.scale);
   const double g_dv = gamma_n(static_cast<double>(sh.Dv), c.ua);
   const double g_dq = gamma_n(static_cast<double>(sh.Lk) + 2, c.ua);
@@ -728,20 +725,30 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   std::vector<double> dq_err(nq), dq_mag(nq), dq_val(nq), dk_err(nk), dk_mag(nk), dk_val(nk), dv_err(nv),
       dv_mag(nv), dv_val(nv);
 
-  RowModel r;
   const double cap = p.features.softcap;
   // Each product of a gradient sum (dS·k, dS·q, P·dO) may be flushed below the smallest normal, or rounded there
   // with an absolute error: τ_a per term (times the scale when it is applied after), not relative to anything.
   const double flush = c.tiny_a * std::max(1.0, scale);
-  std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv, dp_dot, dp_abs;
   const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
-  for (std::int64_t b = 0; b < sh.B; ++b)
-    for (std::int64_t h = 0; h < sh.Hq; ++h) {
-      const std::int64_t hk = sh.kv_head(h);
-      for (std::int64_t i = 0; i < sh.Lq; ++i) {
+  const std::int64_t G_int = sh.group(), Lk = sh.Lk;
+  // One kv head's group at a time, on as many threads as OpenMP has (each group writes its own rows of dQ, O's and
+  // LSE's bounds, and its own keys' dK and dV, in a fixed order: the bits do not depend on the thread count).
+#pragma omp parallel for schedule(dynamic, 1) if (parallel_work(sh))
+  for (std::int64_t task = 0; task < sh.B * sh.Hkv; ++task) {
+    const std::int64_t b = task / sh.Hkv, hk = task % sh.Hkv;
+    RowModel r;
+    Tile tile;
+    ColumnSums sums;
+    GradientTerms co;
+    std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv;
+    for (std::int64_t h = hk * G_int; h < (hk + 1) * G_int; ++h) {
+      for (std::int64_t i0 = 0; i0 < sh.Lq; i0 += kTileRows) {
+      c.cover(tile, b, h, i0, &dout, &dout_abs);
+      co.reset(tile.rows, Lk);
+      for (std::int64_t i = i0; i < i0 + tile.rows; ++i) {
         const double lse = exact.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
         if (std::isinf(lse)) continue;  // zero gradients, exactly
-        c.row(b, h, i, lse, r);
+        c.row(tile, b, h, i, lse, r);
         forward_row_bounds(c, exact, b, h, i, lse, r, nullptr, sums, fb);
         const std::size_t n = r.keys.size();
         const double row_unbounded = r.overflow ? kInf : 0.0;
@@ -762,17 +769,18 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
         e_Pv.assign(n, 0);
         dS.assign(n, 0);
         e_dS.assign(n, 0);
-        // dO_i·v_j and Σ_c |dO_ic v_jc| of every key (a sink has no value: 0).
+        // dO_i·v_j and Σ_c |dO_ic v_jc| of every key (Tile; a sink has no value: 0). Any summation order: the
+        // products' γ_Dv in double is far below the kernel's g_dv, and the magnitude is taken from above.
         const std::size_t o_row = static_cast<std::size_t>(out_offset(sh, b, h, i, 0));
-        value_dots(dout.data() + o_row, sh.Dv, r.keys,
-                   [&](std::int64_t j) { return c.v.data() + c.v_index(b, hk, j, 0); }, dp_dot, dp_abs);
+        const double *dps = tile.dp.data() + (i - tile.i0) * sh.Lk, *dpas = tile.dpa.data() + (i - tile.i0) * sh.Lk;
         // fp32-precision: dO read as an operand (dP = dO·v, dV = Pᵀ·dO); a row that may round to ±Inf is unbounded.
         const double do_row_l1 = c.op_in.active() ? do_l1[Ctx::row_of(o_row, sh.Dv)] : 0.0;
         const double do_unbounded =
             c.op_in.active() && c.operand_overflows(do_max[Ctx::row_of(o_row, sh.Dv)]) ? kInf : 0.0;
         double eD_from_p = 0, D_p_mag = 0;
         for (std::size_t t = 0; t < n; ++t) {
-          const double dp = dp_dot[t], dp_mag = dp_abs[t];
+          const bool key = r.keys[t] >= 0;
+          const double dp = key ? dps[r.keys[t]] : 0.0, dp_mag = key ? dpas[r.keys[t]] * (1 + 0x1p-40) : 0.0;
           // Dropout scales dP by z (its rounding: kDropoutUlps).
           dP[t] = r.z[t] * dp;
           const double v_row_l1 =
@@ -828,35 +836,56 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           }
           e_dS[t] = e;
         }
-        // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij z_ij dO_i.
+        // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij z_ij dO_i: each term's coefficients,
+        // summed by the tile's products below.
+        const std::int64_t row = i - i0;
         for (std::size_t t = 0; t < n; ++t) {
           const std::int64_t j = r.keys[t];
           if (j < 0) continue;  // the sink: no key, no gradient
           const double z = r.z[t];
           const double ads = std::fabs(dS[t]) + e_dS[t];
-          const std::size_t iq = c.q_index(b, h, i, 0), ik = c.k_index(b, hk, j, 0);
           // fp32-precision: k (for dQ) and q (for dK) read as operands, |ỹ − y| ≤ u|y| + η: the term's error
           // e_dS|ỹ| + |dS̃||ỹ − y| and its magnitude |dS̃||ỹ|.
           const double u_in = c.op_in.u;
-          const double se = scale * (e_dS[t] * (1 + u_in) + ads * u_in), sa = scale * ads * (1 + u_in),
-                       sd = scale * dS[t];
           const double flush_in = c.op_in.active() ? flush + 2 * scale * ads * c.op_in.eta : flush;
-          add_scaled(sh.D, c.k.data() + ik, se, sa, sd, flush_in, &dq_err[iq], &dq_mag[iq], &dq_val[iq]);
-          add_scaled(sh.D, c.q.data() + iq, se, sa, sd, flush_in, &dk_err[ik], &dk_mag[ik], &dk_val[ik]);
-          for (std::int64_t col = 0; col < sh.Dv; ++col) {
-            const double g = dout[static_cast<std::size_t>(out_offset(sh, b, h, i, col))];
-            const std::size_t iv = c.v_index(b, hk, j, col);
-            const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
-            const double w = (r.P[t] + e_Pv[t]) * (z + e_z);  // |P̃ z|
-            dv_err[iv] += (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * std::fabs(g) * (1 + u_in) + flush;
-            if (c.op_in.active()) dv_err[iv] += w * c.op_in.error(std::fabs(g)) + do_unbounded;
-            dv_mag[iv] += w * std::fabs(g) * (1 + u_in);
-            dv_val[iv] += r.P[t] * z * g;
-          }
+          const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
+          const double w = (r.P[t] + e_Pv[t]) * (z + e_z);  // |P̃ z|
+          // dV's term: (e_P̃(z + e_z) + P e_z)|g|(1 + u) [+ w(u|g| + η)] + τ, magnitude w|g|(1 + u), value P z g.
+          co.set(row, j, scale * (e_dS[t] * (1 + u_in) + ads * u_in), scale * ads * (1 + u_in), scale * dS[t],
+                 (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * (1 + u_in) + (c.op_in.active() ? w * u_in : 0.0),
+                 w * (1 + u_in), r.P[t] * z);
+          co.flush_q[static_cast<std::size_t>(row)] += flush_in;
+          co.flush_k[static_cast<std::size_t>(j)] += flush_in;
+          co.flush_v[static_cast<std::size_t>(j)] += flush + (c.op_in.active() ? w * c.op_in.eta + do_unbounded : 0.0);
         }
       }
-      if (bounded) bounded(sh.Lq);
+      // The tile's sums as products: dQ of its rows, and its share of dK and dV of every key.
+      const std::size_t qo = c.q_index(b, h, i0, 0), ko = c.k_index(b, hk, 0, 0), vo = c.v_index(b, hk, 0, 0);
+      const std::size_t oo = static_cast<std::size_t>(out_offset(sh, b, h, i0, 0));
+      const std::int64_t rows = tile.rows, D = sh.D, Dv = sh.Dv;
+      for (auto [x, y, out] : {std::tuple{&co.se, &c.k_abs, &dq_err}, std::tuple{&co.sa, &c.k_abs, &dq_mag},
+                               std::tuple{&co.sd, &c.k, &dq_val}})
+        gemm(c.path, rows, D, Lk, {x->data(), Lk, false}, {y->data() + ko, D, false}, out->data() + qo, D);
+      for (auto [x, y, out] : {std::tuple{&co.se, &c.q_abs, &dk_err}, std::tuple{&co.sa, &c.q_abs, &dk_mag},
+                               std::tuple{&co.sd, &c.q, &dk_val}})
+        gemm(c.path, Lk, D, rows, {x->data(), Lk, true}, {y->data() + qo, D, false}, out->data() + ko, D, true);
+      for (auto [x, y, out] : {std::tuple{&co.ve, &dout_abs, &dv_err}, std::tuple{&co.va, &dout_abs, &dv_mag},
+                               std::tuple{&co.vv, &dout, &dv_val}})
+        gemm(c.path, Lk, Dv, rows, {x->data(), Lk, true}, {y->data() + oo, Dv, false}, out->data() + vo, Dv, true);
+      for (std::int64_t row = 0; row < rows; ++row)
+        for (std::int64_t d = 0; d < D; ++d) dq_err[qo + static_cast<std::size_t>(row * D + d)] += co.flush_q[static_cast<std::size_t>(row)];
+      for (std::int64_t j = 0; j < Lk; ++j) {
+        for (std::int64_t d = 0; d < D; ++d) dk_err[ko + static_cast<std::size_t>(j * D + d)] += co.flush_k[static_cast<std::size_t>(j)];
+        for (std::int64_t col = 0; col < Dv; ++col)
+          dv_err[vo + static_cast<std::size_t>(j * Dv + col)] += co.flush_v[static_cast<std::size_t>(j)];
+      }
+      }
+      if (bounded) {
+#pragma omp critical(attncheck_bounded_rows)
+        bounded(sh.Lq);
+      }
     }
+  }
   // The G per-head parts of a GQA dK or dV (SPEC.md §4.4): part h computed in accumulation precision
   // (|x̂_h − x_h| ≤ err_h + g_head·mag_h, |x̂_h| ≤ (1 + g_head)·mag_h), rounded to storage, then the G parts summed in
   // any order, either in accumulation precision and stored, or in storage precision (no further store).
@@ -872,8 +901,15 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
     const double b_acc = c.overflows_storage(std::fabs(val) + e_acc) ? kInf : c.store(std::fabs(val), e_acc);
     return std::max(b_acc, e_st);
   };
-  auto finish = [&](const std::vector<double> &err, const std::vector<double> &mag, const std::vector<double> &val,
-                    double g, double g_head) {
+  // err and mag are sums of `terms` non-negative products in double, in the GEMMs' order: within a factor
+  // 1 ± γ_terms(2⁻⁵³) of their exact values (the flush allowances are far above that factor's share of them).
+  auto finish = [&](const std::vector<double> &err_sum, const std::vector<double> &mag_sum,
+                    const std::vector<double> &val, double g_kernel, double g_head, double terms) {
+    const double g_ref = gamma_n(terms + 1, 0x1p-53), up = 1 + 2 * g_ref;
+    const double g = g_kernel * up + g_ref;
+    std::vector<double> err(err_sum.size()), mag(mag_sum.size());
+    std::transform(err_sum.begin(), err_sum.end(), err.begin(), [up](double x) { return x * up; });
+    std::transform(mag_sum.begin(), mag_sum.end(), mag.begin(), [up](double x) { return x * up; });
     std::vector<double> out(err.size());
     for (std::size_t x = 0; x < err.size(); ++x) {
       if (mag[x] == 0 && err[x] == 0) continue;  // no visible contribution: the gradient is exactly zero
@@ -889,9 +925,9 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
     return out;
   };
   BackwardBounds bb;
-  bb.dq = finish(dq_err, dq_mag, dq_val, g_dq, -1);
-  bb.dk = finish(dk_err, dk_mag, dk_val, g_dk, g_dk_head);
-  bb.dv = finish(dv_err, dv_mag, dv_val, g_dvsum, g_dv_head);
+  bb.dq = finish(dq_err, dq_mag, dq_val, g_dq, -1, static_cast<double>(sh.Lk));
+  bb.dk = finish(dk_err, dk_mag, dk_val, g_dk, g_dk_head, n_kv);
+  bb.dv = finish(dv_err, dv_mag, dv_val, g_dvsum, g_dv_head, n_kv);
   return bb;
 }
 
