@@ -5,6 +5,7 @@
 #include "attncheck/error_model.h"
 
 #include "attncheck/products.h"
+#include "column_sums.h"
 
 #include <algorithm>
 #include <cmath>
@@ -142,8 +143,28 @@ constexpr std::int64_t kSinkKey = -2;
 struct ColumnSums {
   std::vector<double> arg, hull, abs, vmax, round, centered;
 
+  /// Keys waiting for add_keys: v's row, its factor (z·descale_v, 0 for a sink), w_arg, w_abs and a (add()).
+  struct Key {
+    const double *row;
+    double factor, w_arg, w_abs, a;
+  };
+  std::vector<Key> keys;
+
   void reset(std::size_t cols) {
     for (std::vector<double> *acc : {&arg, &hull, &abs, &vmax, &round, &centered}) acc->assign(cols, 0.0);
+  }
+  /// Adds the waiting keys, in order (Highway's best target, the same bits on every one: column_sums.h), and
+  /// clears them.
+  void add_keys(const double *O, std::size_t cols, bool round_p, bool centered_p) {
+    const std::size_t n = keys.size();
+    rows_.resize(n), factor_.resize(n), w_arg_.resize(n), w_abs_.resize(n), a_.resize(n);
+    for (std::size_t t = 0; t < n; ++t)
+      rows_[t] = keys[t].row, factor_[t] = keys[t].factor, w_arg_[t] = keys[t].w_arg, w_abs_[t] = keys[t].w_abs,
+      a_[t] = keys[t].a;
+    detail::add_column_sums(n, rows_.data(), factor_.data(), w_arg_.data(), w_abs_.data(), a_.data(), round_p,
+                            centered_p, O, cols,
+                            {arg.data(), hull.data(), abs.data(), vmax.data(), round.data(), centered.data()});
+    keys.clear();
   }
   /// Adds one key: value(col, O_col) gives its (v, |v − O|) in column col; w_arg = P̂ρ, w_abs = P̂(1 + ρ), a the
   /// rounding of its weight (round: the weights are rounded to storage; centered: so is the row sum). Each column's
@@ -159,6 +180,9 @@ struct ColumnSums {
   }
 
  private:
+  std::vector<const double *> rows_;
+  std::vector<double> factor_, w_arg_, w_abs_, a_;
+
   template <bool kRound, bool kCentered, class Value>
   void add(const double *__restrict O, std::size_t cols, Value value, double w_arg, double w_abs, double a) {
     double *__restrict s_arg = arg.data(), *__restrict s_hull = hull.data(), *__restrict s_abs = abs.data(),
@@ -542,29 +566,23 @@ void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b,
   const std::size_t cols = static_cast<std::size_t>(sh.Dv);
   const double *Orow = exact.out.data() + out_offset(sh, b, h, i, 0);
   fb.reset(cols);
+  fb.keys.clear();
   for (std::size_t t = 0; t < r.keys.size(); ++t) {
     const bool fill = r.keys[t] == kFillerKey, sink = r.keys[t] == kSinkKey;
     const double w_arg = r.P[t] * r.rho[t], w_abs = r.P[t] * (1 + r.rho[t]);
     // |p̃_j − p̂_j| / l̂ ≤ u_s·P̂_j + η_s/2: the storage rounding of one weight (and the operand's, fp32-precision).
     const double a = fill ? filler_round : w_rel * w_abs + w_abs_err;
-    if (fill) {  // the filler's values are at most max_abs_v in magnitude
+    if (fill) {  // the filler's values are at most max_abs_v in magnitude (the last key: after the others' sums)
+      fb.add_keys(Orow, cols, c.weights_rounded(), c.rowsum_p);
       const double fv = f->max_abs_v;
       fb.add(Orow, cols, [fv](std::size_t, double O) { return std::pair{fv, fv + std::fabs(O)}; }, w_arg,
              w_abs, a, c.weights_rounded(), c.rowsum_p);
-    } else if (sink) {  // a sink has no value (0)
-      fb.add(Orow, cols, [](std::size_t, double O) { return std::pair{0.0, std::fabs(0.0 - O)}; }, w_arg,
-             w_abs, a, c.weights_rounded(), c.rowsum_p);
-    } else {  // a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7)
-      const double zdv = r.z[t] * c.dv;
-      const double *vrow = c.v.data() + c.v_index(b, hk, r.keys[t], 0);
-      fb.add(Orow, cols,
-             [zdv, vrow](std::size_t col, double O) {
-               const double v = zdv * vrow[col];
-               return std::pair{v, std::fabs(v - O)};
-             },
-             w_arg, w_abs, a, c.weights_rounded(), c.rowsum_p);
+    } else {  // a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7); a sink has no value (0·v)
+      const double *vrow = c.v.data() + c.v_index(b, hk, sink ? 0 : r.keys[t], 0);
+      fb.keys.push_back({vrow, sink ? 0.0 : r.z[t] * c.dv, w_arg, w_abs, a});
     }
   }
+  fb.add_keys(Orow, cols, c.weights_rounded(), c.rowsum_p);
   for (std::size_t col = 0; col < cols; ++col) {
     const double O = Orow[col], arg = fb.arg[col], hull = fb.hull[col], vmax = fb.vmax[col],
                  p_centered = fb.centered[col];
