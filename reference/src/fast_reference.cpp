@@ -97,6 +97,9 @@ double finish(double e, double eps_scale, double value = 0) {
   return r >= 0 && r < kInf && std::isfinite(value) ? r : kInf;
 }
 
+/// Whether a problem is worth OpenMP's threads: below this many multiply-adds waking them costs more than it saves.
+bool parallel_work(const Shape &s) { return s.work() >= (std::int64_t{1} << 22); }
+
 /// C = op(A)·op(B) for Eigen row-major operands on the fast SIMD path (products.h): any summation order, as every
 /// bound here allows. C is resized.
 template <class A, class B>
@@ -367,49 +370,52 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
   r.lse.assign(n_lse, -kInf);
   r.lse_err.assign(n_lse, 0.0);
 
-  Block blk;
-  RowMatrix N, Bm;
   const std::int64_t G = s.group();
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t kv = 0; kv < s.Hkv; ++kv) {
-      weigh(p, s, in, b, kv, gamma_dot, false, knobs.eps_scale, blk, r.lse.data(), r.lse_err.data());
-      RowMatrix &S = blk.S, &E = blk.E;
-      for (std::int64_t row = 0; row < blk.R; ++row) {
-        if (!blk.live[static_cast<std::size_t>(row)]) continue;
-        if (dropout) {  // dropped weights stay in the row sum, not in O's numerator
-          const std::int64_t h = kv * G + row / s.Lq, i = row % s.Lq;
-          for (std::int64_t j = 0; j < s.Lk; ++j)
-            if (blk.sees(row, j) && dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j) == 0) {
-              S(row, j) = 0;
-              E(row, j) = 0;
-            }
-        }
-        // W_rj = γ_{n+1}·p̂_rj + Δp_rj: O's numerator error γ Σ p̂|v| + Σ Δp|v| is then one product W·|V|.
-        E.row(row) += gamma(blk.nt[static_cast<std::size_t>(row)] + 1) * S.row(row);
-      }
-      const std::size_t vo = static_cast<std::size_t>((b * s.Hkv + kv) * s.Lk * s.Dv);
-      product(N, S, false, ConstMap(in.v.data() + vo, s.Lk, s.Dv), false);  // Σ_j p̂_j v_jc
-      product(Bm, E, false, ConstMap(va.data() + vo, s.Lk, s.Dv), false);  // Σ_j (γ p̂_j + Δp_j) |v_jc|
-      // Products that underflow lose ≤ η/2 each in N and Bm: an absolute allowance per row.
-      const double tiny = (4 * static_cast<double>(s.Lk) + 4) * eta;
-      const std::size_t o0 = static_cast<std::size_t>(out_offset(s, b, kv * G, 0, 0));
-      for (std::int64_t row = 0; row < blk.R; ++row) {
-        const std::size_t li = static_cast<std::size_t>(row);
-        if (!blk.live[li]) continue;
-        for (std::int64_t c2 = 0; c2 < s.Dv; ++c2) {
-          const std::size_t oo = o0 + static_cast<std::size_t>(row * s.Dv + c2);
-          double o = N(row, c2) / blk.l[li];
-          // |N/l − N̂/l̂| ≤ (|N − N̂| + |N̂/l̂|·|l − l̂|)/l, l ≥ l̂ − E_l; the division's rounding (2u|Ô| ≥ u|N̂/l̂| + u|Ô|).
-          double e = (Bm(row, c2) + std::fabs(o) * blk.el[li] + tiny) / blk.llo[li] + 2 * u * std::fabs(o) + eta;
-          if (dropout) {  // O = (Σ kept p v / l)/(1 − p): keep's rounding and the division's, 4u|Ô| with margin
-            o /= keep;
-            e = e / keep + 4 * u * std::fabs(o) + eta;
+  // One (b, kv) block at a time on each of OpenMP's threads: a block writes its own rows, so the bits do not depend
+  // on the thread count.
+#pragma omp parallel for schedule(dynamic, 1) if (parallel_work(s))
+  for (std::int64_t task = 0; task < s.B * s.Hkv; ++task) {
+    const std::int64_t b = task / s.Hkv, kv = task % s.Hkv;
+    Block blk;
+    RowMatrix N, Bm;
+    weigh(p, s, in, b, kv, gamma_dot, false, knobs.eps_scale, blk, r.lse.data(), r.lse_err.data());
+    RowMatrix &S = blk.S, &E = blk.E;
+    for (std::int64_t row = 0; row < blk.R; ++row) {
+      if (!blk.live[static_cast<std::size_t>(row)]) continue;
+      if (dropout) {  // dropped weights stay in the row sum, not in O's numerator
+        const std::int64_t h = kv * G + row / s.Lq, i = row % s.Lq;
+        for (std::int64_t j = 0; j < s.Lk; ++j)
+          if (blk.sees(row, j) && dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j) == 0) {
+            S(row, j) = 0;
+            E(row, j) = 0;
           }
-          r.out[oo] = o;
-          r.out_err[oo] = blk.live[li] == 2 ? kInf : finish(e, knobs.eps_scale);
+      }
+      // W_rj = γ_{n+1}·p̂_rj + Δp_rj: O's numerator error γ Σ p̂|v| + Σ Δp|v| is then one product W·|V|.
+      E.row(row) += gamma(blk.nt[static_cast<std::size_t>(row)] + 1) * S.row(row);
+    }
+    const std::size_t vo = static_cast<std::size_t>((b * s.Hkv + kv) * s.Lk * s.Dv);
+    product(N, S, false, ConstMap(in.v.data() + vo, s.Lk, s.Dv), false);  // Σ_j p̂_j v_jc
+    product(Bm, E, false, ConstMap(va.data() + vo, s.Lk, s.Dv), false);  // Σ_j (γ p̂_j + Δp_j) |v_jc|
+    // Products that underflow lose ≤ η/2 each in N and Bm: an absolute allowance per row.
+    const double tiny = (4 * static_cast<double>(s.Lk) + 4) * eta;
+    const std::size_t o0 = static_cast<std::size_t>(out_offset(s, b, kv * G, 0, 0));
+    for (std::int64_t row = 0; row < blk.R; ++row) {
+      const std::size_t li = static_cast<std::size_t>(row);
+      if (!blk.live[li]) continue;
+      for (std::int64_t c2 = 0; c2 < s.Dv; ++c2) {
+        const std::size_t oo = o0 + static_cast<std::size_t>(row * s.Dv + c2);
+        double o = N(row, c2) / blk.l[li];
+        // |N/l − N̂/l̂| ≤ (|N − N̂| + |N̂/l̂|·|l − l̂|)/l, l ≥ l̂ − E_l; the division's rounding (2u|Ô| ≥ u|N̂/l̂| + u|Ô|).
+        double e = (Bm(row, c2) + std::fabs(o) * blk.el[li] + tiny) / blk.llo[li] + 2 * u * std::fabs(o) + eta;
+        if (dropout) {  // O = (Σ kept p v / l)/(1 − p): keep's rounding and the division's, 4u|Ô| with margin
+          o /= keep;
+          e = e / keep + 4 * u * std::fabs(o) + eta;
         }
+        r.out[oo] = o;
+        r.out_err[oo] = blk.live[li] == 2 ? kInf : finish(e, knobs.eps_scale);
       }
     }
+  }
   return r;
 }
 
@@ -459,117 +465,119 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
     err = finish(e, knobs.eps_scale, v);
   };
 
-  Block blk;
-  RowMatrix DP, W, X, BX;
-  std::vector<char> seen(static_cast<std::size_t>(s.Lk));
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t kv = 0; kv < s.Hkv; ++kv) {
-      weigh(p, s, in, b, kv, gamma_dot, softcap, knobs.eps_scale, blk, nullptr, nullptr);
-      RowMatrix &S = blk.S, &E = blk.E;
-      const std::int64_t q0 = (b * s.Hq + kv * G) * s.Lq;  // the block's first row in q, dout, dq
-      const std::int64_t k0 = (b * s.Hkv + kv) * s.Lk;     // its first key in k, v, dk, dv
-      const ConstMap Q(in.q.data() + q0 * s.D, R, s.D), Qa(qa.data() + q0 * s.D, R, s.D);
-      const ConstMap dO(in.dout.data() + q0 * s.Dv, R, s.Dv), dOa(da.data() + q0 * s.Dv, R, s.Dv);
-      const ConstMap K(in.k.data() + k0 * s.D, s.Lk, s.D), Ka(ka.data() + k0 * s.D, s.Lk, s.D);
-      const ConstMap V(in.v.data() + k0 * s.Dv, s.Lk, s.Dv);
-      product(DP, dO, false, V, true);  // dP̂_rj = Σ_c dO_rc v_jc (before dropout's factor)
-      W.setZero(R, s.Lk);
-      std::fill(seen.begin(), seen.end(), 0);
-      for (std::int64_t row = 0; row < R; ++row) {
-        const std::size_t li = static_cast<std::size_t>(row);
-        if (!blk.live[li]) {  // sees no key: dS = 0 (S and E are 0 here)
-          DP.row(row).setZero();
+  // One (b, kv) block at a time on each of OpenMP's threads (its rows of dQ, its keys' dK and dV: as fast_forward).
+#pragma omp parallel for schedule(dynamic, 1) if (parallel_work(s))
+  for (std::int64_t task = 0; task < s.B * s.Hkv; ++task) {
+    const std::int64_t b = task / s.Hkv, kv = task % s.Hkv;
+    Block blk;
+    RowMatrix DP, W, X, BX;
+    std::vector<char> seen(static_cast<std::size_t>(s.Lk));
+    weigh(p, s, in, b, kv, gamma_dot, softcap, knobs.eps_scale, blk, nullptr, nullptr);
+    RowMatrix &S = blk.S, &E = blk.E;
+    const std::int64_t q0 = (b * s.Hq + kv * G) * s.Lq;  // the block's first row in q, dout, dq
+    const std::int64_t k0 = (b * s.Hkv + kv) * s.Lk;     // its first key in k, v, dk, dv
+    const ConstMap Q(in.q.data() + q0 * s.D, R, s.D), Qa(qa.data() + q0 * s.D, R, s.D);
+    const ConstMap dO(in.dout.data() + q0 * s.Dv, R, s.Dv), dOa(da.data() + q0 * s.Dv, R, s.Dv);
+    const ConstMap K(in.k.data() + k0 * s.D, s.Lk, s.D), Ka(ka.data() + k0 * s.D, s.Lk, s.D);
+    const ConstMap V(in.v.data() + k0 * s.Dv, s.Lk, s.Dv);
+    product(DP, dO, false, V, true);  // dP̂_rj = Σ_c dO_rc v_jc (before dropout's factor)
+    W.setZero(R, s.Lk);
+    std::fill(seen.begin(), seen.end(), 0);
+    for (std::int64_t row = 0; row < R; ++row) {
+      const std::size_t li = static_cast<std::size_t>(row);
+      if (!blk.live[li]) {  // sees no key: dS = 0 (S and E are 0 here)
+        DP.row(row).setZero();
+        continue;
+      }
+      const std::int64_t h = kv * G + row / s.Lq, i = row % s.Lq;
+      const bool unbounded = blk.live[li] == 2;
+      const double l = blk.l[li], el = blk.el[li], llo = blk.llo[li];
+      const double dO_norm = dn[static_cast<std::size_t>(q0 + row)];
+      auto kept = [&](std::int64_t j) { return !dropout || dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j) != 0; };
+      // P̂ = fl(p̂/l̂) with ΔP ≥ |P̂ − P| (S, E); dP̂ (0 where hidden or dropped) with E_dP (in W for now); Δ̂, E_Δ.
+      double delta = 0, t_weights = 0, t_dp = 0, t_round = 0, n = 0;
+      for (std::int64_t j = 0; j < s.Lk; ++j) {
+        if (!blk.sees(row, j)) {
+          DP(row, j) = 0;
           continue;
         }
-        const std::int64_t h = kv * G + row / s.Lq, i = row % s.Lq;
-        const bool unbounded = blk.live[li] == 2;
-        const double l = blk.l[li], el = blk.el[li], llo = blk.llo[li];
-        const double dO_norm = dn[static_cast<std::size_t>(q0 + row)];
-        auto kept = [&](std::int64_t j) { return !dropout || dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j) != 0; };
-        // P̂ = fl(p̂/l̂) with ΔP ≥ |P̂ − P| (S, E); dP̂ (0 where hidden or dropped) with E_dP (in W for now); Δ̂, E_Δ.
-        double delta = 0, t_weights = 0, t_dp = 0, t_round = 0, n = 0;
-        for (std::int64_t j = 0; j < s.Lk; ++j) {
-          if (!blk.sees(row, j)) {
-            DP(row, j) = 0;
-            continue;
-          }
-          seen[static_cast<std::size_t>(j)] = 1;
-          ++n;
-          const double P = S(row, j) / l;
-          // |p̂/l̂ − w/l| ≤ (Δp + (p̂/l̂)·E_l)/(l̂ − E_l); the division's rounding; its own products' underflow.
-          const double dPw = (E(row, j) + P * el) / llo + 2 * u * P + kEtaSlack * eta;
-          S(row, j) = P;
-          E(row, j) = dPw;
-          double dp = 0, edp = 0;
-          if (kept(j)) {
-            dp = DP(row, j);
-            edp = gamma_dp * (dO_norm * vn[static_cast<std::size_t>(k0 + j)]);  // γ_Dv Σ|dO v| ≤ γ_Dv ‖dO_r‖‖v_j‖
-          }
-          DP(row, j) = dp;
-          W(row, j) = edp;
-          delta += P * dp;
-          t_weights += dPw * (std::fabs(dp) + edp);  // Σ |P̂ − P|·|dP|
-          t_dp += P * edp;                           // Σ P̂·|dP̂ − dP|
-          t_round += P * std::fabs(dp);              // the sum's rounding: γ_Lk Σ P̂|dP̂|
+        seen[static_cast<std::size_t>(j)] = 1;
+        ++n;
+        const double P = S(row, j) / l;
+        // |p̂/l̂ − w/l| ≤ (Δp + (p̂/l̂)·E_l)/(l̂ − E_l); the division's rounding; its own products' underflow.
+        const double dPw = (E(row, j) + P * el) / llo + 2 * u * P + kEtaSlack * eta;
+        S(row, j) = P;
+        E(row, j) = dPw;
+        double dp = 0, edp = 0;
+        if (kept(j)) {
+          dp = DP(row, j);
+          edp = gamma_dp * (dO_norm * vn[static_cast<std::size_t>(k0 + j)]);  // γ_Dv Σ|dO v| ≤ γ_Dv ‖dO_r‖‖v_j‖
         }
-        // |Δ̂ − Δ| ≤ E_Δ: the three sums, and the products' underflow (value and bound, ≤ η/2 each).
-        const double e_delta =
-            knobs.drop == Drop::delta ? 0 : t_weights + t_dp + gamma_delta * t_round + (3 * n + kEtaSlack) * eta;
-        for (std::int64_t j = 0; j < s.Lk; ++j) {
-          if (!blk.sees(row, j)) continue;
-          const double P = S(row, j), dPw = E(row, j);
-          // â = fl(dP̂ − Δ̂), |â − (dP − Δ)| ≤ E_a = E_dP + E_Δ + u|â|;
-          // dŜ = fl(P̂·â), |dŜ − P(dP − Δ)| ≤ E_dS = ΔP|â| + (P̂ + ΔP)E_a + u|dŜ|.
-          const double a = DP(row, j) - delta, e_a = W(row, j) + e_delta + u * std::fabs(a);
-          double ds = P * a, e_ds = dPw * std::fabs(a) + (P + dPw) * e_a + u * std::fabs(ds) + kEtaSlack * eta;
-          if (softcap) {  // dS' = dS·g: |dŜ·ĝ − dS·g| ≤ E_dS·(ĝ + e_g) + |dŜ|·e_g, and the product's rounding
-            const double g = blk.G(row, j), e_g = blk.Ge(row, j), ds_g = ds * g;
-            e_ds = e_ds * (g + e_g) + std::fabs(ds) * e_g + u * std::fabs(ds_g) + kEtaSlack * eta;
-            ds = ds_g;
-          }
-          DP(row, j) = ds;
-          // W = E_dS' + γ|dŜ'|: dQ's and dK's error, Σ E_dS'|k| + γ Σ|dŜ'||k|, is then one product W·|K| (W·|Q|).
-          W(row, j) = unbounded ? kInf : e_ds + gamma_ds * std::fabs(ds) + eta;
-          // dV's weights: P̂ and ΔP + γ_R P̂ where kept (0 where dropped: z = 0 exactly).
-          if (kept(j)) {
-            E(row, j) = unbounded ? kInf : (knobs.drop == Drop::dv_weights ? 0 : dPw) + gamma_dv * P + eta;
-          } else {
-            S(row, j) = 0;
-            E(row, j) = 0;
-          }
-        }
+        DP(row, j) = dp;
+        W(row, j) = edp;
+        delta += P * dp;
+        t_weights += dPw * (std::fabs(dp) + edp);  // Σ |P̂ − P|·|dP|
+        t_dp += P * edp;                           // Σ P̂·|dP̂ − dP|
+        t_round += P * std::fabs(dp);              // the sum's rounding: γ_Lk Σ P̂|dP̂|
       }
-      // dQ = scale·dS'·K [÷ (1 − p)], error scale·(W·|K| + tiny) + the product's rounding (put).
-      product(X, DP, false, K, false);
-      product(BX, W, false, Ka, false);
-      for (std::int64_t row = 0; row < R; ++row) {
-        if (!blk.live[static_cast<std::size_t>(row)]) continue;  // dQ = 0 exactly
-        for (std::int64_t d = 0; d < s.D; ++d) {
-          const auto o = static_cast<std::size_t>((q0 + row) * s.D + d);
-          put(X(row, d), BX(row, d) + tiny_dq, scale, r.dq[o], r.dq_err[o]);
-        }
-      }
-      // dK = scale·dS'ᵀ·Q (the group's rows: GQA's sum over heads), error scale·(Wᵀ·|Q| + tiny).
-      product(X, DP, true, Q, false);
-      product(BX, W, true, Qa, false);
+      // |Δ̂ − Δ| ≤ E_Δ: the three sums, and the products' underflow (value and bound, ≤ η/2 each).
+      const double e_delta =
+          knobs.drop == Drop::delta ? 0 : t_weights + t_dp + gamma_delta * t_round + (3 * n + kEtaSlack) * eta;
       for (std::int64_t j = 0; j < s.Lk; ++j) {
-        if (!seen[static_cast<std::size_t>(j)]) continue;  // no row sees key j: dK = dV = 0 exactly
-        for (std::int64_t d = 0; d < s.D; ++d) {
-          const auto o = static_cast<std::size_t>((k0 + j) * s.D + d);
-          put(X(j, d), BX(j, d) + tiny_dkv, scale, r.dk[o], r.dk_err[o]);
+        if (!blk.sees(row, j)) continue;
+        const double P = S(row, j), dPw = E(row, j);
+        // â = fl(dP̂ − Δ̂), |â − (dP − Δ)| ≤ E_a = E_dP + E_Δ + u|â|;
+        // dŜ = fl(P̂·â), |dŜ − P(dP − Δ)| ≤ E_dS = ΔP|â| + (P̂ + ΔP)E_a + u|dŜ|.
+        const double a = DP(row, j) - delta, e_a = W(row, j) + e_delta + u * std::fabs(a);
+        double ds = P * a, e_ds = dPw * std::fabs(a) + (P + dPw) * e_a + u * std::fabs(ds) + kEtaSlack * eta;
+        if (softcap) {  // dS' = dS·g: |dŜ·ĝ − dS·g| ≤ E_dS·(ĝ + e_g) + |dŜ|·e_g, and the product's rounding
+          const double g = blk.G(row, j), e_g = blk.Ge(row, j), ds_g = ds * g;
+          e_ds = e_ds * (g + e_g) + std::fabs(ds) * e_g + u * std::fabs(ds_g) + kEtaSlack * eta;
+          ds = ds_g;
         }
-      }
-      // dV = P̂ᵀ·dO over kept entries [÷ (1 − p)], error (ΔP + γ_R P̂)ᵀ·|dO| + tiny.
-      product(X, S, true, dO, false);
-      product(BX, E, true, dOa, false);
-      for (std::int64_t j = 0; j < s.Lk; ++j) {
-        if (!seen[static_cast<std::size_t>(j)]) continue;
-        for (std::int64_t c = 0; c < s.Dv; ++c) {
-          const auto o = static_cast<std::size_t>((k0 + j) * s.Dv + c);
-          put(X(j, c), BX(j, c) + tiny_dkv, 1, r.dv[o], r.dv_err[o]);
+        DP(row, j) = ds;
+        // W = E_dS' + γ|dŜ'|: dQ's and dK's error, Σ E_dS'|k| + γ Σ|dŜ'||k|, is then one product W·|K| (W·|Q|).
+        W(row, j) = unbounded ? kInf : e_ds + gamma_ds * std::fabs(ds) + eta;
+        // dV's weights: P̂ and ΔP + γ_R P̂ where kept (0 where dropped: z = 0 exactly).
+        if (kept(j)) {
+          E(row, j) = unbounded ? kInf : (knobs.drop == Drop::dv_weights ? 0 : dPw) + gamma_dv * P + eta;
+        } else {
+          S(row, j) = 0;
+          E(row, j) = 0;
         }
       }
     }
+    // dQ = scale·dS'·K [÷ (1 − p)], error scale·(W·|K| + tiny) + the product's rounding (put).
+    product(X, DP, false, K, false);
+    product(BX, W, false, Ka, false);
+    for (std::int64_t row = 0; row < R; ++row) {
+      if (!blk.live[static_cast<std::size_t>(row)]) continue;  // dQ = 0 exactly
+      for (std::int64_t d = 0; d < s.D; ++d) {
+        const auto o = static_cast<std::size_t>((q0 + row) * s.D + d);
+        put(X(row, d), BX(row, d) + tiny_dq, scale, r.dq[o], r.dq_err[o]);
+      }
+    }
+    // dK = scale·dS'ᵀ·Q (the group's rows: GQA's sum over heads), error scale·(Wᵀ·|Q| + tiny).
+    product(X, DP, true, Q, false);
+    product(BX, W, true, Qa, false);
+    for (std::int64_t j = 0; j < s.Lk; ++j) {
+      if (!seen[static_cast<std::size_t>(j)]) continue;  // no row sees key j: dK = dV = 0 exactly
+      for (std::int64_t d = 0; d < s.D; ++d) {
+        const auto o = static_cast<std::size_t>((k0 + j) * s.D + d);
+        put(X(j, d), BX(j, d) + tiny_dkv, scale, r.dk[o], r.dk_err[o]);
+      }
+    }
+    // dV = P̂ᵀ·dO over kept entries [÷ (1 − p)], error (ΔP + γ_R P̂)ᵀ·|dO| + tiny.
+    product(X, S, true, dO, false);
+    product(BX, E, true, dOa, false);
+    for (std::int64_t j = 0; j < s.Lk; ++j) {
+      if (!seen[static_cast<std::size_t>(j)]) continue;
+      for (std::int64_t c = 0; c < s.Dv; ++c) {
+        const auto o = static_cast<std::size_t>((k0 + j) * s.Dv + c);
+        put(X(j, c), BX(j, c) + tiny_dkv, 1, r.dv[o], r.dv_err[o]);
+      }
+    }
+  }
   return r;
 }
 

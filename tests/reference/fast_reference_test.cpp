@@ -9,11 +9,13 @@
 #include "random_problem.h"
 
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <iomanip>
 #include <initializer_list>
@@ -864,4 +866,29 @@ TEST_CASE("fast_backward's bound is tight: eps is far below the error model's bo
                 << worst_over_beta << ", worst ε/max|exact| of its tensor " << worst_rel);
   CHECK(loose == 0);
   CHECK(fraction < kMaxEscalatedFraction);
+}
+
+TEST_CASE("the fast reference's values and bounds have the same bits on one thread and on two", "[fast][threads]") {
+  // Large enough to spread over threads (B·Hq·Lq·Lk·(D + Dv) ≥ 2²²), with GQA and causal.
+  RandomSpec spec;
+  spec.shape = Shape{2, 4, 2, 200, 256, 64, 48};
+  spec.dtype = Dtype::f16;
+  spec.mask = Mask::causal;
+  const Problem p = test::random_problem(spec, 55'0002);
+  const int before = omp_get_max_threads();
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    const auto f = fast_forward(p);
+    const auto g = fast_backward(p);
+    REQUIRE((f && g));
+    return std::vector<std::vector<double>>{f->out, f->out_err, f->lse, f->lse_err, g->dq, g->dq_err,
+                                            g->dk,  g->dk_err,  g->dv, g->dv_err};
+  };
+  const auto one = run(1), two = run(2);
+  omp_set_num_threads(before);
+  for (std::size_t n = 0; n < one.size(); ++n) {
+    INFO("array " << n);
+    REQUIRE(one[n].size() == two[n].size());
+    REQUIRE(std::memcmp(one[n].data(), two[n].data(), one[n].size() * sizeof(double)) == 0);
+  }
 }
