@@ -17,6 +17,7 @@
 #include "attncheck/reference.h"
 
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -247,6 +248,71 @@ void bm_bounds(benchmark::State &st, std::int64_t L, std::int64_t D) {
     timed(st, [&] { return forward_bounds(p, values, profile, BoundsFrom::approximate); });
 }
 
+/// A problem of the judge grid (bench/reference_cost's comparison with torch): B = 1, Hq = 2, Hkv = 2 / G, Lq = Lk = L,
+/// D = Dv, float32 values uniform in [−1, 1), scale 1/√D, causal (bottom-right) or not, with dO.
+Problem grid_problem(std::int64_t L, std::int64_t D, bool causal, std::int64_t G) {
+  Problem p;
+  const std::int64_t Hq = 2, Hkv = Hq / G;
+  p.shape = Shape{1, Hq, Hkv, L, L, D, D};
+  p.params.scale = default_scale(D);
+  p.params.mask = causal ? Mask::causal : Mask::none;
+  p.q = Tensor::contiguous(Dtype::f32, {1, Hq, L, D});
+  p.k = Tensor::contiguous(Dtype::f32, {1, Hkv, L, D});
+  p.v = Tensor::contiguous(Dtype::f32, {1, Hkv, L, D});
+  p.dout = Tensor::contiguous(Dtype::f32, {1, Hq, L, D});
+  std::mt19937_64 rng(kSeed + static_cast<std::uint64_t>(L * 1000 + D));
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (Tensor *t : {&p.q, &p.k, &p.v, &*p.dout}) {
+    std::vector<double> xs(static_cast<std::size_t>(t->numel()));
+    for (double &x : xs) x = u(rng);
+    t->assign(xs);
+  }
+  return p;
+}
+
+/// What the screen spends judging one problem before any MPFR, on `threads` OpenMP threads (wall time): forward,
+/// fast_forward and forward_bounds from its values; backward, fast_backward and backward_bounds (the forward's values
+/// computed untimed). float32 profile, BoundsFrom::approximate, as screen.cpp.
+template <bool kBackward>
+void bm_judge(benchmark::State &st, std::int64_t L, std::int64_t D, bool causal, std::int64_t G, int threads) {
+  const Problem p = grid_problem(L, D, causal, G);
+  const PrecisionProfile profile = PrecisionProfile::for_storage(Dtype::f32);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  const auto f = fast_forward(p);
+  const ExactForward values{.out = f->out, .lse = f->lse};
+  for (auto _ : st) {
+    if constexpr (kBackward) {
+      auto g = fast_backward(p);
+      benchmark::DoNotOptimize(g);
+      auto b = backward_bounds(p, values, profile, BoundsFrom::approximate);
+      benchmark::DoNotOptimize(b);
+    } else {
+      auto g = fast_forward(p);
+      benchmark::DoNotOptimize(g);
+      auto b = forward_bounds(p, ExactForward{.out = g->out, .lse = g->lse}, profile, BoundsFrom::approximate);
+      benchmark::DoNotOptimize(b);
+    }
+  }
+  // Untimed: the escalation rate against float32 bounds, kernel values around the fast values (the filter's margin
+  // is what decides; the exact values would take MPFR minutes at L = 4096).
+  Judge judge;
+  if constexpr (kBackward) {
+    const auto g = fast_backward(p);
+    const BackwardBounds beta = backward_bounds(p, values, profile, BoundsFrom::approximate);
+    judge.add(g->dq, g->dq_err, g->dq, beta.dq, 1);
+    judge.add(g->dk, g->dk_err, g->dk, beta.dk, 1);
+    judge.add(g->dv, g->dv_err, g->dv, beta.dv, 1);
+  } else {
+    const ForwardBounds beta = forward_bounds(p, values, profile, BoundsFrom::approximate);
+    judge.add(f->out, f->out_err, f->out, beta.out, 1);
+    judge.add(f->lse, f->lse_err, f->lse, beta.lse, 1);
+  }
+  st.counters["escalated_percent"] = 100 * judge.escalated / judge.judged;
+  st.counters["judged"] = judge.judged;
+  omp_set_num_threads(before);
+}
+
 std::string name(const char *row, std::int64_t L, std::int64_t D) {
   return std::string(row) + "/L:" + std::to_string(L) + "/D:" + std::to_string(D);
 }
@@ -271,6 +337,25 @@ int main(int argc, char **argv) {
             ->MinTime(kMinTimeS)
             ->Unit(benchmark::kMillisecond);
     }
+  // The judge grid: run by bench/reference_cost --torch with a filter (the whole grid takes about an hour).
+  for (int threads : {1, 2})
+    for (std::int64_t L : {256, 1024, 4096})
+      for (std::int64_t D : {64, 128, 256})
+        for (bool causal : {false, true})
+          for (std::int64_t G : {1, 2})
+            for (bool backward : {false, true}) {
+              const std::string n = std::string(backward ? "judge_bwd" : "judge_fwd") + "/L:" + std::to_string(L) +
+                                    "/D:" + std::to_string(D) + "/causal:" + std::to_string(causal) +
+                                    "/G:" + std::to_string(G) + "/threads:" + std::to_string(threads);
+              benchmark::RegisterBenchmark(n.c_str(),
+                                           [=](benchmark::State &st) {
+                                             backward ? bm_judge<true>(st, L, D, causal, G, threads)
+                                                      : bm_judge<false>(st, L, D, causal, G, threads);
+                                           })
+                  ->MinTime(kMinTimeS)
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMillisecond);
+            }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
