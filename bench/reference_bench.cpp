@@ -39,18 +39,17 @@ constexpr std::int64_t kMpfrMaxLen = 256;  // MPFR at L = 1024 takes ~10 s a cal
 constexpr double kMinTimeS = 0.3;
 constexpr std::uint64_t kSeed = 0x5eed'0021;
 
-/// The problem of (L, D), built once.
-const Problem &problem(std::int64_t L, std::int64_t D) {
-  static std::map<std::pair<std::int64_t, std::int64_t>, Problem> cache;
-  auto it = cache.find({L, D});
-  if (it != cache.end()) return it->second;
+/// B = 1, Hq, Hkv, Lq = Lk = L, D = Dv, float32 values and dO uniform in [−1, 1) (seeded by L and D), scale 1/√D,
+/// causal (bottom-right) or not.
+Problem make_problem(std::int64_t L, std::int64_t D, std::int64_t Hq, std::int64_t Hkv, bool causal) {
   Problem p;
-  p.shape = Shape{1, 1, 1, L, L, D, D};
+  p.shape = Shape{1, Hq, Hkv, L, L, D, D};
   p.params.scale = default_scale(D);
-  p.q = Tensor::contiguous(Dtype::f32, {1, 1, L, D});
-  p.k = Tensor::contiguous(Dtype::f32, {1, 1, L, D});
-  p.v = Tensor::contiguous(Dtype::f32, {1, 1, L, D});
-  p.dout = Tensor::contiguous(Dtype::f32, {1, 1, L, D});
+  p.params.mask = causal ? Mask::causal : Mask::none;
+  p.q = Tensor::contiguous(Dtype::f32, {1, Hq, L, D});
+  p.k = Tensor::contiguous(Dtype::f32, {1, Hkv, L, D});
+  p.v = Tensor::contiguous(Dtype::f32, {1, Hkv, L, D});
+  p.dout = Tensor::contiguous(Dtype::f32, {1, Hq, L, D});
   std::mt19937_64 rng(kSeed + static_cast<std::uint64_t>(L * 1000 + D));
   std::uniform_real_distribution<double> u(-1, 1);
   for (Tensor *t : {&p.q, &p.k, &p.v, &*p.dout}) {
@@ -58,7 +57,15 @@ const Problem &problem(std::int64_t L, std::int64_t D) {
     for (double &x : xs) x = u(rng);
     t->assign(xs);
   }
-  return cache.emplace(std::pair{L, D}, std::move(p)).first->second;
+  return p;
+}
+
+/// The problem of (L, D): one head, no mask, built once.
+const Problem &problem(std::int64_t L, std::int64_t D) {
+  static std::map<std::pair<std::int64_t, std::int64_t>, Problem> cache;
+  auto it = cache.find({L, D});
+  if (it != cache.end()) return it->second;
+  return cache.emplace(std::pair{L, D}, make_problem(L, D, 1, 1, false)).first->second;
 }
 
 /// Plain double attention (no mask): out [L, Dv], lse [L], from row-major q, k, v.
@@ -248,34 +255,12 @@ void bm_bounds(benchmark::State &st, std::int64_t L, std::int64_t D) {
     timed(st, [&] { return forward_bounds(p, values, profile, BoundsFrom::approximate); });
 }
 
-/// A problem of the judge grid (bench/reference_cost's comparison with torch): B = 1, Hq = 2, Hkv = 2 / G, Lq = Lk = L,
-/// D = Dv, float32 values uniform in [−1, 1), scale 1/√D, causal (bottom-right) or not, with dO.
-Problem grid_problem(std::int64_t L, std::int64_t D, bool causal, std::int64_t G) {
-  Problem p;
-  const std::int64_t Hq = 2, Hkv = Hq / G;
-  p.shape = Shape{1, Hq, Hkv, L, L, D, D};
-  p.params.scale = default_scale(D);
-  p.params.mask = causal ? Mask::causal : Mask::none;
-  p.q = Tensor::contiguous(Dtype::f32, {1, Hq, L, D});
-  p.k = Tensor::contiguous(Dtype::f32, {1, Hkv, L, D});
-  p.v = Tensor::contiguous(Dtype::f32, {1, Hkv, L, D});
-  p.dout = Tensor::contiguous(Dtype::f32, {1, Hq, L, D});
-  std::mt19937_64 rng(kSeed + static_cast<std::uint64_t>(L * 1000 + D));
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (Tensor *t : {&p.q, &p.k, &p.v, &*p.dout}) {
-    std::vector<double> xs(static_cast<std::size_t>(t->numel()));
-    for (double &x : xs) x = u(rng);
-    t->assign(xs);
-  }
-  return p;
-}
-
 /// What the screen spends judging one problem before any MPFR, on `threads` OpenMP threads (wall time): forward,
 /// fast_forward and forward_bounds from its values; backward, fast_backward and backward_bounds (the forward's values
 /// computed untimed). float32 profile, BoundsFrom::approximate, as screen.cpp.
 template <bool kBackward>
 void bm_judge(benchmark::State &st, std::int64_t L, std::int64_t D, bool causal, std::int64_t G, int threads) {
-  const Problem p = grid_problem(L, D, causal, G);
+  const Problem p = make_problem(L, D, 2, 2 / G, causal);  // the judge grid: Hq = 2, Hkv = 2 / G
   const PrecisionProfile profile = PrecisionProfile::for_storage(Dtype::f32);
   const int before = omp_get_max_threads();
   omp_set_num_threads(threads);
