@@ -94,12 +94,6 @@ void row_norms(const std::vector<double> &x, std::int64_t n, std::vector<double>
     }
 }
 
-std::vector<double> magnitudes(const std::vector<double> &x) {
-  std::vector<double> out(x.size());
-  std::transform(x.begin(), x.end(), out.begin(), [](double y) { return std::fabs(y); });
-  return out;
-}
-
 /// The per-row quantities shared by the forward and backward bounds.
 struct RowModel {
   std::vector<std::int64_t> keys;  ///< visible keys j
@@ -143,28 +137,21 @@ constexpr std::int64_t kSinkKey = -2;
 struct ColumnSums {
   std::vector<double> arg, hull, abs, vmax, round, centered;
 
-  /// Keys waiting for add_keys: v's row, its factor (z·descale_v, 0 for a sink), w_arg, w_abs and a (add()).
-  struct Key {
-    const double *row;
-    double factor, w_arg, w_abs, a;
-  };
-  std::vector<Key> keys;
-
   void reset(std::size_t cols) {
     for (std::vector<double> *acc : {&arg, &hull, &abs, &vmax, &round, &centered}) acc->assign(cols, 0.0);
+  }
+  /// A key waiting for add_keys: v's row, its factor (z·descale_v, 0 for a sink), w_arg, w_abs and a (add()).
+  void push(const double *row, double factor, double w_arg, double w_abs, double a) {
+    rows_.push_back(row), factor_.push_back(factor), w_arg_.push_back(w_arg), w_abs_.push_back(w_abs),
+        a_.push_back(a);
   }
   /// Adds the waiting keys, in order (Highway's best target, the same bits on every one: column_sums.h), and
   /// clears them.
   void add_keys(const double *O, std::size_t cols, bool round_p, bool centered_p) {
-    const std::size_t n = keys.size();
-    rows_.resize(n), factor_.resize(n), w_arg_.resize(n), w_abs_.resize(n), a_.resize(n);
-    for (std::size_t t = 0; t < n; ++t)
-      rows_[t] = keys[t].row, factor_[t] = keys[t].factor, w_arg_[t] = keys[t].w_arg, w_abs_[t] = keys[t].w_abs,
-      a_[t] = keys[t].a;
-    detail::add_column_sums(n, rows_.data(), factor_.data(), w_arg_.data(), w_abs_.data(), a_.data(), round_p,
-                            centered_p, O, cols,
+    detail::add_column_sums(rows_.size(), rows_.data(), factor_.data(), w_arg_.data(), w_abs_.data(), a_.data(),
+                            round_p, centered_p, O, cols,
                             {arg.data(), hull.data(), abs.data(), vmax.data(), round.data(), centered.data()});
-    keys.clear();
+    rows_.clear(), factor_.clear(), w_arg_.clear(), w_abs_.clear(), a_.clear();
   }
   /// Adds one key: value(col, O_col) gives its (v, |v − O|) in column col; w_arg = P̂ρ, w_abs = P̂(1 + ρ), a the
   /// rounding of its weight (round: the weights are rounded to storage; centered: so is the row sum). Each column's
@@ -498,10 +485,6 @@ struct Ctx {
   }
 };
 
-/// Whether a problem is worth OpenMP's threads: below this many multiply-adds (B·Hq·Lq·Lk·(D + Dv)) waking them
-/// costs more than it saves.
-bool parallel_work(const Shape &sh) { return sh.work() >= (std::int64_t{1} << 22); }
-
 /// The coefficients of a tile's gradient terms (backward_bounds), row-major [rows, Lk], 0 where a row does not see
 /// a key: dQ's and dK's error, magnitude and value (se, sa, sd; times |k|, |k|, k for dQ, |q|, |q|, q for dK), dV's
 /// (ve, va, vv; times |dO|, |dO|, dO); and the absolute allowances per row of dQ and per key of dK and dV.
@@ -573,7 +556,6 @@ void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b,
   const std::size_t cols = static_cast<std::size_t>(sh.Dv);
   const double *Orow = exact.out.data() + out_offset(sh, b, h, i, 0);
   fb.reset(cols);
-  fb.keys.clear();
   for (std::size_t t = 0; t < r.keys.size(); ++t) {
     const bool fill = r.keys[t] == kFillerKey, sink = r.keys[t] == kSinkKey;
     const double w_arg = r.P[t] * r.rho[t], w_abs = r.P[t] * (1 + r.rho[t]);
@@ -586,7 +568,7 @@ void forward_row_bounds(const Ctx &c, const ExactForward &exact, std::int64_t b,
              w_abs, a, c.weights_rounded(), c.rowsum_p);
     } else {  // a dropped key's value counts as 0, a kept one's as z·v (SPEC.md §2.7); a sink has no value (0·v)
       const double *vrow = c.v.data() + c.v_index(b, hk, sink ? 0 : r.keys[t], 0);
-      fb.keys.push_back({vrow, sink ? 0.0 : r.z[t] * c.dv, w_arg, w_abs, a});
+      fb.push(vrow, sink ? 0.0 : r.z[t] * c.dv, w_arg, w_abs, a);
     }
   }
   fb.add_keys(Orow, cols, c.weights_rounded(), c.rowsum_p);
@@ -705,7 +687,7 @@ ForwardBounds forward_bounds(const Problem &p, const ExactForward &exact, const 
   ForwardBounds out = zero_forward_bounds(sh);
   const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
   // One head at a time on each of OpenMP's threads (a head's rows are its own: the bits do not depend on the count).
-#pragma omp parallel for schedule(dynamic, 1) if (parallel_work(sh))
+#pragma omp parallel for schedule(dynamic, 1) if (sh.work() >= kThreadedWork)
   for (std::int64_t task = 0; task < sh.B * sh.Hq; ++task) {
     const std::int64_t b = task / sh.Hq, h = task % sh.Hq;
     RowModel r;
@@ -763,7 +745,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const std::int64_t G_int = sh.group(), Lk = sh.Lk;
   // One kv head's group at a time, on as many threads as OpenMP has (each group writes its own rows of dQ, O's and
   // LSE's bounds, and its own keys' dK and dV, in a fixed order: the bits do not depend on the thread count).
-#pragma omp parallel for schedule(dynamic, 1) if (parallel_work(sh))
+#pragma omp parallel for schedule(dynamic, 1) if (sh.work() >= kThreadedWork)
   for (std::int64_t task = 0; task < sh.B * sh.Hkv; ++task) {
     const std::int64_t b = task / sh.Hkv, hk = task % sh.Hkv;
     RowModel r;

@@ -97,9 +97,6 @@ double finish(double e, double eps_scale, double value = 0) {
   return r >= 0 && r < kInf && std::isfinite(value) ? r : kInf;
 }
 
-/// Whether a problem is worth OpenMP's threads: below this many multiply-adds waking them costs more than it saves.
-bool parallel_work(const Shape &s) { return s.work() >= (std::int64_t{1} << 22); }
-
 /// C = op(A)·op(B) for Eigen row-major operands on the fast SIMD path (products.h): any summation order, as every
 /// bound here allows. C is resized.
 template <class A, class B>
@@ -118,12 +115,6 @@ std::vector<double> row_norms(const std::vector<double> &xs, std::int64_t cols) 
     for (std::size_t d = 0; d < n; ++d) t += xs[r * n + d] * xs[r * n + d];
     out[r] = std::sqrt(t);
   }
-  return out;
-}
-
-std::vector<double> absolute(const std::vector<double> &xs) {
-  std::vector<double> out(xs.size());
-  std::transform(xs.begin(), xs.end(), out.begin(), [](double x) { return std::fabs(x); });
   return out;
 }
 
@@ -356,7 +347,7 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
   // Σ_d |q_id k_jd| ≤ ‖q_i‖₂‖k_j‖₂ (Cauchy–Schwarz): the dot products' bound from 2 norms per pair, no second GEMM.
   in.qn = row_norms(in.q, s.D);
   in.kn = row_norms(in.k, s.D);
-  const std::vector<double> va = absolute(in.v);
+  const std::vector<double> va = magnitudes(in.v);
 
   const bool dropout = f.dropout_p > 0;
   const double keep = 1 - f.dropout_p;  // z = 1/(1 − p): |keep − (1 − p)| ≤ u·keep
@@ -373,7 +364,7 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
   const std::int64_t G = s.group();
   // One (b, kv) block at a time on each of OpenMP's threads: a block writes its own rows, so the bits do not depend
   // on the thread count.
-#pragma omp parallel for schedule(dynamic, 1) if (parallel_work(s))
+#pragma omp parallel for schedule(dynamic, 1) if (s.work() >= kThreadedWork)
   for (std::int64_t task = 0; task < s.B * s.Hkv; ++task) {
     const std::int64_t b = task / s.Hkv, kv = task % s.Hkv;
     Block blk;
@@ -434,7 +425,7 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
   in.qn = row_norms(in.q, s.D);
   in.kn = row_norms(in.k, s.D);
   const std::vector<double> dn = row_norms(in.dout, s.Dv), vn = row_norms(in.v, s.Dv);
-  const std::vector<double> qa = absolute(in.q), ka = absolute(in.k), da = absolute(in.dout);
+  const std::vector<double> qa = magnitudes(in.q), ka = magnitudes(in.k), da = magnitudes(in.dout);
 
   const bool softcap = f.softcap > 0, dropout = f.dropout_p > 0;
   const double scale = p.params.scale, keep = 1 - f.dropout_p;
@@ -466,7 +457,7 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
   };
 
   // One (b, kv) block at a time on each of OpenMP's threads (its rows of dQ, its keys' dK and dV: as fast_forward).
-#pragma omp parallel for schedule(dynamic, 1) if (parallel_work(s))
+#pragma omp parallel for schedule(dynamic, 1) if (s.work() >= kThreadedWork)
   for (std::int64_t task = 0; task < s.B * s.Hkv; ++task) {
     const std::int64_t b = task / s.Hkv, kv = task % s.Hkv;
     Block blk;

@@ -3,6 +3,8 @@
 
 #include <hwy/targets.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string_view>
@@ -40,6 +42,12 @@ SimdPath chosen_path() {
 }
 
 }  // namespace
+
+std::vector<double> magnitudes(const std::vector<double> &x) {
+  std::vector<double> out(x.size());
+  std::transform(x.begin(), x.end(), out.begin(), [](double y) { return std::fabs(y); });
+  return out;
+}
 
 std::string simd_path_name(SimdPath path) { return path == SimdPath::avx2 ? "avx2" : "baseline"; }
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attncheck {
 
@@ -38,6 +39,13 @@ struct MatrixOperand {
   std::int64_t ld;
   bool transposed;
 };
+
+/// |x| element by element: the operand of a magnitude product (|Q|·|K|ᵀ, W·|V|, …).
+std::vector<double> magnitudes(const std::vector<double> &x);
+
+/// Multiply-adds (Shape::work()) below which a problem's products and bounds stay on one thread: waking OpenMP's
+/// threads would cost more than they save.
+inline constexpr std::int64_t kThreadedWork = std::int64_t{1} << 22;
 
 /// C = op(A)·op(B) (or C += op(A)·op(B) with `accumulate`), op(A) m×k, op(B) k×n, C m×n row-major with leading
 /// dimension ldc, on `path`. m, n or k may be 0 (k = 0: C = 0, or unchanged with accumulate). Single-threaded:
