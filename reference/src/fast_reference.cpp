@@ -97,13 +97,19 @@ double finish(double e, double eps_scale, double value = 0) {
   return r >= 0 && r < kInf && std::isfinite(value) ? r : kInf;
 }
 
+/// C = op(A)·op(B), or C += op(A)·op(B) with `accumulate`, into the rows of a row-major C of leading dimension ldc.
+template <class A, class B>
+void add_product(double *C, std::int64_t ldc, const A &a, bool ta, const B &b, bool tb, bool accumulate = true) {
+  const std::int64_t m = ta ? a.cols() : a.rows(), k = ta ? a.rows() : a.cols(), n = tb ? b.rows() : b.cols();
+  gemm(fast_simd_path(), m, n, k, {a.data(), a.cols(), ta}, {b.data(), b.cols(), tb}, C, ldc, accumulate);
+}
+
 /// C = op(A)·op(B) for Eigen row-major operands on the fast SIMD path (products.h): any summation order, as every
 /// bound here allows. C is resized.
 template <class A, class B>
 void product(RowMatrix &C, const A &a, bool ta, const B &b, bool tb) {
-  const std::int64_t m = ta ? a.cols() : a.rows(), k = ta ? a.rows() : a.cols(), n = tb ? b.rows() : b.cols();
-  C.resize(m, n);
-  gemm(fast_simd_path(), m, n, k, {a.data(), a.cols(), ta}, {b.data(), b.cols(), tb}, C.data(), n);
+  C.resize(ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols());
+  add_product(C.data(), C.cols(), a, ta, b, tb, false);
 }
 
 /// Row 2-norms of a row-major array of rows of `cols` values.
@@ -140,24 +146,32 @@ std::string check_and_load(const Problem &p, const char *what, std::int64_t term
 std::int64_t forward_terms(const Shape &s) { return s.D + s.Lk; }
 std::int64_t backward_terms(const Shape &s) { return s.D + s.Dv + s.Lk + s.group() * s.Lq; }
 
-/// One (b, kv) block: the R = G·Lq query rows of the kv head's group, row r = (h = kv·G + r / Lq, i = r mod Lq),
-/// contiguous in q, out, lse, dout and dq. weigh() fills it.
+/// Query rows per tile of a (b, kv) block: the fast reference holds O(kRowTile × Lk) values per thread, never
+/// O(Lq × Lk), so any length fits in memory (a production shape, Lk = 8192: 8 MiB per matrix).
+constexpr std::int64_t kRowTile = 128;
+
+/// One tile of a (b, kv) block: R query rows from the block's row r0 on (block row r = (h = kv·G + r / Lq,
+/// i = r mod Lq), contiguous in q, out, lse, dout and dq) and the K keys from j0 on that any of them may see (the
+/// union of their key ranges: a causal or windowed tile skips the keys none of its rows sees). weigh() fills it.
 struct Block {
-  std::int64_t R = 0;
-  RowMatrix S, E;  ///< p̂_rj and Δp_rj on visible entries, 0 elsewhere
+  std::int64_t r0 = 0, R = 0, j0 = 0, K = 0;
+  RowMatrix S, E;  ///< p̂_rj and Δp_rj on visible entries, 0 elsewhere (column j: key j0 + j)
   RowMatrix G, Ge;  ///< softcap, backward: ĝ_rj ≈ sech²(x_rj/c) and e_g ≥ |ĝ − sech²(x/c)| (visible entries)
   std::vector<double> l, el, llo;  ///< l̂, E_l (inflated), l̂ − E_l
   std::vector<double> nt;          ///< n: visible keys (+1 with a sink)
   std::vector<char> live;          ///< 0: fixed values (sees no key), 1: bounded, 2: unbounded (ε = ∞)
-  std::vector<char> vis;           ///< [R·Lk]: row r sees key j
-  std::vector<double> centered;    ///< [Lk]: one row's Δp_j against the top key's exact logit (weigh())
-  void resize(std::int64_t rows, std::int64_t Lk, bool softcap_g) {
+  std::vector<char> vis;           ///< [R·K]: row r sees key j0 + j
+  std::vector<double> centered;    ///< [K]: one row's Δp_j against the top key's exact logit (weigh())
+  void resize(std::int64_t first_row, std::int64_t rows, KeyRange keys, bool softcap_g) {
+    r0 = first_row;
     R = rows;
-    S.resize(rows, Lk);
-    E.resize(rows, Lk);
+    j0 = keys.empty() ? 0 : keys.lo;
+    K = keys.empty() ? 0 : keys.hi - keys.lo + 1;
+    S.resize(rows, K);
+    E.resize(rows, K);
     if (softcap_g) {
-      G.resize(rows, Lk);
-      Ge.resize(rows, Lk);
+      G.resize(rows, K);
+      Ge.resize(rows, K);
     }
     const auto n = static_cast<std::size_t>(rows);
     l.assign(n, 0);
@@ -165,11 +179,26 @@ struct Block {
     llo.assign(n, 0);
     nt.assign(n, 0);
     live.assign(n, 0);
-    vis.assign(n * static_cast<std::size_t>(Lk), 0);
-    centered.assign(static_cast<std::size_t>(Lk), 0);
+    vis.assign(n * static_cast<std::size_t>(K), 0);
+    centered.assign(static_cast<std::size_t>(K), 0);
   }
-  bool sees(std::int64_t r, std::int64_t j) const { return vis[static_cast<std::size_t>(r * S.cols() + j)] != 0; }
+  bool sees(std::int64_t r, std::int64_t j) const { return vis[static_cast<std::size_t>(r * K + j)] != 0; }
 };
+
+/// The keys rows r0 … r0 + rows − 1 of batch entry b's blocks may see: the union of their key ranges (the rows of
+/// every head of a group share them).
+KeyRange tile_keys(const Problem &p, const Shape &s, std::int64_t b, std::int64_t r0, std::int64_t rows) {
+  KeyRange u{s.Lk, -1};
+  for (std::int64_t r = r0; r < r0 + rows; ++r) {
+    const RowFrame fr = row_frame(p.features, p.params.mask, b, r % s.Lq, s.Lq, s.Lk);
+    const KeyRange kr = key_range(p.features, p.params.mask, fr);
+    if (kr.empty()) continue;
+    u.lo = std::min(u.lo, std::max<std::int64_t>(kr.lo, 0));
+    u.hi = std::max(u.hi, std::min(kr.hi, s.Lk - 1));
+    if (u.lo == 0 && u.hi == s.Lk - 1) break;  // every key already
+  }
+  return u;
+}
 
 /// (ĝ, e_g) for ŷ = fl(x̂/c) with |ŷ − x/c| ≤ e_y: ĝ = 4a/(1 + a)², a = exp(−2|ŷ|), and e_g ≥ |ĝ − sech²(x/c)|.
 /// |d ln sech²(y)/dy| = 2|tanh y| ≤ 2, so the argument's error is 2e_y in log space; with the evaluation's θ_g ≤ ½
@@ -182,10 +211,12 @@ void sech2(double y, double e_y, double delta_exp, double &g, double &e_g) {
   e_g = theta <= kMaxLogSpaceError ? weight_error(g, 0, theta, kSech2AbsEtas * eta, unused) : 1.0;
 }
 
-/// Logits, weights p̂ (S), their bounds Δp (E), row sums and LSE of block (b, kv) — SPEC.md §5.1 steps 1–3 and 5.
-/// `lse`, `lse_err`: the forward's outputs (null for the backward); with `softcap_g` also ĝ and e_g (Block::G, Ge).
-void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, std::int64_t kv, double gamma_dot,
-           bool softcap_g, double eps_scale, Block &blk, double *lse, double *lse_err) {
+/// Logits, weights p̂ (S), their bounds Δp (E), row sums and LSE of the tile of block (b, kv) with rows r0 … r0 +
+/// rows − 1 — SPEC.md §5.1 steps 1–3 and 5. `lse`, `lse_err`: the forward's outputs (null for the backward); with
+/// `softcap_g` also ĝ and e_g (Block::G, Ge).
+void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, std::int64_t kv, std::int64_t r0,
+           std::int64_t rows, double gamma_dot, bool softcap_g, double eps_scale, Block &blk, double *lse,
+           double *lse_err) {
   const Features &f = p.features;
   const bool softcap = f.softcap > 0, alibi = !f.alibi_slopes.empty(), sink = !f.sinks.empty(),
              additive = f.mask_kind == MaskKind::additive;
@@ -193,33 +224,40 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
   // exp's relative error as a log-space term: |ln(1 ± U·2u)| ≤ −ln(1 − 2Uu).
   const double delta_exp = -std::log1p(-2 * kLibmExpUlps * u);
   const double exp_abs = kLibmExpUlps * eta;  // exp's absolute error near underflow
-  const std::int64_t G = s.group(), R = G * s.Lq, h0 = kv * G;
-  blk.resize(R, s.Lk, softcap_g);
-  const ConstMap Q(in.q.data() + (b * s.Hq + h0) * s.Lq * s.D, R, s.D);
-  const ConstMap K(in.k.data() + (b * s.Hkv + kv) * s.Lk * s.D, s.Lk, s.D);
+  const std::int64_t G = s.group(), h0 = kv * G;
+  blk.resize(r0, rows, tile_keys(p, s, b, r0, rows), softcap_g);
+  const std::int64_t j0 = blk.j0, nk = blk.K;  // column j of the tile: key j0 + j
+  const ConstMap Q(in.q.data() + ((b * s.Hq + h0) * s.Lq + r0) * s.D, rows, s.D);
+  const ConstMap K(in.k.data() + ((b * s.Hkv + kv) * s.Lk + j0) * s.D, nk, s.D);
   RowMatrix &S = blk.S, &E = blk.E;
   product(S, Q, false, K, true);  // t̂_rj, any order: |t̂ − t| ≤ γ_D Σ|q k| ≤ γ_D ‖q_r‖‖k_j‖
-  const double *qn = in.qn.data() + (b * s.Hq + h0) * s.Lq, *kn = in.kn.data() + (b * s.Hkv + kv) * s.Lk;
+  const double *qn = in.qn.data() + (b * s.Hq + h0) * s.Lq + r0, *kn = in.kn.data() + (b * s.Hkv + kv) * s.Lk + j0;
 
-  for (std::int64_t r = 0; r < R; ++r) {
-    const std::int64_t h = h0 + r / s.Lq, i = r % s.Lq;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t h = h0 + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
     const double sink_h = sink ? f.sinks[static_cast<std::size_t>(h)] : 0.0;
     double *srow = S.row(r).data(), *erow = E.row(r).data();
-    char *vis = blk.vis.data() + r * s.Lk;
+    char *vis = blk.vis.data() + r * nk;
     const std::size_t li = static_cast<std::size_t>(r);
     const RowFrame fr = row_frame(f, p.params.mask, b, i, s.Lq, s.Lk);
     std::int64_t n = 0;
     double m = -kInf, e_top = 0;  // the largest logit and its error (the first key that has it, or the sink)
     std::int64_t top = -1;
-    for (std::int64_t j = 0; j < s.Lk; ++j) vis[j] = fr.exists && sees(f, p.params.mask, fr, s.Lq, s.Lk, b, h, i, j);
+    // Visibility from the row's key range; only a mask tensor asks key by key.
+    const KeyRange kr = key_range(f, p.params.mask, fr);
+    for (std::int64_t j = 0; j < nk; ++j) {
+      const std::int64_t key = j0 + j;
+      vis[j] = fr.exists && key >= kr.lo && key <= kr.hi &&
+               (f.mask_kind == MaskKind::none || sees(f, p.params.mask, fr, s.Lq, s.Lk, b, h, i, key));
+    }
     // The additive mask enters relative to its largest visible value M (an exact double, part of the shift): a row
     // whose keys all carry a mask near −10³⁰ keeps its logits' differences instead of losing them in u·10³⁰.
     double mask_shift = 0;
     if (additive) {
       mask_shift = -kInf;
-      for (std::int64_t j = 0; j < s.Lk; ++j)
+      for (std::int64_t j = 0; j < nk; ++j)
         if (vis[j]) {
-          const double mv = mask_value(f, s.Lq, s.Lk, b, h, i, j);
+          const double mv = mask_value(f, s.Lq, s.Lk, b, h, i, j0 + j);
           if (std::isfinite(mv)) mask_shift = std::max(mask_shift, mv);
         }
       // A sink above every key's mask is the shift instead (keys far below it then weigh nothing, exactly as
@@ -227,7 +265,7 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
       if (sink) mask_shift = std::max(mask_shift, sink_h);
       if (!std::isfinite(mask_shift)) mask_shift = 0;
     }
-    for (std::int64_t j = 0; j < s.Lk; ++j) {
+    for (std::int64_t j = 0; j < nk; ++j) {
       if (!vis[j]) continue;
       ++n;
       const double x = scale * srow[j];
@@ -241,11 +279,11 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
         e += c * (u * std::fabs(y)) + c * (kLibmTanhUlps * (2 * u * std::fabs(t) + eta)) + u * std::fabs(sv);
       }
       if (alibi) {
-        sv += alibi_bias(f, fr, h, j);  // an exact double: only the addition rounds
+        sv += alibi_bias(f, fr, h, j0 + j);  // an exact double: only the addition rounds
         e += u * std::fabs(sv);
       }
       if (additive) {
-        const double mv = mask_value(f, s.Lq, s.Lk, b, h, i, j);
+        const double mv = mask_value(f, s.Lq, s.Lk, b, h, i, j0 + j);
         if (std::isfinite(mv)) {
           const double rel = mv - mask_shift;  // ≤ 0; exact when mv is within 2× of M (Sterbenz)
           sv += rel;
@@ -273,7 +311,7 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
     // far tighter where one key dominates. The row takes the variant of smaller Σ Δp_j; its LSE adds e_top.
     double l = 0, dsum = 0, theta_max = 0, dsum_c = 0, theta_max_c = 0;
     double *ecen = blk.centered.data();
-    for (std::int64_t j = 0; j < s.Lk; ++j) {
+    for (std::int64_t j = 0; j < nk; ++j) {
       if (!vis[j]) {
         srow[j] = 0;
         erow[j] = 0;
@@ -304,7 +342,7 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
     }
     const bool centered = dsum_c < dsum;
     if (centered) {
-      std::copy(ecen, ecen + s.Lk, erow);
+      std::copy(ecen, ecen + nk, erow);
       dsum = dsum_c;
       theta_max = theta_max_c;
     }
@@ -361,22 +399,23 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
   r.lse.assign(n_lse, -kInf);
   r.lse_err.assign(n_lse, 0.0);
 
-  const std::int64_t G = s.group();
-  // One (b, kv) block at a time on each of OpenMP's threads: a block writes its own rows, so the bits do not depend
-  // on the thread count.
+  const std::int64_t G = s.group(), R = G * s.Lq, tiles = (R + kRowTile - 1) / kRowTile;
+  // One tile of a (b, kv) block at a time on each of OpenMP's threads: a tile writes its own rows, so the bits do not
+  // depend on the thread count.
 #pragma omp parallel for schedule(dynamic, 1) if (s.work() >= kThreadedWork)
-  for (std::int64_t task = 0; task < s.B * s.Hkv; ++task) {
-    const std::int64_t b = task / s.Hkv, kv = task % s.Hkv;
+  for (std::int64_t task = 0; task < s.B * s.Hkv * tiles; ++task) {
+    const std::int64_t b = task / (s.Hkv * tiles), kv = task / tiles % s.Hkv, r0 = task % tiles * kRowTile;
     Block blk;
     RowMatrix N, Bm;
-    weigh(p, s, in, b, kv, gamma_dot, false, knobs.eps_scale, blk, r.lse.data(), r.lse_err.data());
+    weigh(p, s, in, b, kv, r0, std::min(kRowTile, R - r0), gamma_dot, false, knobs.eps_scale, blk, r.lse.data(),
+          r.lse_err.data());
     RowMatrix &S = blk.S, &E = blk.E;
     for (std::int64_t row = 0; row < blk.R; ++row) {
       if (!blk.live[static_cast<std::size_t>(row)]) continue;
       if (dropout) {  // dropped weights stay in the row sum, not in O's numerator
-        const std::int64_t h = kv * G + row / s.Lq, i = row % s.Lq;
-        for (std::int64_t j = 0; j < s.Lk; ++j)
-          if (blk.sees(row, j) && dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j) == 0) {
+        const std::int64_t h = kv * G + (r0 + row) / s.Lq, i = (r0 + row) % s.Lq;
+        for (std::int64_t j = 0; j < blk.K; ++j)
+          if (blk.sees(row, j) && dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, blk.j0 + j) == 0) {
             S(row, j) = 0;
             E(row, j) = 0;
           }
@@ -384,12 +423,12 @@ std::optional<FastForward> fast_forward(const Problem &p, const FastForwardKnobs
       // W_rj = γ_{n+1}·p̂_rj + Δp_rj: O's numerator error γ Σ p̂|v| + Σ Δp|v| is then one product W·|V|.
       E.row(row) += gamma(blk.nt[static_cast<std::size_t>(row)] + 1) * S.row(row);
     }
-    const std::size_t vo = static_cast<std::size_t>((b * s.Hkv + kv) * s.Lk * s.Dv);
-    product(N, S, false, ConstMap(in.v.data() + vo, s.Lk, s.Dv), false);  // Σ_j p̂_j v_jc
-    product(Bm, E, false, ConstMap(va.data() + vo, s.Lk, s.Dv), false);  // Σ_j (γ p̂_j + Δp_j) |v_jc|
+    const std::size_t vo = static_cast<std::size_t>(((b * s.Hkv + kv) * s.Lk + blk.j0) * s.Dv);
+    product(N, S, false, ConstMap(in.v.data() + vo, blk.K, s.Dv), false);  // Σ_j p̂_j v_jc
+    product(Bm, E, false, ConstMap(va.data() + vo, blk.K, s.Dv), false);  // Σ_j (γ p̂_j + Δp_j) |v_jc|
     // Products that underflow lose ≤ η/2 each in N and Bm: an absolute allowance per row.
     const double tiny = (4 * static_cast<double>(s.Lk) + 4) * eta;
-    const std::size_t o0 = static_cast<std::size_t>(out_offset(s, b, kv * G, 0, 0));
+    const std::size_t o0 = static_cast<std::size_t>(out_offset(s, b, kv * G, 0, 0) + r0 * s.Dv);
     for (std::int64_t row = 0; row < blk.R; ++row) {
       const std::size_t li = static_cast<std::size_t>(row);
       if (!blk.live[li]) continue;
@@ -456,116 +495,123 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
     err = finish(e, knobs.eps_scale, v);
   };
 
-  // One (b, kv) block at a time on each of OpenMP's threads (its rows of dQ, its keys' dK and dV: as fast_forward).
+  // One (b, kv) block at a time on each of OpenMP's threads (its rows of dQ, its keys' dK and dV), tile by tile in
+  // row order: the bits do not depend on the thread count.
 #pragma omp parallel for schedule(dynamic, 1) if (s.work() >= kThreadedWork)
   for (std::int64_t task = 0; task < s.B * s.Hkv; ++task) {
     const std::int64_t b = task / s.Hkv, kv = task % s.Hkv;
-    Block blk;
-    RowMatrix DP, W, X, BX;
-    std::vector<char> seen(static_cast<std::size_t>(s.Lk));
-    weigh(p, s, in, b, kv, gamma_dot, softcap, knobs.eps_scale, blk, nullptr, nullptr);
-    RowMatrix &S = blk.S, &E = blk.E;
     const std::int64_t q0 = (b * s.Hq + kv * G) * s.Lq;  // the block's first row in q, dout, dq
     const std::int64_t k0 = (b * s.Hkv + kv) * s.Lk;     // its first key in k, v, dk, dv
-    const ConstMap Q(in.q.data() + q0 * s.D, R, s.D), Qa(qa.data() + q0 * s.D, R, s.D);
-    const ConstMap dO(in.dout.data() + q0 * s.Dv, R, s.Dv), dOa(da.data() + q0 * s.Dv, R, s.Dv);
-    const ConstMap K(in.k.data() + k0 * s.D, s.Lk, s.D), Ka(ka.data() + k0 * s.D, s.Lk, s.D);
-    const ConstMap V(in.v.data() + k0 * s.Dv, s.Lk, s.Dv);
-    product(DP, dO, false, V, true);  // dP̂_rj = Σ_c dO_rc v_jc (before dropout's factor)
-    W.setZero(R, s.Lk);
-    std::fill(seen.begin(), seen.end(), 0);
-    for (std::int64_t row = 0; row < R; ++row) {
-      const std::size_t li = static_cast<std::size_t>(row);
-      if (!blk.live[li]) {  // sees no key: dS = 0 (S and E are 0 here)
-        DP.row(row).setZero();
-        continue;
-      }
-      const std::int64_t h = kv * G + row / s.Lq, i = row % s.Lq;
-      const bool unbounded = blk.live[li] == 2;
-      const double l = blk.l[li], el = blk.el[li], llo = blk.llo[li];
-      const double dO_norm = dn[static_cast<std::size_t>(q0 + row)];
-      auto kept = [&](std::int64_t j) { return !dropout || dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j) != 0; };
-      // P̂ = fl(p̂/l̂) with ΔP ≥ |P̂ − P| (S, E); dP̂ (0 where hidden or dropped) with E_dP (in W for now); Δ̂, E_Δ.
-      double delta = 0, t_weights = 0, t_dp = 0, t_round = 0, n = 0;
-      for (std::int64_t j = 0; j < s.Lk; ++j) {
-        if (!blk.sees(row, j)) {
-          DP(row, j) = 0;
+    Block blk;
+    RowMatrix DP, W, X, BX;
+    // dK and dV (values and bounds) summed over the tiles, and which keys some row sees.
+    RowMatrix XK = RowMatrix::Zero(s.Lk, s.D), BK = RowMatrix::Zero(s.Lk, s.D);
+    RowMatrix XV = RowMatrix::Zero(s.Lk, s.Dv), BV = RowMatrix::Zero(s.Lk, s.Dv);
+    std::vector<char> seen(static_cast<std::size_t>(s.Lk), 0);
+    for (std::int64_t r0 = 0; r0 < R; r0 += kRowTile) {
+      const std::int64_t rows = std::min(kRowTile, R - r0);
+      weigh(p, s, in, b, kv, r0, rows, gamma_dot, softcap, knobs.eps_scale, blk, nullptr, nullptr);
+      RowMatrix &S = blk.S, &E = blk.E;
+      const std::int64_t t0 = q0 + r0, j0 = blk.j0, nk = blk.K;  // the tile's first row and key
+      const ConstMap Q(in.q.data() + t0 * s.D, rows, s.D), Qa(qa.data() + t0 * s.D, rows, s.D);
+      const ConstMap dO(in.dout.data() + t0 * s.Dv, rows, s.Dv), dOa(da.data() + t0 * s.Dv, rows, s.Dv);
+      const ConstMap K(in.k.data() + (k0 + j0) * s.D, nk, s.D), Ka(ka.data() + (k0 + j0) * s.D, nk, s.D);
+      const ConstMap V(in.v.data() + (k0 + j0) * s.Dv, nk, s.Dv);
+      product(DP, dO, false, V, true);  // dP̂_rj = Σ_c dO_rc v_jc (before dropout's factor)
+      W.setZero(rows, nk);
+      for (std::int64_t row = 0; row < rows; ++row) {
+        const std::size_t li = static_cast<std::size_t>(row);
+        if (!blk.live[li]) {  // sees no key: dS = 0 (S and E are 0 here)
+          DP.row(row).setZero();
           continue;
         }
-        seen[static_cast<std::size_t>(j)] = 1;
-        ++n;
-        const double P = S(row, j) / l;
-        // |p̂/l̂ − w/l| ≤ (Δp + (p̂/l̂)·E_l)/(l̂ − E_l); the division's rounding; its own products' underflow.
-        const double dPw = (E(row, j) + P * el) / llo + 2 * u * P + kEtaSlack * eta;
-        S(row, j) = P;
-        E(row, j) = dPw;
-        double dp = 0, edp = 0;
-        if (kept(j)) {
-          dp = DP(row, j);
-          edp = gamma_dp * (dO_norm * vn[static_cast<std::size_t>(k0 + j)]);  // γ_Dv Σ|dO v| ≤ γ_Dv ‖dO_r‖‖v_j‖
+        const std::int64_t h = kv * G + (r0 + row) / s.Lq, i = (r0 + row) % s.Lq;
+        const bool unbounded = blk.live[li] == 2;
+        const double l = blk.l[li], el = blk.el[li], llo = blk.llo[li];
+        const double dO_norm = dn[static_cast<std::size_t>(t0 + row)];
+        auto kept = [&](std::int64_t j) {
+          return !dropout || dropout_factor(f, s.Hq, s.Lq, s.Lk, b, h, i, j0 + j) != 0;
+        };
+        // P̂ = fl(p̂/l̂) with ΔP ≥ |P̂ − P| (S, E); dP̂ (0 where hidden or dropped) with E_dP (in W for now); Δ̂, E_Δ.
+        double delta = 0, t_weights = 0, t_dp = 0, t_round = 0, n = 0;
+        for (std::int64_t j = 0; j < nk; ++j) {
+          if (!blk.sees(row, j)) {
+            DP(row, j) = 0;
+            continue;
+          }
+          seen[static_cast<std::size_t>(j0 + j)] = 1;
+          ++n;
+          const double P = S(row, j) / l;
+          // |p̂/l̂ − w/l| ≤ (Δp + (p̂/l̂)·E_l)/(l̂ − E_l); the division's rounding; its own products' underflow.
+          const double dPw = (E(row, j) + P * el) / llo + 2 * u * P + kEtaSlack * eta;
+          S(row, j) = P;
+          E(row, j) = dPw;
+          double dp = 0, edp = 0;
+          if (kept(j)) {
+            dp = DP(row, j);
+            edp = gamma_dp * (dO_norm * vn[static_cast<std::size_t>(k0 + j0 + j)]);  // γ_Dv ‖dO_r‖‖v_j‖
+          }
+          DP(row, j) = dp;
+          W(row, j) = edp;
+          delta += P * dp;
+          t_weights += dPw * (std::fabs(dp) + edp);  // Σ |P̂ − P|·|dP|
+          t_dp += P * edp;                           // Σ P̂·|dP̂ − dP|
+          t_round += P * std::fabs(dp);              // the sum's rounding: γ_Lk Σ P̂|dP̂|
         }
-        DP(row, j) = dp;
-        W(row, j) = edp;
-        delta += P * dp;
-        t_weights += dPw * (std::fabs(dp) + edp);  // Σ |P̂ − P|·|dP|
-        t_dp += P * edp;                           // Σ P̂·|dP̂ − dP|
-        t_round += P * std::fabs(dp);              // the sum's rounding: γ_Lk Σ P̂|dP̂|
+        // |Δ̂ − Δ| ≤ E_Δ: the three sums, and the products' underflow (value and bound, ≤ η/2 each).
+        const double e_delta =
+            knobs.drop == Drop::delta ? 0 : t_weights + t_dp + gamma_delta * t_round + (3 * n + kEtaSlack) * eta;
+        for (std::int64_t j = 0; j < nk; ++j) {
+          if (!blk.sees(row, j)) continue;
+          const double P = S(row, j), dPw = E(row, j);
+          // â = fl(dP̂ − Δ̂), |â − (dP − Δ)| ≤ E_a = E_dP + E_Δ + u|â|;
+          // dŜ = fl(P̂·â), |dŜ − P(dP − Δ)| ≤ E_dS = ΔP|â| + (P̂ + ΔP)E_a + u|dŜ|.
+          const double a = DP(row, j) - delta, e_a = W(row, j) + e_delta + u * std::fabs(a);
+          double ds = P * a, e_ds = dPw * std::fabs(a) + (P + dPw) * e_a + u * std::fabs(ds) + kEtaSlack * eta;
+          if (softcap) {  // dS' = dS·g: |dŜ·ĝ − dS·g| ≤ E_dS·(ĝ + e_g) + |dŜ|·e_g, and the product's rounding
+            const double g = blk.G(row, j), e_g = blk.Ge(row, j), ds_g = ds * g;
+            e_ds = e_ds * (g + e_g) + std::fabs(ds) * e_g + u * std::fabs(ds_g) + kEtaSlack * eta;
+            ds = ds_g;
+          }
+          DP(row, j) = ds;
+          // W = E_dS' + γ|dŜ'|: dQ's and dK's error, Σ E_dS'|k| + γ Σ|dŜ'||k|, is then one product W·|K| (W·|Q|).
+          W(row, j) = unbounded ? kInf : e_ds + gamma_ds * std::fabs(ds) + eta;
+          // dV's weights: P̂ and ΔP + γ_R P̂ where kept (0 where dropped: z = 0 exactly).
+          if (kept(j)) {
+            E(row, j) = unbounded ? kInf : (knobs.drop == Drop::dv_weights ? 0 : dPw) + gamma_dv * P + eta;
+          } else {
+            S(row, j) = 0;
+            E(row, j) = 0;
+          }
+        }
       }
-      // |Δ̂ − Δ| ≤ E_Δ: the three sums, and the products' underflow (value and bound, ≤ η/2 each).
-      const double e_delta =
-          knobs.drop == Drop::delta ? 0 : t_weights + t_dp + gamma_delta * t_round + (3 * n + kEtaSlack) * eta;
-      for (std::int64_t j = 0; j < s.Lk; ++j) {
-        if (!blk.sees(row, j)) continue;
-        const double P = S(row, j), dPw = E(row, j);
-        // â = fl(dP̂ − Δ̂), |â − (dP − Δ)| ≤ E_a = E_dP + E_Δ + u|â|;
-        // dŜ = fl(P̂·â), |dŜ − P(dP − Δ)| ≤ E_dS = ΔP|â| + (P̂ + ΔP)E_a + u|dŜ|.
-        const double a = DP(row, j) - delta, e_a = W(row, j) + e_delta + u * std::fabs(a);
-        double ds = P * a, e_ds = dPw * std::fabs(a) + (P + dPw) * e_a + u * std::fabs(ds) + kEtaSlack * eta;
-        if (softcap) {  // dS' = dS·g: |dŜ·ĝ − dS·g| ≤ E_dS·(ĝ + e_g) + |dŜ|·e_g, and the product's rounding
-          const double g = blk.G(row, j), e_g = blk.Ge(row, j), ds_g = ds * g;
-          e_ds = e_ds * (g + e_g) + std::fabs(ds) * e_g + u * std::fabs(ds_g) + kEtaSlack * eta;
-          ds = ds_g;
-        }
-        DP(row, j) = ds;
-        // W = E_dS' + γ|dŜ'|: dQ's and dK's error, Σ E_dS'|k| + γ Σ|dŜ'||k|, is then one product W·|K| (W·|Q|).
-        W(row, j) = unbounded ? kInf : e_ds + gamma_ds * std::fabs(ds) + eta;
-        // dV's weights: P̂ and ΔP + γ_R P̂ where kept (0 where dropped: z = 0 exactly).
-        if (kept(j)) {
-          E(row, j) = unbounded ? kInf : (knobs.drop == Drop::dv_weights ? 0 : dPw) + gamma_dv * P + eta;
-        } else {
-          S(row, j) = 0;
-          E(row, j) = 0;
+      // dQ = scale·dS'·K [÷ (1 − p)], error scale·(W·|K| + tiny) + the product's rounding (put).
+      product(X, DP, false, K, false);
+      product(BX, W, false, Ka, false);
+      for (std::int64_t row = 0; row < rows; ++row) {
+        if (!blk.live[static_cast<std::size_t>(row)]) continue;  // dQ = 0 exactly
+        for (std::int64_t d = 0; d < s.D; ++d) {
+          const auto o = static_cast<std::size_t>((t0 + row) * s.D + d);
+          put(X(row, d), BX(row, d) + tiny_dq, scale, r.dq[o], r.dq_err[o]);
         }
       }
+      // dK += dS'ᵀ·Q (the group's rows: GQA's sum over heads) with Wᵀ·|Q|; dV += P̂ᵀ·dO over kept entries with
+      // (ΔP + γ_R P̂)ᵀ·|dO|. Each is a sum over the block's R rows, in any order: γ_R bounds it, tiles and all.
+      add_product(XK.data() + j0 * s.D, s.D, DP, true, Q, false);
+      add_product(BK.data() + j0 * s.D, s.D, W, true, Qa, false);
+      add_product(XV.data() + j0 * s.Dv, s.Dv, S, true, dO, false);
+      add_product(BV.data() + j0 * s.Dv, s.Dv, E, true, dOa, false);
     }
-    // dQ = scale·dS'·K [÷ (1 − p)], error scale·(W·|K| + tiny) + the product's rounding (put).
-    product(X, DP, false, K, false);
-    product(BX, W, false, Ka, false);
-    for (std::int64_t row = 0; row < R; ++row) {
-      if (!blk.live[static_cast<std::size_t>(row)]) continue;  // dQ = 0 exactly
-      for (std::int64_t d = 0; d < s.D; ++d) {
-        const auto o = static_cast<std::size_t>((q0 + row) * s.D + d);
-        put(X(row, d), BX(row, d) + tiny_dq, scale, r.dq[o], r.dq_err[o]);
-      }
-    }
-    // dK = scale·dS'ᵀ·Q (the group's rows: GQA's sum over heads), error scale·(Wᵀ·|Q| + tiny).
-    product(X, DP, true, Q, false);
-    product(BX, W, true, Qa, false);
+    // dK = scale·XK [÷ (1 − p)], error scale·(BK + tiny); dV = XV [÷ (1 − p)], error BV + tiny.
     for (std::int64_t j = 0; j < s.Lk; ++j) {
       if (!seen[static_cast<std::size_t>(j)]) continue;  // no row sees key j: dK = dV = 0 exactly
       for (std::int64_t d = 0; d < s.D; ++d) {
         const auto o = static_cast<std::size_t>((k0 + j) * s.D + d);
-        put(X(j, d), BX(j, d) + tiny_dkv, scale, r.dk[o], r.dk_err[o]);
+        put(XK(j, d), BK(j, d) + tiny_dkv, scale, r.dk[o], r.dk_err[o]);
       }
-    }
-    // dV = P̂ᵀ·dO over kept entries [÷ (1 − p)], error (ΔP + γ_R P̂)ᵀ·|dO| + tiny.
-    product(X, S, true, dO, false);
-    product(BX, E, true, dOa, false);
-    for (std::int64_t j = 0; j < s.Lk; ++j) {
-      if (!seen[static_cast<std::size_t>(j)]) continue;
       for (std::int64_t c = 0; c < s.Dv; ++c) {
         const auto o = static_cast<std::size_t>((k0 + j) * s.Dv + c);
-        put(X(j, c), BX(j, c) + tiny_dkv, 1, r.dv[o], r.dv_err[o]);
+        put(XV(j, c), BV(j, c) + tiny_dkv, 1, r.dv[o], r.dv_err[o]);
       }
     }
   }
