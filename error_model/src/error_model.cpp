@@ -116,15 +116,18 @@ struct RowModel {
 /// Rows per tile of the logits' products (Tile): enough for the GEMMs' speed, O(rows × Lk) memory.
 constexpr std::int64_t kTileRows = 64;
 
-/// The products of query rows [i0, i0 + rows) of head (b, h) with every key of its kv head, row-major [rows, Lk],
-/// as double GEMMs in any summation order (products.h): dot = Q·Kᵀ, adot = |Q|·|K|ᵀ and, for a backward, dp = dO·Vᵀ,
+/// The products of query rows [i0, i0 + rows) of head (b, h) with the keys j0 … j0 + keys − 1 of its kv head that
+/// any of them may see (rows_key_range: a causal or windowed tile skips the rest), row-major [rows, keys], as double
+/// GEMMs in any summation order (products.h): dot = Q·Kᵀ, adot = |Q|·|K|ᵀ and, for a backward, dp = dO·Vᵀ,
 /// dpa = |dO|·|V|ᵀ. Ctx::cover fills it; Ctx::row reads it.
 struct Tile {
-  std::int64_t b = -1, h = -1, i0 = 0, rows = 0;
+  std::int64_t b = -1, h = -1, i0 = 0, rows = 0, j0 = 0, keys = 0;
   std::vector<double> dot, adot, dp, dpa;
   bool holds(std::int64_t b_, std::int64_t h_, std::int64_t i) const {
     return b_ == b && h_ == h && i >= i0 && i < i0 + rows;
   }
+  /// Row i's entry for key j (i in the tile, j0 ≤ j < j0 + keys) in dot, adot, dp and dpa.
+  std::size_t at(std::int64_t i, std::int64_t j) const { return static_cast<std::size_t>((i - i0) * keys + j - j0); }
 };
 
 /// RowModel::keys entry standing for a row's filler keys (FillerKeys).
@@ -321,22 +324,25 @@ struct Ctx {
   void cover(Tile &t, std::int64_t b, std::int64_t h, std::int64_t i, const std::vector<double> *dout = nullptr,
              const std::vector<double> *dout_abs = nullptr) const {
     if (t.holds(b, h, i)) return;
-    const std::int64_t hk = sh.kv_head(h), rows = std::min(kTileRows, sh.Lq - i), Lk = sh.Lk;
-    t.b = b, t.h = h, t.i0 = i, t.rows = rows;
-    const auto n = static_cast<std::size_t>(rows * Lk);
+    const std::int64_t hk = sh.kv_head(h), rows = std::min(kTileRows, sh.Lq - i);
+    const KeyRange kr = rows_key_range(p.features, p.params.mask, b, i, i + rows, sh.Lq, sh.Lk);
+    const std::int64_t n_keys = kr.empty() ? 0 : kr.hi - kr.lo + 1;
+    t.b = b, t.h = h, t.i0 = i, t.rows = rows, t.j0 = kr.empty() ? 0 : kr.lo, t.keys = n_keys;
+    const auto n = static_cast<std::size_t>(rows * n_keys);
     t.dot.resize(n);
     t.adot.resize(n);
-    const std::size_t qo = q_index(b, h, i, 0), ko = k_index(b, hk, 0, 0);
-    gemm(path, rows, Lk, sh.D, {q.data() + qo, sh.D, false}, {k.data() + ko, sh.D, true}, t.dot.data(), Lk);
-    gemm(path, rows, Lk, sh.D, {q_abs.data() + qo, sh.D, false}, {k_abs.data() + ko, sh.D, true}, t.adot.data(),
-         Lk);
+    const std::size_t qo = q_index(b, h, i, 0), ko = k_index(b, hk, t.j0, 0);
+    gemm(path, rows, n_keys, sh.D, {q.data() + qo, sh.D, false}, {k.data() + ko, sh.D, true}, t.dot.data(), n_keys);
+    gemm(path, rows, n_keys, sh.D, {q_abs.data() + qo, sh.D, false}, {k_abs.data() + ko, sh.D, true},
+         t.adot.data(), n_keys);
     if (!dout) return;
     t.dp.resize(n);
     t.dpa.resize(n);
-    const std::size_t oo = static_cast<std::size_t>(out_offset(sh, b, h, i, 0)), vo = v_index(b, hk, 0, 0);
-    gemm(path, rows, Lk, sh.Dv, {dout->data() + oo, sh.Dv, false}, {v.data() + vo, sh.Dv, true}, t.dp.data(), Lk);
-    gemm(path, rows, Lk, sh.Dv, {dout_abs->data() + oo, sh.Dv, false}, {v_abs.data() + vo, sh.Dv, true},
-         t.dpa.data(), Lk);
+    const std::size_t oo = static_cast<std::size_t>(out_offset(sh, b, h, i, 0)), vo = v_index(b, hk, t.j0, 0);
+    gemm(path, rows, n_keys, sh.Dv, {dout->data() + oo, sh.Dv, false}, {v.data() + vo, sh.Dv, true}, t.dp.data(),
+         n_keys);
+    gemm(path, rows, n_keys, sh.Dv, {dout_abs->data() + oo, sh.Dv, false}, {v_abs.data() + vo, sh.Dv, true},
+         t.dpa.data(), n_keys);
   }
 
   /// The row's visible keys; with `filler`, one more entry (key −1) standing for the filler class: weight
@@ -361,10 +367,11 @@ struct Ctx {
     r.e_t.clear();
     double M = 0;
     r.overflow = false;
-    for (std::int64_t j = 0; j < sh.Lk; ++j)
-      if (sees(f, p.params.mask, fr, sh.Lq, sh.Lk, b, h, i, j)) r.keys.push_back(j);
+    // The row's key range (within the tile's keys); only a mask tensor asks key by key.
+    const KeyRange kr = key_range(f, p.params.mask, fr);
+    for (std::int64_t j = std::max<std::int64_t>(kr.lo, 0); j <= std::min(kr.hi, sh.Lk - 1); ++j)
+      if (f.mask_kind == MaskKind::none || sees(f, p.params.mask, fr, sh.Lq, sh.Lk, b, h, i, j)) r.keys.push_back(j);
     const std::size_t visible = r.keys.size();
-    const double *dots = tile.dot.data() + (i - tile.i0) * sh.Lk, *adots = tile.adot.data() + (i - tile.i0) * sh.Lk;
     const double sq = std::fabs(scale * dqk);
     const std::size_t q_at = row_of(q_index(b, h, i, 0), sh.D);  // the row's entry in the operand tables
     for (std::size_t key = 0; key < visible; ++key) {
@@ -373,8 +380,8 @@ struct Ctx {
       // The products' own rounding (Tile): Σ|q k| ≤ adot̂/(1 − γ), and the logit x̂ within e_ref of scale·dqk·q·k
       // (its product with scale·dqk adds u|x̂|). P̂ = exp(ŝ − LSE) is then within e_ref in log space, and so are
       // θ̄ and ln A: 2·e_ref joins the logit's error (SPEC.md §4.2).
-      const double adot = adots[j] / (1 - gamma_qk_ref);
-      const double x = scale * dqk * dots[j];
+      const double adot = tile.adot[tile.at(i, j)] / (1 - gamma_qk_ref);
+      const double x = scale * dqk * tile.dot[tile.at(i, j)];
       const double abs_dot = sq * adot;
       const double e_ref = 2 * (gamma_qk_ref * abs_dot + 0x1p-52 * std::fabs(x));
       // Softcap c·tanh(x/c) is a contraction (derivative 1 − t² ≤ 1): the logit's error passes at most unchanged,
@@ -742,7 +749,7 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   // with an absolute error: τ_a per term (times the scale when it is applied after), not relative to anything.
   const double flush = c.tiny_a * std::max(1.0, scale);
   const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
-  const std::int64_t G_int = sh.group(), Lk = sh.Lk;
+  const std::int64_t G_int = sh.group();
   // One kv head's group at a time, on as many threads as OpenMP has (each group writes its own rows of dQ, O's and
   // LSE's bounds, and its own keys' dK and dV, in a fixed order: the bits do not depend on the thread count).
 #pragma omp parallel for schedule(dynamic, 1) if (sh.work() >= kThreadedWork)
@@ -756,7 +763,8 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
     for (std::int64_t h = hk * G_int; h < (hk + 1) * G_int; ++h) {
       for (std::int64_t i0 = 0; i0 < sh.Lq; i0 += kTileRows) {
         c.cover(tile, b, h, i0, &dout, &dout_abs);
-        co.reset(tile.rows, Lk);
+        const std::int64_t j0 = tile.j0, n_keys = tile.keys;  // the tile's keys: j0 … j0 + n_keys − 1
+        co.reset(tile.rows, n_keys);
         for (std::int64_t i = i0; i < i0 + tile.rows; ++i) {
           const double lse = exact.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
           if (std::isinf(lse)) continue;  // zero gradients, exactly
@@ -784,7 +792,6 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           // dO_i·v_j and Σ_c |dO_ic v_jc| of every key (Tile; a sink has no value: 0). Any summation order: the
           // products' γ_Dv in double is far below the kernel's g_dv, and the magnitude is taken from above.
           const std::size_t o_row = static_cast<std::size_t>(out_offset(sh, b, h, i, 0));
-          const double *dps = tile.dp.data() + (i - tile.i0) * sh.Lk, *dpas = tile.dpa.data() + (i - tile.i0) * sh.Lk;
           // fp32-precision: dO read as an operand (dP = dO·v, dV = Pᵀ·dO); a row that may round to ±Inf is unbounded.
           const double do_row_l1 = c.op_in.active() ? do_l1[Ctx::row_of(o_row, sh.Dv)] : 0.0;
           const double do_unbounded =
@@ -792,7 +799,8 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           double eD_from_p = 0, D_p_mag = 0;
           for (std::size_t t = 0; t < n; ++t) {
             const bool key = r.keys[t] >= 0;
-            const double dp = key ? dps[r.keys[t]] : 0.0, dp_mag = key ? dpas[r.keys[t]] * (1 + 0x1p-40) : 0.0;
+            const double dp = key ? tile.dp[tile.at(i, r.keys[t])] : 0.0,
+                         dp_mag = key ? tile.dpa[tile.at(i, r.keys[t])] * (1 + 0x1p-40) : 0.0;
             // Dropout scales dP by z (its rounding: kDropoutUlps).
             dP[t] = r.z[t] * dp;
             const double v_row_l1 =
@@ -866,31 +874,33 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
             const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
             const double w = (r.P[t] + e_Pv[t]) * (z + e_z);  // |P̃ z|
             // dV's term: (e_P̃(z + e_z) + P e_z)|g|(1 + u) [+ w(u|g| + η)] + τ, magnitude w|g|(1 + u), value P z g.
-            co.set(row, j, scale * (e_dS[t] * (1 + u_in) + ads * u_in), scale * ads * (1 + u_in), scale * dS[t],
+            co.set(row, j - j0, scale * (e_dS[t] * (1 + u_in) + ads * u_in), scale * ads * (1 + u_in), scale * dS[t],
                    (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * (1 + u_in) + (c.op_in.active() ? w * u_in : 0.0),
                    w * (1 + u_in), r.P[t] * z);
             co.flush_q[static_cast<std::size_t>(row)] += flush_in;
-            co.flush_k[static_cast<std::size_t>(j)] += flush_in;
-            co.flush_v[static_cast<std::size_t>(j)] +=
+            co.flush_k[static_cast<std::size_t>(j - j0)] += flush_in;
+            co.flush_v[static_cast<std::size_t>(j - j0)] +=
                 flush + (c.op_in.active() ? w * c.op_in.eta + do_unbounded : 0.0);
           }
         }
-        // The tile's sums as products: dQ of its rows, and its share of dK and dV of every key.
-        const std::size_t qo = c.q_index(b, h, i0, 0), ko = c.k_index(b, hk, 0, 0), vo = c.v_index(b, hk, 0, 0);
+        // The tile's sums as products: dQ of its rows, and its share of dK and dV of its keys.
+        const std::size_t qo = c.q_index(b, h, i0, 0), ko = c.k_index(b, hk, j0, 0), vo = c.v_index(b, hk, j0, 0);
         const std::size_t oo = static_cast<std::size_t>(out_offset(sh, b, h, i0, 0));
         const std::int64_t rows = tile.rows, D = sh.D, Dv = sh.Dv;
         for (auto [x, y, out] : {std::tuple{&co.se, &c.k_abs, &dq_err}, std::tuple{&co.sa, &c.k_abs, &dq_mag},
                                  std::tuple{&co.sd, &c.k, &dq_val}})
-          gemm(c.path, rows, D, Lk, {x->data(), Lk, false}, {y->data() + ko, D, false}, out->data() + qo, D);
+          gemm(c.path, rows, D, n_keys, {x->data(), n_keys, false}, {y->data() + ko, D, false}, out->data() + qo, D);
         for (auto [x, y, out] : {std::tuple{&co.se, &c.q_abs, &dk_err}, std::tuple{&co.sa, &c.q_abs, &dk_mag},
                                  std::tuple{&co.sd, &c.q, &dk_val}})
-          gemm(c.path, Lk, D, rows, {x->data(), Lk, true}, {y->data() + qo, D, false}, out->data() + ko, D, true);
+          gemm(c.path, n_keys, D, rows, {x->data(), n_keys, true}, {y->data() + qo, D, false}, out->data() + ko, D,
+               true);
         for (auto [x, y, out] : {std::tuple{&co.ve, &dout_abs, &dv_err}, std::tuple{&co.va, &dout_abs, &dv_mag},
                                  std::tuple{&co.vv, &dout, &dv_val}})
-          gemm(c.path, Lk, Dv, rows, {x->data(), Lk, true}, {y->data() + oo, Dv, false}, out->data() + vo, Dv, true);
+          gemm(c.path, n_keys, Dv, rows, {x->data(), n_keys, true}, {y->data() + oo, Dv, false}, out->data() + vo, Dv,
+               true);
         add_per_row(dq_err, qo, rows, D, co.flush_q);
-        add_per_row(dk_err, ko, Lk, D, co.flush_k);
-        add_per_row(dv_err, vo, Lk, Dv, co.flush_v);
+        add_per_row(dk_err, ko, n_keys, D, co.flush_k);
+        add_per_row(dv_err, vo, n_keys, Dv, co.flush_v);
       }
       if (bounded) {
 #pragma omp critical(attncheck_bounded_rows)

@@ -185,17 +185,14 @@ struct Block {
   bool sees(std::int64_t r, std::int64_t j) const { return vis[static_cast<std::size_t>(r * K + j)] != 0; }
 };
 
-/// The keys rows r0 … r0 + rows − 1 of batch entry b's blocks may see: the union of their key ranges (the rows of
-/// every head of a group share them).
+/// The keys rows r0 … r0 + rows − 1 of a (b, kv) block may see: the union over the heads the rows span.
 KeyRange tile_keys(const Problem &p, const Shape &s, std::int64_t b, std::int64_t r0, std::int64_t rows) {
   KeyRange u{s.Lk, -1};
-  for (std::int64_t r = r0; r < r0 + rows; ++r) {
-    const RowFrame fr = row_frame(p.features, p.params.mask, b, r % s.Lq, s.Lq, s.Lk);
-    const KeyRange kr = key_range(p.features, p.params.mask, fr);
-    if (kr.empty()) continue;
-    u.lo = std::min(u.lo, std::max<std::int64_t>(kr.lo, 0));
-    u.hi = std::max(u.hi, std::min(kr.hi, s.Lk - 1));
-    if (u.lo == 0 && u.hi == s.Lk - 1) break;  // every key already
+  for (std::int64_t r = r0; r < r0 + rows;) {  // one head's rows i … at a time
+    const std::int64_t i = r % s.Lq, n = std::min(s.Lq - i, r0 + rows - r);
+    const KeyRange h = rows_key_range(p.features, p.params.mask, b, i, i + n, s.Lq, s.Lk);
+    if (!h.empty()) u = {std::min(u.lo, h.lo), std::max(u.hi, h.hi)};
+    r += n;
   }
   return u;
 }

@@ -154,6 +154,19 @@ KeyRange key_range(const Features &f, Mask m, const RowFrame &fr) {
   return r;
 }
 
+KeyRange rows_key_range(const Features &f, Mask m, std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t Lq,
+                        std::int64_t Lk) {
+  KeyRange u{Lk, -1};
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const KeyRange r = key_range(f, m, row_frame(f, m, b, i, Lq, Lk));
+    if (r.empty()) continue;
+    u.lo = std::min(u.lo, std::max<std::int64_t>(r.lo, 0));
+    u.hi = std::max(u.hi, std::min(r.hi, Lk - 1));
+    if (u.lo == 0 && u.hi == Lk - 1) break;  // every key already
+  }
+  return u.empty() ? KeyRange{} : u;
+}
+
 bool sees(const Features &f, Mask m, const RowFrame &fr, std::int64_t Lq, std::int64_t Lk, std::int64_t b,
           std::int64_t h, std::int64_t i, std::int64_t j) {
   const KeyRange r = key_range(f, m, fr);

@@ -118,6 +118,10 @@ struct KeyRange {
   bool empty() const { return lo > hi; }
 };
 KeyRange key_range(const Features &f, Mask m, const RowFrame &fr);
+/// The keys any of rows i0 … i1 − 1 of batch entry b may see: the union of their key_range()s, within [0, Lk − 1]
+/// (empty when none sees a key). A tile of rows needs only these keys' products.
+KeyRange rows_key_range(const Features &f, Mask m, std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t Lq,
+                        std::int64_t Lk);
 /// Whether row (b, h, i) sees key j (causal, window, lengths, the mask tensor), with `fr` = row_frame(…).
 bool sees(const Features &f, Mask m, const RowFrame &fr, std::int64_t Lq, std::int64_t Lk, std::int64_t b,
           std::int64_t h, std::int64_t i, std::int64_t j);
