@@ -511,12 +511,12 @@ struct GradientTerms {
   }
 };
 
-/// x[at + r·cols + c] += add[r] for r < rows, c < cols: a row's absolute allowance on each of its elements.
-void add_per_row(std::vector<double> &x, std::size_t at, std::int64_t rows, std::int64_t cols,
-                 const std::vector<double> &add) {
+/// x[r·cols + c] += add[r] for r < rows, c < cols: a row's absolute allowance on each of its elements.
+void add_per_row(double *x, std::int64_t rows, std::int64_t cols, const std::vector<double> &add) {
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) x[at + static_cast<std::size_t>(r * cols + c)] += add[static_cast<std::size_t>(r)];
+    for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += add[static_cast<std::size_t>(r)];
 }
+
 
 /// Bounds of shape sh's O and LSE, all 0 until forward_row_bounds fills their rows (a row that sees no key keeps 0).
 ForwardBounds zero_forward_bounds(const Shape &sh) {
@@ -750,18 +750,41 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const double flush = c.tiny_a * std::max(1.0, scale);
   const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
   const std::int64_t G_int = sh.group();
-  // One kv head's group at a time, on as many threads as OpenMP has (each group writes its own rows of dQ, O's and
-  // LSE's bounds, and its own keys' dK and dV, in a fixed order: the bits do not depend on the thread count).
+  // A group's tiles (head h, rows i0 …) as units, dealt round-robin to its parts (kBackwardParts). Each part writes
+  // its own rows of dQ, O's and LSE's bounds; part 0 sums dK and dV into the outputs, the others into their own
+  // arrays (KeySums), added after in part order: the bits do not depend on the thread count.
+  const std::int64_t tiles_per_head = (sh.Lq + kTileRows - 1) / kTileRows, units = G_int * tiles_per_head;
+  const std::int64_t parts =
+      backward_parts(sh.B * sh.Hkv, units);
+  struct KeySums {
+    std::vector<double> dk_err, dk_mag, dk_val, dv_err, dv_mag, dv_val;
+  };
+  std::vector<KeySums> key_sums(static_cast<std::size_t>(sh.B * sh.Hkv * parts));
 #pragma omp parallel for schedule(dynamic, 1) if (sh.work() >= kThreadedWork)
-  for (std::int64_t task = 0; task < sh.B * sh.Hkv; ++task) {
-    const std::int64_t b = task / sh.Hkv, hk = task % sh.Hkv;
+  for (std::int64_t task = 0; task < sh.B * sh.Hkv * parts; ++task) {
+    const std::int64_t b = task / (sh.Hkv * parts), hk = task / parts % sh.Hkv, part = task % parts;
     RowModel r;
     Tile tile;
     ColumnSums sums;
     GradientTerms co;
     std::vector<double> dP, e_dP, dS, e_dS, e_P, e_Pv;
-    for (std::int64_t h = hk * G_int; h < (hk + 1) * G_int; ++h) {
-      for (std::int64_t i0 = 0; i0 < sh.Lq; i0 += kTileRows) {
+    // Where this part sums dK and dV (the group's keys, from key 0).
+    KeySums &mine = key_sums[static_cast<std::size_t>(task)];
+    const std::size_t k_at = c.k_index(b, hk, 0, 0), v_at = c.v_index(b, hk, 0, 0);
+    const auto n_k = static_cast<std::size_t>(sh.Lk * sh.D), n_v = static_cast<std::size_t>(sh.Lk * sh.Dv);
+    if (part > 0)
+      for (auto [x, n] : {std::pair{&mine.dk_err, n_k}, {&mine.dk_mag, n_k}, {&mine.dk_val, n_k},
+                          {&mine.dv_err, n_v}, {&mine.dv_mag, n_v}, {&mine.dv_val, n_v}})
+        x->assign(n, 0.0);
+    double *const k_sums[] = {part > 0 ? mine.dk_err.data() : dk_err.data() + k_at,
+                              part > 0 ? mine.dk_mag.data() : dk_mag.data() + k_at,
+                              part > 0 ? mine.dk_val.data() : dk_val.data() + k_at};
+    double *const v_sums[] = {part > 0 ? mine.dv_err.data() : dv_err.data() + v_at,
+                              part > 0 ? mine.dv_mag.data() : dv_mag.data() + v_at,
+                              part > 0 ? mine.dv_val.data() : dv_val.data() + v_at};
+    for (std::int64_t unit = part; unit < units; unit += parts) {
+      const std::int64_t h = hk * G_int + unit / tiles_per_head, i0 = unit % tiles_per_head * kTileRows;
+      {
         c.cover(tile, b, h, i0, &dout, &dout_abs);
         const std::int64_t j0 = tile.j0, n_keys = tile.keys;  // the tile's keys: j0 … j0 + n_keys − 1
         co.reset(tile.rows, n_keys);
@@ -884,28 +907,40 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
           }
         }
         // The tile's sums as products: dQ of its rows, and its share of dK and dV of its keys.
-        const std::size_t qo = c.q_index(b, h, i0, 0), ko = c.k_index(b, hk, j0, 0), vo = c.v_index(b, hk, j0, 0);
+        const std::size_t qo = c.q_index(b, h, i0, 0), ko = c.k_index(b, hk, j0, 0);
         const std::size_t oo = static_cast<std::size_t>(out_offset(sh, b, h, i0, 0));
         const std::int64_t rows = tile.rows, D = sh.D, Dv = sh.Dv;
         for (auto [x, y, out] : {std::tuple{&co.se, &c.k_abs, &dq_err}, std::tuple{&co.sa, &c.k_abs, &dq_mag},
                                  std::tuple{&co.sd, &c.k, &dq_val}})
           gemm(c.path, rows, D, n_keys, {x->data(), n_keys, false}, {y->data() + ko, D, false}, out->data() + qo, D);
-        for (auto [x, y, out] : {std::tuple{&co.se, &c.q_abs, &dk_err}, std::tuple{&co.sa, &c.q_abs, &dk_mag},
-                                 std::tuple{&co.sd, &c.q, &dk_val}})
-          gemm(c.path, n_keys, D, rows, {x->data(), n_keys, true}, {y->data() + qo, D, false}, out->data() + ko, D,
+        for (auto [x, y, out] : {std::tuple{&co.se, &c.q_abs, k_sums[0]}, std::tuple{&co.sa, &c.q_abs, k_sums[1]},
+                                 std::tuple{&co.sd, &c.q, k_sums[2]}})
+          gemm(c.path, n_keys, D, rows, {x->data(), n_keys, true}, {y->data() + qo, D, false}, out + j0 * D, D, true);
+        for (auto [x, y, out] : {std::tuple{&co.ve, &dout_abs, v_sums[0]}, std::tuple{&co.va, &dout_abs, v_sums[1]},
+                                 std::tuple{&co.vv, &dout, v_sums[2]}})
+          gemm(c.path, n_keys, Dv, rows, {x->data(), n_keys, true}, {y->data() + oo, Dv, false}, out + j0 * Dv, Dv,
                true);
-        for (auto [x, y, out] : {std::tuple{&co.ve, &dout_abs, &dv_err}, std::tuple{&co.va, &dout_abs, &dv_mag},
-                                 std::tuple{&co.vv, &dout, &dv_val}})
-          gemm(c.path, n_keys, Dv, rows, {x->data(), n_keys, true}, {y->data() + oo, Dv, false}, out->data() + vo, Dv,
-               true);
-        add_per_row(dq_err, qo, rows, D, co.flush_q);
-        add_per_row(dk_err, ko, n_keys, D, co.flush_k);
-        add_per_row(dv_err, vo, n_keys, Dv, co.flush_v);
+        add_per_row(dq_err.data() + qo, rows, D, co.flush_q);
+        add_per_row(k_sums[0] + j0 * D, n_keys, D, co.flush_k);
+        add_per_row(v_sums[0] + j0 * Dv, n_keys, Dv, co.flush_v);
       }
       if (bounded) {
 #pragma omp critical(attncheck_bounded_rows)
-        bounded(sh.Lq);
+        bounded(tile.rows);
       }
+    }
+  }
+  // The parts' sums of dK and dV added to part 0's, in part order.
+#pragma omp parallel for schedule(dynamic, 1) if (parts > 1 && sh.work() >= kThreadedWork)
+  for (std::int64_t group = 0; group < sh.B * sh.Hkv; ++group) {
+    const std::int64_t b = group / sh.Hkv, hk = group % sh.Hkv;
+    const std::size_t k_at = c.k_index(b, hk, 0, 0), v_at = c.v_index(b, hk, 0, 0);
+    for (std::int64_t part = 1; part < parts; ++part) {
+      const KeySums &ks = key_sums[static_cast<std::size_t>(group * parts + part)];
+      for (auto [from, to, at] : {std::tuple{&ks.dk_err, &dk_err, k_at}, std::tuple{&ks.dk_mag, &dk_mag, k_at},
+                                  std::tuple{&ks.dk_val, &dk_val, k_at}, std::tuple{&ks.dv_err, &dv_err, v_at},
+                                  std::tuple{&ks.dv_mag, &dv_mag, v_at}, std::tuple{&ks.dv_val, &dv_val, v_at}})
+        for (std::size_t x = 0; x < from->size(); ++x) (*to)[at + x] += (*from)[x];
     }
   }
   // The G per-head parts of a GQA dK or dV (SPEC.md §4.4): part h computed in accumulation precision

@@ -492,21 +492,29 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
     err = finish(e, knobs.eps_scale, v);
   };
 
-  // One (b, kv) block at a time on each of OpenMP's threads (its rows of dQ, its keys' dK and dV), tile by tile in
-  // row order: the bits do not depend on the thread count.
+  // A (b, kv) block's tiles dealt round-robin to its parts (products.h: backward_parts), one task each on OpenMP's
+  // threads: a part writes its tiles' rows of dQ and sums its share of the block's dK and dV (values and bounds),
+  // and which keys its rows see; the shares are added in part order after. The bits do not depend on the thread count.
+  const std::int64_t tiles = (R + kRowTile - 1) / kRowTile, parts = backward_parts(s.B * s.Hkv, tiles);
+  struct KeySums {
+    RowMatrix XK, BK, XV, BV;
+    std::vector<char> seen;
+  };
+  std::vector<KeySums> key_sums(static_cast<std::size_t>(s.B * s.Hkv * parts));
 #pragma omp parallel for schedule(dynamic, 1) if (s.work() >= kThreadedWork)
-  for (std::int64_t task = 0; task < s.B * s.Hkv; ++task) {
-    const std::int64_t b = task / s.Hkv, kv = task % s.Hkv;
+  for (std::int64_t task = 0; task < s.B * s.Hkv * parts; ++task) {
+    const std::int64_t b = task / (s.Hkv * parts), kv = task / parts % s.Hkv, part = task % parts;
     const std::int64_t q0 = (b * s.Hq + kv * G) * s.Lq;  // the block's first row in q, dout, dq
     const std::int64_t k0 = (b * s.Hkv + kv) * s.Lk;     // its first key in k, v, dk, dv
     Block blk;
     RowMatrix DP, W, X, BX;
-    // dK and dV (values and bounds) summed over the tiles, and which keys some row sees.
-    RowMatrix XK = RowMatrix::Zero(s.Lk, s.D), BK = RowMatrix::Zero(s.Lk, s.D);
-    RowMatrix XV = RowMatrix::Zero(s.Lk, s.Dv), BV = RowMatrix::Zero(s.Lk, s.Dv);
-    std::vector<char> seen(static_cast<std::size_t>(s.Lk), 0);
-    for (std::int64_t r0 = 0; r0 < R; r0 += kRowTile) {
-      const std::int64_t rows = std::min(kRowTile, R - r0);
+    KeySums &ks = key_sums[static_cast<std::size_t>(task)];
+    RowMatrix &XK = ks.XK, &BK = ks.BK, &XV = ks.XV, &BV = ks.BV;
+    XK.setZero(s.Lk, s.D), BK.setZero(s.Lk, s.D), XV.setZero(s.Lk, s.Dv), BV.setZero(s.Lk, s.Dv);
+    std::vector<char> &seen = ks.seen;
+    seen.assign(static_cast<std::size_t>(s.Lk), 0);
+    for (std::int64_t tile = part; tile < tiles; tile += parts) {
+      const std::int64_t r0 = tile * kRowTile, rows = std::min(kRowTile, R - r0);
       weigh(p, s, in, b, kv, r0, rows, gamma_dot, softcap, knobs.eps_scale, blk, nullptr, nullptr);
       RowMatrix &S = blk.S, &E = blk.E;
       const std::int64_t t0 = q0 + r0, j0 = blk.j0, nk = blk.K;  // the tile's first row and key
@@ -599,7 +607,21 @@ std::optional<FastBackward> fast_backward(const Problem &p, const FastBackwardKn
       add_product(XV.data() + j0 * s.Dv, s.Dv, S, true, dO, false);
       add_product(BV.data() + j0 * s.Dv, s.Dv, E, true, dOa, false);
     }
-    // dK = scale·XK [÷ (1 − p)], error scale·(BK + tiny); dV = XV [÷ (1 − p)], error BV + tiny.
+  }
+  // Each block's shares added in part order; dK = scale·XK [÷ (1 − p)], error scale·(BK + tiny); dV = XV [÷ (1 − p)],
+  // error BV + tiny.
+#pragma omp parallel for schedule(dynamic, 1) if (s.work() >= kThreadedWork)
+  for (std::int64_t block = 0; block < s.B * s.Hkv; ++block) {
+    const std::int64_t k0 = block * s.Lk;  // the block's first key in k, v, dk, dv
+    KeySums &ks = key_sums[static_cast<std::size_t>(block * parts)];
+    for (std::int64_t part = 1; part < parts; ++part) {
+      KeySums &more = key_sums[static_cast<std::size_t>(block * parts + part)];
+      ks.XK += more.XK, ks.BK += more.BK, ks.XV += more.XV, ks.BV += more.BV;
+      for (std::size_t j = 0; j < ks.seen.size(); ++j) ks.seen[j] |= more.seen[j];
+      more = KeySums{};
+    }
+    const RowMatrix &XK = ks.XK, &BK = ks.BK, &XV = ks.XV, &BV = ks.BV;
+    const std::vector<char> &seen = ks.seen;
     for (std::int64_t j = 0; j < s.Lk; ++j) {
       if (!seen[static_cast<std::size_t>(j)]) continue;  // no row sees key j: dK = dV = 0 exactly
       for (std::int64_t d = 0; d < s.D; ++d) {

@@ -12,6 +12,7 @@
 //   attncheck::gemm(attncheck::fast_simd_path(), m, n, d, {q, d, false}, {k, d, true}, s, n);
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,6 +47,16 @@ std::vector<double> magnitudes(const std::vector<double> &x);
 /// Multiply-adds (Shape::work()) below which a problem's products and bounds stay on one thread: waking OpenMP's
 /// threads would cost more than they save.
 inline constexpr std::int64_t kThreadedWork = std::int64_t{1} << 22;
+
+/// The parts a backward splits each of its `groups` (b, kv) groups into, over `units` units of work per group (row
+/// tiles): ⌈4 / groups⌉, at most `units`, at least 1. Each part is a thread's task with its own sums of dK and dV,
+/// added in part order at the end: a problem of one kv head spreads over the cores, and the bits depend on the shape
+/// alone, never on the thread count.
+inline std::int64_t backward_parts(std::int64_t groups, std::int64_t units) {
+  constexpr std::int64_t kParts = 4;  // enough tasks for the cores of a workstation; each costs a copy of dK and dV
+  const std::int64_t per_group = groups > 0 ? (kParts + groups - 1) / groups : 1;
+  return std::max<std::int64_t>(1, std::min(per_group, units));
+}
 
 /// C = op(A)·op(B) (or C += op(A)·op(B) with `accumulate`), op(A) m×k, op(B) k×n, C m×n row-major with leading
 /// dimension ldc, on `path`. m, n or k may be 0 (k = 0: C = 0, or unchanged with accumulate). Single-threaded:
