@@ -18,6 +18,7 @@
 #include "attncheck/kernel_abi.h"
 #include "attncheck/kernel_call.h"
 #include "attncheck/outcome.h"
+#include "bundled_flash.h"
 
 #include <fmt/core.h>
 #include <omp.h>
@@ -86,22 +87,6 @@ Args parse(int argc, char **argv) {
   return a;
 }
 
-const attncheck_kernel &flash() {
-  std::int32_t n = 0;
-  const attncheck_kernel *ks = attncheck_kernels(&n);
-  const auto *k = std::find_if(ks, ks + n, [](const attncheck_kernel &x) { return std::string_view(x.name) == "flash"; });
-  if (k == ks + n) throw std::runtime_error("the bundled kernels export no flash");
-  return *k;
-}
-
-std::string flash_contract() {
-  std::int32_t n = 0;
-  const attncheck_kernel_contract *cs = attncheck_contracts(&n);
-  for (std::int32_t e = 0; e < n; ++e)
-    if (std::string_view(cs[e].kernel) == "flash") return cs[e].contract;
-  return "";
-}
-
 /// A [1, H, L, X] tensor of standard normal values (torch.randn's distribution) rounded to `dt`.
 Tensor normal(Dtype dt, std::int64_t H, std::int64_t L, std::int64_t X, std::mt19937_64 &rng) {
   Tensor t = Tensor::contiguous(dt, {1, H, L, X});
@@ -127,8 +112,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 int main(int argc, char **argv) {
   const Args a = parse(argc, argv);
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  const attncheck_kernel &kernel = flash();
-  const std::string contract = flash_contract();
+  const attncheck_kernel &kernel = bench::bundled_flash();
+  const std::string contract = bench::bundled_flash_contract();
   const std::int64_t G = a.Hq / a.Hkv;
   double kernel_s = 0, judge_s = 0;
   std::int64_t elements = 0, exceeding = 0, undecided = 0;

@@ -7,6 +7,7 @@
 #include "attncheck/contract.h"
 #include "attncheck/kernel_abi.h"
 #include "attncheck/property.h"
+#include "bundled_flash.h"
 
 #include <benchmark/benchmark.h>
 
@@ -23,21 +24,9 @@ using namespace attncheck;
 constexpr int kCases = 30;
 constexpr std::uint64_t kSeed = 21;
 
-const attncheck_kernel &flash() {
-  std::int32_t n = 0;
-  const attncheck_kernel *ks = attncheck_kernels(&n);
-  const auto *k = std::find_if(ks, ks + n, [](const attncheck_kernel &x) { return std::string_view(x.name) == "flash"; });
-  if (k == ks + n) throw std::runtime_error("the bundled kernels export no flash");
-  return *k;
-}
+const attncheck_kernel &flash() { return bench::bundled_flash(); }
 
-KernelContract flash_contract() {
-  std::int32_t n = 0;
-  const attncheck_kernel_contract *cs = attncheck_contracts(&n);
-  for (std::int32_t e = 0; e < n; ++e)
-    if (std::string_view(cs[e].kernel) == "flash") return parse_contract(cs[e].contract);
-  return {};
-}
+KernelContract flash_contract() { return parse_contract(bench::bundled_flash_contract()); }
 
 /// The properties that judge through the screen (PropertyDef::screened) and that flash's contract turns on, in the
 /// registry's order.
