@@ -517,7 +517,6 @@ void add_per_row(double *x, std::int64_t rows, std::int64_t cols, const std::vec
     for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += add[static_cast<std::size_t>(r)];
 }
 
-
 /// Bounds of shape sh's O and LSE, all 0 until forward_row_bounds fills their rows (a row that sees no key keeps 0).
 ForwardBounds zero_forward_bounds(const Shape &sh) {
   ForwardBounds out;
@@ -750,12 +749,11 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const double flush = c.tiny_a * std::max(1.0, scale);
   const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
   const std::int64_t G_int = sh.group();
-  // A group's tiles (head h, rows i0 …) as units, dealt round-robin to its parts (kBackwardParts). Each part writes
+  // A group's tiles (head h, rows i0 …) as units, dealt round-robin to its parts (products.h: backward_parts). Each part writes
   // its own rows of dQ, O's and LSE's bounds; part 0 sums dK and dV into the outputs, the others into their own
   // arrays (KeySums), added after in part order: the bits do not depend on the thread count.
   const std::int64_t tiles_per_head = (sh.Lq + kTileRows - 1) / kTileRows, units = G_int * tiles_per_head;
-  const std::int64_t parts =
-      backward_parts(sh.B * sh.Hkv, units);
+  const std::int64_t parts = backward_parts(sh.B * sh.Hkv, units);
   struct KeySums {
     std::vector<double> dk_err, dk_mag, dk_val, dv_err, dv_mag, dv_val;
   };
