@@ -749,9 +749,9 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
   const double flush = c.tiny_a * std::max(1.0, scale);
   const std::function<void(std::int64_t)> &bounded = bounded_rows_hook();
   const std::int64_t G_int = sh.group();
-  // A group's tiles (head h, rows i0 …) as units, dealt round-robin to its parts (products.h: backward_parts). Each part writes
-  // its own rows of dQ, O's and LSE's bounds; part 0 sums dK and dV into the outputs, the others into their own
-  // arrays (KeySums), added after in part order: the bits do not depend on the thread count.
+  // A group's tiles (head h, rows i0 …) as units, dealt round-robin to its parts (products.h: backward_parts). Each
+  // part writes its own rows of dQ, O's and LSE's bounds; part 0 sums dK and dV into the outputs, the others into
+  // their own arrays (KeySums), added after in part order: the bits do not depend on the thread count.
   const std::int64_t tiles_per_head = (sh.Lq + kTileRows - 1) / kTileRows, units = G_int * tiles_per_head;
   const std::int64_t parts = backward_parts(sh.B * sh.Hkv, units);
   struct KeySums {
@@ -782,146 +782,143 @@ BackwardBounds backward_bounds(const Problem &p, const ExactForward &exact, cons
                               part > 0 ? mine.dv_val.data() : dv_val.data() + v_at};
     for (std::int64_t unit = part; unit < units; unit += parts) {
       const std::int64_t h = hk * G_int + unit / tiles_per_head, i0 = unit % tiles_per_head * kTileRows;
-      {
-        c.cover(tile, b, h, i0, &dout, &dout_abs);
-        const std::int64_t j0 = tile.j0, n_keys = tile.keys;  // the tile's keys: j0 … j0 + n_keys − 1
-        co.reset(tile.rows, n_keys);
-        for (std::int64_t i = i0; i < i0 + tile.rows; ++i) {
-          const double lse = exact.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
-          if (std::isinf(lse)) continue;  // zero gradients, exactly
-          c.row(tile, b, h, i, lse, r);
-          forward_row_bounds(c, exact, b, h, i, lse, r, nullptr, sums, fb);
-          const std::size_t n = r.keys.size();
-          const double row_unbounded = r.overflow ? kInf : 0.0;
-          const double e_lse = fb.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
-          // D_i = Σ_c dO_ic O_ic from the kernel's own O (within its bound).
-          double D = 0, eD_from_o = 0, D_mag = 0;
-          for (std::int64_t col = 0; col < sh.Dv; ++col) {
-            const auto o = static_cast<std::size_t>(out_offset(sh, b, h, i, col));
-            const double g = std::fabs(dout[o]);
-            D += dout[o] * exact.out[o];
-            eD_from_o += g * fb.out[o];
-            D_mag += g * (std::fabs(exact.out[o]) + fb.out[o]);
-          }
-          eD_from_o += g_dv * D_mag;
-          dP.assign(n, 0);
-          e_dP.assign(n, 0);
-          e_P.assign(n, 0);
-          e_Pv.assign(n, 0);
-          dS.assign(n, 0);
-          e_dS.assign(n, 0);
-          // dO_i·v_j and Σ_c |dO_ic v_jc| of every key (Tile; a sink has no value: 0). Any summation order: the
-          // products' γ_Dv in double is far below the kernel's g_dv, and the magnitude is taken from above.
-          const std::size_t o_row = static_cast<std::size_t>(out_offset(sh, b, h, i, 0));
-          // fp32-precision: dO read as an operand (dP = dO·v, dV = Pᵀ·dO); a row that may round to ±Inf is unbounded.
-          const double do_row_l1 = c.op_in.active() ? do_l1[Ctx::row_of(o_row, sh.Dv)] : 0.0;
-          const double do_unbounded =
-              c.op_in.active() && c.operand_overflows(do_max[Ctx::row_of(o_row, sh.Dv)]) ? kInf : 0.0;
-          double eD_from_p = 0, D_p_mag = 0;
-          for (std::size_t t = 0; t < n; ++t) {
-            const bool key = r.keys[t] >= 0;
-            const double dp = key ? tile.dp[tile.at(i, r.keys[t])] : 0.0,
-                         dp_mag = key ? tile.dpa[tile.at(i, r.keys[t])] * (1 + 0x1p-40) : 0.0;
-            // Dropout scales dP by z (its rounding: kDropoutUlps).
-            dP[t] = r.z[t] * dp;
-            const double v_row_l1 =
-                c.op_in.active() && r.keys[t] >= 0 ? c.v_l1[Ctx::row_of(c.v_index(b, hk, r.keys[t], 0), sh.Dv)] : 0.0;
-            e_dP[t] = c.overflows(dp_mag)
-                          ? kInf
-                          : r.z[t] * c.product_error(g_dv, dp_mag, do_row_l1 + v_row_l1,
-                                                     static_cast<double>(sh.Dv), 1) +
-                                (r.z[t] != 1 ? Budgets::kDropoutUlps * c.ua * std::fabs(dP[t]) : 0) + row_unbounded +
-                                do_unbounded;
-            // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding (and the
-            // argument's, to a declared exp approximation's dtype).
-            const double phi = r.theta[t] + e_lse + (c.ua + c.exp_arg_u) * (std::fabs(r.s[t]) + std::fabs(lse));
-            // A recomputed P̂ whose argument may pass exp's range can be +Inf: nothing downstream is bounded then.
-            e_P[t] = c.exp_overflows(r.s[t] - lse + phi) ? kInf : r.P[t] * std::expm1(phi) + c.exp_tiny;
-            e_Pv[t] = c.weight(r.P[t], e_P[t]);  // P as dV's product reads it
-            eD_from_p += e_P[t] * std::fabs(dp) + (r.P[t] + e_P[t]) * e_dP[t];
-            D_p_mag += (r.P[t] + e_P[t]) * (std::fabs(dp) + e_dP[t]);
-          }
-          eD_from_p += gamma_n(static_cast<double>(n), c.ua) * D_p_mag;
-          const double e_D = std::max(eD_from_o, eD_from_p);
-          for (std::size_t t = 0; t < n; ++t) {
-            const double x = dP[t] - D;
-            double e_x = e_dP[t] + e_D;
-            e_x += c.ua * (std::fabs(x) + e_x);
-            const double Pm = r.P[t] + e_P[t];
-            dS[t] = r.P[t] * x;
-            double e = e_P[t] * std::fabs(x) + Pm * e_x;
-            e += c.ua * (Pm * (std::fabs(x) + e_x));
-            // dS rounded to storage (round_p): |dS| + e may round to ±Inf near the largest value.
-            auto stored = [&](double mag, double err) {
-              return c.overflows_storage(mag + err) ? kInf : c.store(mag, err);
-            };
-            if (cap > 0) {
-              // Softcap's chain rule: dS·(1 − t²), t = tanh(x/c) recomputed from an x off by e_x and a tanh off by
-              // kTanhUlps (and a declared approximation's error); 1 − t² itself rounds (three operations).
-              const double tt = r.t[t], fac = 1 - tt * tt;
-              const double e_t = fac * (r.e_x[t] + c.ua * std::fabs(r.s[t])) / cap +
-                                 Budgets::kTanhUlps * c.ua * std::fabs(tt) + r.e_t[t];
-              const double e_fac = 2 * std::fabs(tt) * e_t + e_t * e_t + 3 * c.ua;
-              const double ads = std::fabs(dS[t]);
-              auto chained = [&](double err) {
-                return err * (fac + e_fac) + ads * e_fac + c.ua * (ads + err) * (fac + e_fac);
-              };
-              // With round_p a kernel may round dS before the chain factor, or after it (FlashAttention-2): the
-              // storage's absolute η_s/2 is then not scaled by 1 − t². The bound is the larger path.
-              e = prof.round_p ? std::max(chained(stored(ads, e)), stored(ads * fac, chained(e))) : chained(e);
-              dS[t] *= fac;
-            } else if (prof.round_p) {
-              e = stored(std::fabs(dS[t]), e);
-            }
-            // fp32-precision: dS as dQ's and dK's products read it (to ±Inf past the format's range).
-            if (c.op_w.active()) {
-              const double mag = std::fabs(dS[t]) + e;
-              e = mag <= c.op_w.max ? e + c.op_w.error(mag) : kInf;
-            }
-            e_dS[t] = e;
-          }
-          // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij z_ij dO_i: each term's coefficients,
-          // summed by the tile's products below.
-          const std::int64_t row = i - i0;
-          for (std::size_t t = 0; t < n; ++t) {
-            const std::int64_t j = r.keys[t];
-            if (j < 0) continue;  // the sink: no key, no gradient
-            const double z = r.z[t];
-            const double ads = std::fabs(dS[t]) + e_dS[t];
-            // fp32-precision: k (for dQ) and q (for dK) read as operands, |ỹ − y| ≤ u|y| + η: the term's error
-            // e_dS|ỹ| + |dS̃||ỹ − y| and its magnitude |dS̃||ỹ|.
-            const double u_in = c.op_in.u;
-            const double flush_in = c.op_in.active() ? flush + 2 * scale * ads * c.op_in.eta : flush;
-            const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
-            const double w = (r.P[t] + e_Pv[t]) * (z + e_z);  // |P̃ z|
-            // dV's term: (e_P̃(z + e_z) + P e_z)|g|(1 + u) [+ w(u|g| + η)] + τ, magnitude w|g|(1 + u), value P z g.
-            co.set(row, j - j0, scale * (e_dS[t] * (1 + u_in) + ads * u_in), scale * ads * (1 + u_in), scale * dS[t],
-                   (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * (1 + u_in) + (c.op_in.active() ? w * u_in : 0.0),
-                   w * (1 + u_in), r.P[t] * z);
-            co.flush_q[static_cast<std::size_t>(row)] += flush_in;
-            co.flush_k[static_cast<std::size_t>(j - j0)] += flush_in;
-            co.flush_v[static_cast<std::size_t>(j - j0)] +=
-                flush + (c.op_in.active() ? w * c.op_in.eta + do_unbounded : 0.0);
-          }
+      c.cover(tile, b, h, i0, &dout, &dout_abs);
+      const std::int64_t j0 = tile.j0, n_keys = tile.keys;  // the tile's keys: j0 … j0 + n_keys − 1
+      co.reset(tile.rows, n_keys);
+      for (std::int64_t i = i0; i < i0 + tile.rows; ++i) {
+        const double lse = exact.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
+        if (std::isinf(lse)) continue;  // zero gradients, exactly
+        c.row(tile, b, h, i, lse, r);
+        forward_row_bounds(c, exact, b, h, i, lse, r, nullptr, sums, fb);
+        const std::size_t n = r.keys.size();
+        const double row_unbounded = r.overflow ? kInf : 0.0;
+        const double e_lse = fb.lse[static_cast<std::size_t>(lse_offset(sh, b, h, i))];
+        // D_i = Σ_c dO_ic O_ic from the kernel's own O (within its bound).
+        double D = 0, eD_from_o = 0, D_mag = 0;
+        for (std::int64_t col = 0; col < sh.Dv; ++col) {
+          const auto o = static_cast<std::size_t>(out_offset(sh, b, h, i, col));
+          const double g = std::fabs(dout[o]);
+          D += dout[o] * exact.out[o];
+          eD_from_o += g * fb.out[o];
+          D_mag += g * (std::fabs(exact.out[o]) + fb.out[o]);
         }
-        // The tile's sums as products: dQ of its rows, and its share of dK and dV of its keys.
-        const std::size_t qo = c.q_index(b, h, i0, 0), ko = c.k_index(b, hk, j0, 0);
-        const std::size_t oo = static_cast<std::size_t>(out_offset(sh, b, h, i0, 0));
-        const std::int64_t rows = tile.rows, D = sh.D, Dv = sh.Dv;
-        for (auto [x, y, out] : {std::tuple{&co.se, &c.k_abs, &dq_err}, std::tuple{&co.sa, &c.k_abs, &dq_mag},
-                                 std::tuple{&co.sd, &c.k, &dq_val}})
-          gemm(c.path, rows, D, n_keys, {x->data(), n_keys, false}, {y->data() + ko, D, false}, out->data() + qo, D);
-        for (auto [x, y, out] : {std::tuple{&co.se, &c.q_abs, k_sums[0]}, std::tuple{&co.sa, &c.q_abs, k_sums[1]},
-                                 std::tuple{&co.sd, &c.q, k_sums[2]}})
-          gemm(c.path, n_keys, D, rows, {x->data(), n_keys, true}, {y->data() + qo, D, false}, out + j0 * D, D, true);
-        for (auto [x, y, out] : {std::tuple{&co.ve, &dout_abs, v_sums[0]}, std::tuple{&co.va, &dout_abs, v_sums[1]},
-                                 std::tuple{&co.vv, &dout, v_sums[2]}})
-          gemm(c.path, n_keys, Dv, rows, {x->data(), n_keys, true}, {y->data() + oo, Dv, false}, out + j0 * Dv, Dv,
-               true);
-        add_per_row(dq_err.data() + qo, rows, D, co.flush_q);
-        add_per_row(k_sums[0] + j0 * D, n_keys, D, co.flush_k);
-        add_per_row(v_sums[0] + j0 * Dv, n_keys, Dv, co.flush_v);
+        eD_from_o += g_dv * D_mag;
+        dP.assign(n, 0);
+        e_dP.assign(n, 0);
+        e_P.assign(n, 0);
+        e_Pv.assign(n, 0);
+        dS.assign(n, 0);
+        e_dS.assign(n, 0);
+        // dO_i·v_j and Σ_c |dO_ic v_jc| of every key (Tile; a sink has no value: 0). Any summation order: the
+        // products' γ_Dv in double is far below the kernel's g_dv, and the magnitude is taken from above.
+        const std::size_t o_row = static_cast<std::size_t>(out_offset(sh, b, h, i, 0));
+        // fp32-precision: dO read as an operand (dP = dO·v, dV = Pᵀ·dO); a row that may round to ±Inf is unbounded.
+        const double do_row_l1 = c.op_in.active() ? do_l1[Ctx::row_of(o_row, sh.Dv)] : 0.0;
+        const double do_unbounded =
+            c.op_in.active() && c.operand_overflows(do_max[Ctx::row_of(o_row, sh.Dv)]) ? kInf : 0.0;
+        double eD_from_p = 0, D_p_mag = 0;
+        for (std::size_t t = 0; t < n; ++t) {
+          const bool key = r.keys[t] >= 0;
+          const double dp = key ? tile.dp[tile.at(i, r.keys[t])] : 0.0,
+                       dp_mag = key ? tile.dpa[tile.at(i, r.keys[t])] * (1 + 0x1p-40) : 0.0;
+          // Dropout scales dP by z (its rounding: kDropoutUlps).
+          dP[t] = r.z[t] * dp;
+          const double v_row_l1 =
+              c.op_in.active() && r.keys[t] >= 0 ? c.v_l1[Ctx::row_of(c.v_index(b, hk, r.keys[t], 0), sh.Dv)] : 0.0;
+          e_dP[t] = c.overflows(dp_mag)
+                        ? kInf
+                        : r.z[t] * c.product_error(g_dv, dp_mag, do_row_l1 + v_row_l1,
+                                                   static_cast<double>(sh.Dv), 1) +
+                              (r.z[t] != 1 ? Budgets::kDropoutUlps * c.ua * std::fabs(dP[t]) : 0) + row_unbounded +
+                              do_unbounded;
+          // P̂ = exp(ŝ − L̂SE): the logit's error, the kernel's LSE error and the subtraction's rounding (and the
+          // argument's, to a declared exp approximation's dtype).
+          const double phi = r.theta[t] + e_lse + (c.ua + c.exp_arg_u) * (std::fabs(r.s[t]) + std::fabs(lse));
+          // A recomputed P̂ whose argument may pass exp's range can be +Inf: nothing downstream is bounded then.
+          e_P[t] = c.exp_overflows(r.s[t] - lse + phi) ? kInf : r.P[t] * std::expm1(phi) + c.exp_tiny;
+          e_Pv[t] = c.weight(r.P[t], e_P[t]);  // P as dV's product reads it
+          eD_from_p += e_P[t] * std::fabs(dp) + (r.P[t] + e_P[t]) * e_dP[t];
+          D_p_mag += (r.P[t] + e_P[t]) * (std::fabs(dp) + e_dP[t]);
+        }
+        eD_from_p += gamma_n(static_cast<double>(n), c.ua) * D_p_mag;
+        const double e_D = std::max(eD_from_o, eD_from_p);
+        for (std::size_t t = 0; t < n; ++t) {
+          const double x = dP[t] - D;
+          double e_x = e_dP[t] + e_D;
+          e_x += c.ua * (std::fabs(x) + e_x);
+          const double Pm = r.P[t] + e_P[t];
+          dS[t] = r.P[t] * x;
+          double e = e_P[t] * std::fabs(x) + Pm * e_x;
+          e += c.ua * (Pm * (std::fabs(x) + e_x));
+          // dS rounded to storage (round_p): |dS| + e may round to ±Inf near the largest value.
+          auto stored = [&](double mag, double err) {
+            return c.overflows_storage(mag + err) ? kInf : c.store(mag, err);
+          };
+          if (cap > 0) {
+            // Softcap's chain rule: dS·(1 − t²), t = tanh(x/c) recomputed from an x off by e_x and a tanh off by
+            // kTanhUlps (and a declared approximation's error); 1 − t² itself rounds (three operations).
+            const double tt = r.t[t], fac = 1 - tt * tt;
+            const double e_t = fac * (r.e_x[t] + c.ua * std::fabs(r.s[t])) / cap +
+                               Budgets::kTanhUlps * c.ua * std::fabs(tt) + r.e_t[t];
+            const double e_fac = 2 * std::fabs(tt) * e_t + e_t * e_t + 3 * c.ua;
+            const double ads = std::fabs(dS[t]);
+            auto chained = [&](double err) {
+              return err * (fac + e_fac) + ads * e_fac + c.ua * (ads + err) * (fac + e_fac);
+            };
+            // With round_p a kernel may round dS before the chain factor, or after it (FlashAttention-2): the
+            // storage's absolute η_s/2 is then not scaled by 1 − t². The bound is the larger path.
+            e = prof.round_p ? std::max(chained(stored(ads, e)), stored(ads * fac, chained(e))) : chained(e);
+            dS[t] *= fac;
+          } else if (prof.round_p) {
+            e = stored(std::fabs(dS[t]), e);
+          }
+          // fp32-precision: dS as dQ's and dK's products read it (to ±Inf past the format's range).
+          if (c.op_w.active()) {
+            const double mag = std::fabs(dS[t]) + e;
+            e = mag <= c.op_w.max ? e + c.op_w.error(mag) : kInf;
+          }
+          e_dS[t] = e;
+        }
+        // dQ_i = scale Σ_j dS_ij k_j ; dK_j += scale dS_ij q_i ; dV_j += P_ij z_ij dO_i: each term's coefficients,
+        // summed by the tile's products below.
+        const std::int64_t row = i - i0;
+        for (std::size_t t = 0; t < n; ++t) {
+          const std::int64_t j = r.keys[t];
+          if (j < 0) continue;  // the sink: no key, no gradient
+          const double z = r.z[t];
+          const double ads = std::fabs(dS[t]) + e_dS[t];
+          // fp32-precision: k (for dQ) and q (for dK) read as operands, |ỹ − y| ≤ u|y| + η: the term's error
+          // e_dS|ỹ| + |dS̃||ỹ − y| and its magnitude |dS̃||ỹ|.
+          const double u_in = c.op_in.u;
+          const double flush_in = c.op_in.active() ? flush + 2 * scale * ads * c.op_in.eta : flush;
+          const double e_z = z != 1 ? Budgets::kDropoutUlps * c.ua * z : 0;
+          const double w = (r.P[t] + e_Pv[t]) * (z + e_z);  // |P̃ z|
+          // dV's term: (e_P̃(z + e_z) + P e_z)|g|(1 + u) [+ w(u|g| + η)] + τ, magnitude w|g|(1 + u), value P z g.
+          co.set(row, j - j0, scale * (e_dS[t] * (1 + u_in) + ads * u_in), scale * ads * (1 + u_in), scale * dS[t],
+                 (e_Pv[t] * (z + e_z) + r.P[t] * e_z) * (1 + u_in) + (c.op_in.active() ? w * u_in : 0.0),
+                 w * (1 + u_in), r.P[t] * z);
+          co.flush_q[static_cast<std::size_t>(row)] += flush_in;
+          co.flush_k[static_cast<std::size_t>(j - j0)] += flush_in;
+          co.flush_v[static_cast<std::size_t>(j - j0)] +=
+              flush + (c.op_in.active() ? w * c.op_in.eta + do_unbounded : 0.0);
+        }
       }
+      // The tile's sums as products: dQ of its rows, and its share of dK and dV of its keys.
+      const std::size_t qo = c.q_index(b, h, i0, 0), ko = c.k_index(b, hk, j0, 0);
+      const std::size_t oo = static_cast<std::size_t>(out_offset(sh, b, h, i0, 0));
+      const std::int64_t rows = tile.rows, D = sh.D, Dv = sh.Dv;
+      for (auto [x, y, out] : {std::tuple{&co.se, &c.k_abs, &dq_err}, std::tuple{&co.sa, &c.k_abs, &dq_mag},
+                               std::tuple{&co.sd, &c.k, &dq_val}})
+        gemm(c.path, rows, D, n_keys, {x->data(), n_keys, false}, {y->data() + ko, D, false}, out->data() + qo, D);
+      for (auto [x, y, out] : {std::tuple{&co.se, &c.q_abs, k_sums[0]}, std::tuple{&co.sa, &c.q_abs, k_sums[1]},
+                               std::tuple{&co.sd, &c.q, k_sums[2]}})
+        gemm(c.path, n_keys, D, rows, {x->data(), n_keys, true}, {y->data() + qo, D, false}, out + j0 * D, D, true);
+      for (auto [x, y, out] : {std::tuple{&co.ve, &dout_abs, v_sums[0]}, std::tuple{&co.va, &dout_abs, v_sums[1]},
+                               std::tuple{&co.vv, &dout, v_sums[2]}})
+        gemm(c.path, n_keys, Dv, rows, {x->data(), n_keys, true}, {y->data() + oo, Dv, false}, out + j0 * Dv, Dv, true);
+      add_per_row(dq_err.data() + qo, rows, D, co.flush_q);
+      add_per_row(k_sums[0] + j0 * D, n_keys, D, co.flush_k);
+      add_per_row(v_sums[0] + j0 * Dv, n_keys, Dv, co.flush_v);
       if (bounded) {
 #pragma omp critical(attncheck_bounded_rows)
         bounded(tile.rows);

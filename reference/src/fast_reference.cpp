@@ -150,11 +150,11 @@ std::int64_t backward_terms(const Shape &s) { return s.D + s.Dv + s.Lk + s.group
 /// O(Lq × Lk), so any length fits in memory (a production shape, Lk = 8192: 8 MiB per matrix).
 constexpr std::int64_t kRowTile = 128;
 
-/// One tile of a (b, kv) block: R query rows from the block's row r0 on (block row r = (h = kv·G + r / Lq,
+/// One tile of a (b, kv) block: R query rows from a row r0 of the block on (block row r = (h = kv·G + r / Lq,
 /// i = r mod Lq), contiguous in q, out, lse, dout and dq) and the K keys from j0 on that any of them may see (the
 /// union of their key ranges: a causal or windowed tile skips the keys none of its rows sees). weigh() fills it.
 struct Block {
-  std::int64_t r0 = 0, R = 0, j0 = 0, K = 0;
+  std::int64_t R = 0, j0 = 0, K = 0;
   RowMatrix S, E;  ///< p̂_rj and Δp_rj on visible entries, 0 elsewhere (column j: key j0 + j)
   RowMatrix G, Ge;  ///< softcap, backward: ĝ_rj ≈ sech²(x_rj/c) and e_g ≥ |ĝ − sech²(x/c)| (visible entries)
   std::vector<double> l, el, llo;  ///< l̂, E_l (inflated), l̂ − E_l
@@ -162,8 +162,7 @@ struct Block {
   std::vector<char> live;          ///< 0: fixed values (sees no key), 1: bounded, 2: unbounded (ε = ∞)
   std::vector<char> vis;           ///< [R·K]: row r sees key j0 + j
   std::vector<double> centered;    ///< [K]: one row's Δp_j against the top key's exact logit (weigh())
-  void resize(std::int64_t first_row, std::int64_t rows, KeyRange keys, bool softcap_g) {
-    r0 = first_row;
+  void resize(std::int64_t rows, KeyRange keys, bool softcap_g) {
     R = rows;
     j0 = keys.empty() ? 0 : keys.lo;
     K = keys.empty() ? 0 : keys.hi - keys.lo + 1;
@@ -222,7 +221,7 @@ void weigh(const Problem &p, const Shape &s, const Inputs &in, std::int64_t b, s
   const double delta_exp = -std::log1p(-2 * kLibmExpUlps * u);
   const double exp_abs = kLibmExpUlps * eta;  // exp's absolute error near underflow
   const std::int64_t G = s.group(), h0 = kv * G;
-  blk.resize(r0, rows, tile_keys(p, s, b, r0, rows), softcap_g);
+  blk.resize(rows, tile_keys(p, s, b, r0, rows), softcap_g);
   const std::int64_t j0 = blk.j0, nk = blk.K;  // column j of the tile: key j0 + j
   const ConstMap Q(in.q.data() + ((b * s.Hq + h0) * s.Lq + r0) * s.D, rows, s.D);
   const ConstMap K(in.k.data() + ((b * s.Hkv + kv) * s.Lk + j0) * s.D, nk, s.D);
